@@ -57,6 +57,7 @@ class Geometry:
         # numpy views of the same tables, for the vectorised legality mask
         self.padded_array = np.array(self.padded, dtype=np.int64)
         self.neighbor_array = np.array([self.neighbors[pad] for pad in self.padded], dtype=np.int64).reshape(-1, 4)
+        self.diagonal_array = np.array([self.diagonals[pad] for pad in self.padded], dtype=np.int64).reshape(-1, 4)
         self.zobrist_array = [np.array([keys[pad] for pad in self.padded], dtype=np.uint64)
                               for keys in self.zobrist]
         self.empty_colors = [EDGE] * self.padded_len
@@ -258,6 +259,18 @@ class Board:
             elif c == EDGE:
                 on_edge = True
         return bad == 0 if on_edge else bad <= 1
+
+    def own_eye_mask(self, color: int) -> np.ndarray:
+        """bool [N*N]: ``is_own_eye`` of every flat point at once (the search calls it for every leaf)."""
+        geometry = self.geometry
+        colors = np.array(self.color, dtype=np.int8)
+        around = colors[geometry.neighbor_array]
+        eyes = (colors[geometry.padded_array] == EMPTY) & ((around == color) | (around == EDGE)).all(axis=1)
+        if eyes.any():
+            diagonals = colors[geometry.diagonal_array]
+            bad = (diagonals == 3 - color).sum(axis=1)
+            eyes &= np.where((diagonals == EDGE).any(axis=1), bad == 0, bad <= 1)
+        return eyes
 
     def stones_of(self, color: int) -> list[int]:
         """Flat points of ``color``'s stones."""

@@ -27,6 +27,7 @@ class SearchConfig:
     early_stop: bool = True  # stop when the most visited move cannot be overtaken in the remaining budget
     cache_entries: int = 50_000  # network results kept by position hash (about 1-2 KB each on 19x19)
     max_nodes: int = 150_000  # stop searching once this many nodes are expanded (about 7 KB each on 19x19)
+    eye_filter: bool = True  # never search moves that fill one's own single-point eye (see Board.is_own_eye)
     reuse_tree: bool = True  # keep the matching subtree between moves
     reuse_undo_plies: int = 4  # keep ancestors of the root this many plies up, for undo and re-sent games
     ponder: bool = False  # search on the opponent's time until the next command arrives
@@ -52,7 +53,7 @@ class TimeConfig:
 class NetConfig:
     """Where the network comes from and how it runs."""
 
-    weights: str = ""  # path to an ONNX file; "" means the shipped default
+    weights: tuple[str, ...] = ()  # ONNX files, each playing the sizes it was made for; () means the shipped ones
     threads: int = 0  # onnxruntime intra-op threads (0: onnxruntime decides)
     provider: str = "auto"  # auto | cpu | cuda | tensorrt
 
@@ -64,7 +65,7 @@ class EngineConfig:
     time: TimeConfig = field(default_factory=TimeConfig)
     net: NetConfig = field(default_factory=NetConfig)
     player: str = "search"  # move generator: search (the network, default) | random (the baseline)
-    board_size: int = 19
+    board_size: int = 0  # the first game's size; 0: 19x19, or the first size the player's networks play
     seed: int | None = None  # None: a fresh seed per process
 
     def to_dict(self) -> dict:

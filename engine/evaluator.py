@@ -4,7 +4,8 @@
 [B, N*N+1], pass last, softmaxed over the legal moves (illegal points are 0) and renormalised.
 
 Layer: above features; numpy and onnxruntime only (never torch), so that the GTP engine starts fast.
-``OnnxEvaluator`` runs a network file; ``CachedEvaluator`` wraps any evaluator with an LRU cache.
+``OnnxEvaluator`` runs a network file; ``NetworkSet`` routes each board size to its network; ``CachedEvaluator``
+wraps any evaluator with an LRU cache.
 """
 from __future__ import annotations
 
@@ -265,6 +266,37 @@ class OnnxEvaluator:
             value = values.reshape(NUM_SYMMETRIES, count).mean(axis=0)
         return Evaluation(policy=policy.astype(np.float32, copy=False),
                           value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
+
+
+class NetworkSet:
+    """Several networks behind one evaluator, each board size routed to the first network that plays it.
+
+    A shipped engine plays 19x19 with one network and 9x9 with another; the search sees one evaluator whose
+    ``board_sizes`` are the union. A batch is always of one size (``Evaluator.evaluate``), so it goes whole to one
+    network.
+    """
+
+    def __init__(self, networks: Sequence):
+        if not networks:
+            raise ValueError("a network set needs at least one network")
+        self.networks = list(networks)
+        self._by_size: dict[int, object] = {}
+        for network in self.networks:
+            for size in network.board_sizes:
+                self._by_size.setdefault(size, network)
+        self.board_sizes: tuple[int, ...] = tuple(sorted(self._by_size))
+
+    def network_for(self, size: int):
+        network = self._by_size.get(size)
+        if network is None:
+            raise UnsupportedBoardSizeError(
+                f"no network for {size}x{size}; the networks play {', '.join(f'{s}x{s}' for s in self.board_sizes)}")
+        return network
+
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        if not states:
+            return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+        return self.network_for(states[0].size).evaluate(states)
 
 
 def _is_provider_failure(error: Exception) -> bool:

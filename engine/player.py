@@ -72,6 +72,12 @@ GENERATORS: dict[str, Callable[[EngineConfig], MoveGenerator]] = {
 }
 
 
+def first_size(generator: MoveGenerator, preferred: int = 19) -> int:
+    """The board a new engine starts on: ``preferred`` where the generator plays it, else its smallest size."""
+    playable = getattr(generator, "board_sizes", None)
+    return preferred if not playable or preferred in playable else min(playable)
+
+
 class CannotUndoError(ValueError):
     """``undo`` with no move to take back."""
 
@@ -133,7 +139,8 @@ class Player:
     def from_config(cls, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> "Player":
         if config.player not in GENERATORS:
             raise ValueError(f"unknown player {config.player!r}; known: {', '.join(GENERATORS)}")
-        return cls(GENERATORS[config.player](config), size=config.board_size, rules=config.rules,
+        generator = GENERATORS[config.player](config)
+        return cls(generator, size=config.board_size or first_size(generator), rules=config.rules,
                    time_config=config.time, clock=clock, rng=random.Random(config.seed))
 
     # -- the game ------------------------------------------------------------------------------------------------

@@ -32,6 +32,25 @@ _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _PV_DEPTH = 24  # longest principal variation reported
 
 
+
+def _without_own_eyes(priors: np.ndarray, state: GameState) -> np.ndarray:
+    """``priors`` with the moves that fill the mover's own single-point eyes removed and the rest renormalised.
+
+    A network that has not learned the endgame fills its own eyes and dies; no strong move does it (an eye point
+    touches no opponent stone, so filling it never captures). Pass keeps its prior, and takes everything when
+    nothing else is left, as the random player passes."""
+    eyes = state.board.own_eye_mask(state.to_move)
+    board_part = priors[:-1]
+    if not board_part[eyes].any():
+        return priors
+    priors = priors.copy()
+    priors[:-1][eyes] = 0.0
+    total = float(priors.sum())
+    if total <= 0.0:
+        priors[-1] = 1.0
+        return priors
+    return priors / total
+
 class Node:
     """One position in the tree. The statistics of the edge leading here live in the parent's arrays.
 
@@ -87,18 +106,19 @@ class _Entry:
 
 
 class TranspositionTable:
-    """Network results by position hash (stones, side to move, ko point), least recently used evicted first.
+    """Network results by board size and position hash (stones, side to move, ko point), least recently used
+    evicted first.
 
     Not thread-safe on its own: the search only touches it under its tree lock.
     """
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: int) -> _Entry | None:
+    def get(self, key: tuple[int, int]) -> _Entry | None:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
@@ -107,7 +127,7 @@ class TranspositionTable:
         self.hits += 1
         return entry
 
-    def put(self, key: int, entry: _Entry) -> None:
+    def put(self, key: tuple[int, int], entry: _Entry) -> None:
         if self.capacity <= 0:
             return
         self._entries[key] = entry
@@ -181,7 +201,7 @@ class _Leaf:
     node: Node
     path: list[tuple[Node, int]]
     state: GameState
-    key: int
+    key: tuple[int, int]
 
 
 @dataclass
@@ -587,7 +607,7 @@ class Search:
             node.value = terminal_value(state)
             self._backup(path, node, node.value)
             return _DONE
-        key = state.hash
+        key = (state.size, state.hash)  # empty boards of every size share hash 0
         entry = self.cache.get(key)
         if entry is not None:
             self._expand(node, entry)
@@ -611,7 +631,10 @@ class Search:
         values = np.asarray(evaluation.value, dtype=np.float32)
         pass_index = policy.shape[1] - 1
         entries = []
-        for row, value in zip(policy, values):
+        eye_filter = self.config.eye_filter
+        for leaf, row, value in zip(leaves, policy, values):
+            if eye_filter:
+                row = _without_own_eyes(row, leaf.state)
             moves = np.flatnonzero(row)
             if not moves.size or moves[-1] != pass_index:
                 moves = np.append(moves, pass_index)

@@ -217,7 +217,8 @@ class SearchGenerator:
         log.info("\n".join(lines))
 
 
-# The shipped networks: weights/DEFAULT names the file `tabula gtp` plays with when no --weights is given.
+# The shipped networks: weights/DEFAULT names the files `tabula gtp` plays with when no --weights is given, one a
+# line; each plays the board sizes in its metadata, and the first file that plays a size is used for it.
 WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 
 
@@ -225,27 +226,32 @@ class NoNetworkError(FileNotFoundError):
     """The search was asked to play with no network given and none shipped."""
 
 
-def default_weights() -> Path:
+def default_weights() -> list[Path]:
     pointer = WEIGHTS_DIR / "DEFAULT"
     try:
-        name = pointer.read_text().strip()
+        names = [line.strip() for line in pointer.read_text().splitlines()]
     except OSError:
         raise NoNetworkError(f"no network given (--weights) and no shipped default ({pointer} is missing)") from None
-    path = WEIGHTS_DIR / name
-    if not path.is_file():
-        raise NoNetworkError(f"the shipped default network {path} is missing")
-    return path
+    paths = [WEIGHTS_DIR / name for name in names if name and not name.startswith("#")]
+    if not paths:
+        raise NoNetworkError(f"no network given (--weights) and {pointer} names none")
+    for path in paths:
+        if not path.is_file():
+            raise NoNetworkError(f"the shipped default network {path} is missing")
+    return paths
 
 
 def from_config(config: EngineConfig) -> SearchGenerator:
-    """The ``search`` entry of ``engine.player.GENERATORS``: an ONNX network under a random symmetry per leaf."""
-    from .evaluator import OnnxEvaluator  # onnxruntime loads only when the search player is chosen
+    """The ``search`` entry of ``engine.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
+    from .evaluator import NetworkSet, OnnxEvaluator  # onnxruntime loads only when the search player is chosen
 
     seed = np.random.SeedSequence(config.seed)
     net_seed, search_seed, playout_seed = seed.spawn(3)
-    weights = config.net.weights or default_weights()
-    evaluator = OnnxEvaluator(weights, symmetry="random", rng=np.random.default_rng(net_seed),
-                              threads=config.net.threads, provider=config.net.provider)
+    paths = list(config.net.weights) or default_weights()
+    net_rngs = [np.random.default_rng(s) for s in net_seed.spawn(len(paths))]
+    networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=config.net.threads,
+                              provider=config.net.provider) for path, rng in zip(paths, net_rngs)]
+    evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     return SearchGenerator(evaluator, config.search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])))
 

@@ -29,11 +29,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tabula gtp", description="Play Go over the Go Text Protocol (stdio).")
     parser.add_argument("--player", default=defaults.player, choices=sorted(GENERATORS),
                         help="move generator (default: %(default)s)")
-    parser.add_argument("--size", type=int, default=defaults.board_size, help="initial board size")
+    parser.add_argument("--size", type=int, default=defaults.board_size,
+                        help="initial board size (default 19, or the smallest size the networks play without 19)")
     parser.add_argument("--komi", type=float, default=defaults.rules.komi, help="initial komi")
     parser.add_argument("--superko", default=defaults.rules.superko, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO])
     parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh each run)")
-    parser.add_argument("--weights", default=defaults.net.weights, help="ONNX network file")
+    parser.add_argument("--weights", action="append", default=[], metavar="FILE",
+                        help="ONNX network file; repeat for networks of other board sizes (the first that plays a "
+                             "size is used for it). Default: the shipped networks named in weights/DEFAULT")
     parser.add_argument("--visits", type=int, default=defaults.search.visits, help="visits per move (0: no limit)")
     parser.add_argument("--playouts", type=int, default=defaults.search.playouts,
                         help="new playouts per move (0: no limit)")
@@ -60,7 +63,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def build_config(args: argparse.Namespace) -> EngineConfig:
     """The one place argv becomes configuration."""
-    if not (MIN_SIZE <= args.size <= MAX_SIZE):
+    if args.size and not (MIN_SIZE <= args.size <= MAX_SIZE):
         raise SystemExit(f"tabula gtp: --size must be in {MIN_SIZE}..{MAX_SIZE}")
     defaults = EngineConfig()
     return EngineConfig(
@@ -69,7 +72,7 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
                                    threads=args.threads, batch_size=args.batch_size, ponder=args.ponder,
                                    resign_winrate=args.resign_winrate, lcb=not args.no_lcb),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
-        net=dataclasses.replace(defaults.net, weights=args.weights),
+        net=dataclasses.replace(defaults.net, weights=tuple(args.weights)),
         player=args.player,
         board_size=args.size,
         seed=args.seed,

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from engine.coords import parse_vertex
-from engine.evaluator import (CachedEvaluator, NetworkFileError, OnnxEvaluator, UniformEvaluator,
+from engine.evaluator import (CachedEvaluator, NetworkFileError, NetworkSet, OnnxEvaluator, UniformEvaluator,
                               UnsupportedBoardSizeError, choose_providers, legal_mask, masked_softmax)
 from engine.features import encode_batch, inverse_transform_policy, transform_planes
 from engine.game import GameState
@@ -232,3 +232,28 @@ def test_cache_returns_the_same_and_counts(evaluator):
 def test_uniform_evaluator_unchanged():
     result = UniformEvaluator().evaluate([GameState(9)])
     assert np.allclose(result.policy, 1 / 82) and result.value.tolist() == [0.0]
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx_9(tmp_path_factory):
+    from engine.network import NetSpec, export_onnx, random_network
+
+    path = tmp_path_factory.mktemp("net9") / "tiny9.onnx"
+    export_onnx(random_network(NetSpec(blocks=1, filters=8, board_size=9), seed=2), path, provenance="tests")
+    return path
+
+
+def test_network_set_routes_each_size_to_its_network(tiny_onnx, tiny_onnx_9, tiny_pooled_onnx):
+    big = OnnxEvaluator(tiny_onnx, symmetry="identity", log=None)
+    small = OnnxEvaluator(tiny_onnx_9, symmetry="identity", log=None)
+    pooled = OnnxEvaluator(tiny_pooled_onnx, symmetry="identity", log=None)
+    networks = NetworkSet([big, small, pooled])
+    assert networks.board_sizes == (9, 13, 19)
+    assert networks.network_for(19) is big and networks.network_for(9) is small  # the first named wins a size
+    assert networks.network_for(13) is pooled
+    for size, network in ((9, small), (19, big), (13, pooled)):
+        states = random_game(size, 5, seed=size)
+        assert np.array_equal(networks.evaluate(states).policy, network.evaluate(states).policy)
+    with pytest.raises(UnsupportedBoardSizeError, match="7x7.*9x9, 13x13, 19x19"):
+        networks.evaluate([GameState(7)])
+    assert networks.evaluate([]).value.shape == (0,)

@@ -367,3 +367,50 @@ def test_lcb_prefers_the_certain_move():
     floor = config.lcb_min_visit_ratio * max(c.visits for c in result.candidates)
     assert all(best.lcb >= c.lcb for c in result.candidates if c.visits >= floor)
     assert all(-1.0 <= c.lcb <= c.value + 1e-9 for c in result.candidates)
+
+
+def test_own_eyes_are_never_searched_and_a_board_of_eyes_is_passed():
+    # Black has two eyes at A1 and C1 and a big territory; the network (RiggedEvaluator) loves filling A1.
+    state = board_from_ascii("""
+        . . . . .
+        . . . . .
+        X X X X X
+        X X X X X
+        . X . X X""", to_move=BLACK, komi=0.5)
+    eye = parse_vertex("A1", 5)
+    assert state.board.own_eye_mask(BLACK)[eye] and state.board.is_own_eye(state.board.geometry.padded[eye], BLACK)
+    search = Search(RiggedEvaluator(eye, 0.99), SearchConfig(threads=1, visits=200), rng=np.random.default_rng(0))
+    result = search.run(state)
+    assert result.move != eye and all(c.move != eye for c in result.candidates)
+    unfiltered = Search(RiggedEvaluator(eye, 0.99), SearchConfig(threads=1, visits=200, eye_filter=False),
+                        rng=np.random.default_rng(0))
+    assert any(c.move == eye for c in unfiltered.run(state).candidates)  # the filter, not the evaluator, did it
+
+    only_eyes = board_from_ascii("""
+        X X X
+        X . X
+        . X X""", to_move=BLACK, komi=0.5)  # A1 and B2 are black's eyes: nothing left but pass
+    result = Search(UniformEvaluator(), SearchConfig(threads=1, visits=50),
+                    rng=np.random.default_rng(0)).run(only_eyes)
+    assert result.move == PASS
+
+
+def test_vectorised_eye_mask_matches_is_own_eye():
+    from tests.conftest_network import random_game
+
+    for size in (5, 9, 19):
+        for state in random_game(size, 3 * size * size, seed=size)[::7]:
+            board = state.board
+            for color in (BLACK, WHITE):
+                expected = [state.color_at(p) == 0 and board.is_own_eye(board.geometry.padded[p], color)
+                            for p in range(size * size)]  # is_own_eye assumes an empty point
+                assert board.own_eye_mask(color).tolist() == expected
+
+
+def test_empty_boards_of_two_sizes_do_not_share_a_cache_entry():
+    # Every empty board hashes to 0: the table must tell 9x9 from 19x19 (an engine switching sizes crashed here).
+    search = Search(UniformEvaluator(), SearchConfig(threads=1, visits=20), rng=np.random.default_rng(0))
+    assert GameState(19).hash == GameState(9).hash
+    search.run(GameState(19))
+    result = search.run(GameState(9))
+    assert all(0 <= c.move <= 81 for c in result.candidates)
