@@ -124,6 +124,17 @@ class GtpEngine:
         self._close_stderr()
         return status
 
+    def memory_mb(self) -> dict[str, float] | None:
+        """The engine process's resident memory now and at its peak (VmRSS, VmHWM), in MiB; None where /proc
+        does not say (not Linux, or the process is gone). Children of the engine are not counted."""
+        try:
+            with open(f"/proc/{self.process.pid}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+            return {"rss": round(int(fields["VmRSS"].split()[0]) / 1024, 1),
+                    "peak": round(int(fields["VmHWM"].split()[0]) / 1024, 1)}
+        except (OSError, KeyError, ValueError):
+            return None
+
     def kill(self) -> None:
         """Kill the engine and its children now (SIGKILL to its session); ``close`` still reaps it."""
         self.broken = True

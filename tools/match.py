@@ -588,6 +588,7 @@ class Game:
         for color, _move, seconds, _left, _stones in self.log:
             times[color_name(color)].append(seconds)
         identities = {color_name(c): self.pool.identities.get(self.index(c), "") for c in (BLACK, WHITE)}
+        engines = {color_name(c): self.engines.get(c) for c in (BLACK, WHITE)}
         return {
             "game": spec.game_id, "pair": list(spec.pair), "round": spec.round,
             "black": spec.black, "white": spec.white,
@@ -601,6 +602,9 @@ class Game:
             "timed_moves": {side: len(values) for side, values in times.items()},
             "max_move_s": {side: round(max(values, default=0.0), 4) for side, values in times.items()},
             "duration_s": round(duration_s, 3),
+            # per side: the engine's pid and resident memory (MiB) at the end of the game, to watch for leaks
+            "pid": {side: engine.process.pid if engine else None for side, engine in engines.items()},
+            "memory_mb": {side: engine.memory_mb() if engine else None for side, engine in engines.items()},
             "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "sgf": f"games/{spec.game_id}.sgf",
         }
