@@ -72,6 +72,23 @@ def test_never_pass_into_a_lost_count():
     assert state.legal(move)
 
 
+def test_no_pass_while_the_lead_rests_on_dead_stones():
+    # White's lone stones inside black's wall are dead, but Tromp-Taylor counts them and the points beside them
+    # (white leads by that count); any referee that removes dead stones gives black the board.
+    state = board_from_ascii("""
+        . . . . . . .
+        . . . . . . .
+        . X X X X X .
+        . X . O . X .
+        . X . . O X .
+        . X X X X X .
+        . . . . . . .""", to_move=WHITE, komi=42.5)
+    assert state.area_score() < 0  # white "leads"
+    player = generator(RiggedEvaluator(PASS, 0.99), visits=2)
+    assert player.search.run(state).move == PASS  # what the search alone would do
+    assert player.generate(state, WHITE, None) not in (PASS, RESIGN)
+
+
 def test_passing_is_fine_when_it_does_not_lose():
     state = board_from_ascii("""
         . X . X .
