@@ -489,8 +489,15 @@ class FuzzReport:
         return "\n".join(out)
 
 
-def engine_argv(seed: int) -> list[str]:
-    return [sys.executable, "-m", "gtp", "--player", "random", "--seed", str(seed)]
+PLAYER_OPTIONS = {
+    "random": ["--player", "random"],
+    # The shipped networks at a few visits: genmove and the analysis commands run the real search, quickly.
+    "search": ["--player", "search", "--visits", "8", "--threads", "1"],
+}
+
+
+def engine_argv(seed: int, player: str = "random") -> list[str]:
+    return [sys.executable, "-m", "gtp", *PLAYER_OPTIONS[player], "--seed", str(seed)]
 
 
 def _show(data: bytes, limit: int = 100) -> str:
@@ -499,7 +506,7 @@ def _show(data: bytes, limit: int = 100) -> str:
 
 def run_fuzz(lines: int, seed: int, skip_kinds: frozenset[str] = frozenset(),
              reply_timeout_s: float = REPLY_TIMEOUT_S, workdir: Path | None = None,
-             progress: bool = False) -> FuzzReport:
+             progress: bool = False, player: str = "random") -> FuzzReport:
     """Send ``lines`` generated lines to one engine, check every reply, then play a known game on it."""
     rng = random.Random(seed)
     report = FuzzReport()
@@ -508,7 +515,7 @@ def run_fuzz(lines: int, seed: int, skip_kinds: frozenset[str] = frozenset(),
     try:
         junk = write_junk_sgf(scratch, rng)
         stderr_path = scratch / "engine.stderr"
-        pipe = GtpPipe(engine_argv(seed), scratch, stderr_path)
+        pipe = GtpPipe(engine_argv(seed, player), scratch, stderr_path)
         pipe.send(b"list_commands")
         commands = [line.decode().lstrip("= ").strip() for line in pipe.reply(60)]
         commands = [c for c in commands if c]
@@ -554,7 +561,7 @@ def run_fuzz(lines: int, seed: int, skip_kinds: frozenset[str] = frozenset(),
                                      + " | ".join(_show(d, 60) for d in last))
                 pipe.kill()
                 report.restarts += 1
-                pipe = GtpPipe(engine_argv(seed + report.restarts), scratch, stderr_path)
+                pipe = GtpPipe(engine_argv(seed + report.restarts, player), scratch, stderr_path)
                 pipe.send(b"name")  # wait for the start-up, which is not a reply latency
                 pipe.reply(60)
                 generator.size = 19
@@ -704,9 +711,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-known-bugs", action="store_true",
                         help="leave out the line kinds of bugs already reported "
                              f"({', '.join(sorted(KNOWN_BUGS)) or 'none at present'})")
+    parser.add_argument("--player", choices=sorted(PLAYER_OPTIONS), default="random",
+                        help="the engine's move generator: random (fast), or search with the shipped networks")
     args = parser.parse_args(argv)
     report = run_fuzz(args.lines, args.seed, KNOWN_BUGS if args.skip_known_bugs else frozenset(), args.timeout,
-                      progress=True)
+                      progress=True, player=args.player)
     print(report.summary())
     return 0 if report.ok else 1
 
