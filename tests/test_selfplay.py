@@ -1,5 +1,5 @@
 """Self-play games and the RL loop: targets and pruning, one tiny loop iteration on 5×5 (self-play → train →
-gate), resuming after an interruption, and the same games on a local Ray instance."""
+gate), resuming after an interruption, the same games on a local Ray instance, and the Elo plot."""
 from __future__ import annotations
 
 import dataclasses
@@ -177,16 +177,49 @@ def test_local_workers_in_process(tiny_net):
     assert len(results) == 2 and all(g.net == "tiny5.onnx" for g, _ in results)
 
 
-@pytest.mark.slow
-def test_ray_local_instance(tiny_net):
-    pytest.importorskip("ray")
+@pytest.fixture
+def ray_workers(monkeypatch):
+    """Ray started here as `tabula rl --ray --workers 2` starts it (2 CPUs, no dashboard), without usage reports
+    over the network, and shut down whatever the test does."""
+    ray = pytest.importorskip("ray")
     from tools.selfplay import RayWorkers
 
-    workers = RayWorkers(processes=1)
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    workers = RayWorkers(processes=2)
     try:
-        net = NetBlob.load(tiny_net)
-        tasks = selfplay_tasks(net, FAST, 2, seed=2, first=0, resign_threshold=0.0)
-        games = [g for g, _ in workers.map_unordered(play_selfplay_game, tasks)]
-        assert len(games) == 2 and all(g.num_targets > 0 and g.net == "tiny5.onnx" for g in games)
+        yield workers
     finally:
         workers.close()
+        ray.shutdown()
+
+
+def test_ray_local_instance(tiny_net, ray_workers):
+    net = NetBlob.load(tiny_net)
+    tasks = selfplay_tasks(net, FAST, 2, seed=2, first=0, resign_threshold=0.0)
+    games = [g for g, _ in ray_workers.map_unordered(play_selfplay_game, tasks)]
+    assert len(games) == 2 and all(g.num_targets > 0 and g.net == "tiny5.onnx" for g in games)
+    assert ray_workers.describe() == "Ray started here, 2 CPUs"
+
+
+def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tools import plot
+
+    history = [{"generation": 1, "games": 50, "steps": 100, "score": 0.7, "elo": 147.0, "accepted": True},
+               {"generation": 2, "games": 100, "steps": 200, "score": 0.4, "elo": 77.0, "accepted": False},
+               {"generation": 3, "games": 150, "steps": 300, "score": 0.6, "elo": 217.0, "accepted": True}]
+    with open(tmp_path / "elo.jsonl", "w") as handle:
+        handle.writelines(json.dumps(h) + "\n" for h in history)
+        handle.write('{"generation": 4, "ga')  # a line cut short by a kill
+    assert plot.main([str(tmp_path)]) == 0
+    out = tmp_path / "elo.png"
+    assert out.stat().st_size > 1000 and out.read_bytes().startswith(b"\x89PNG")
+    assert f"wrote {out}" in capsys.readouterr().out
+
+
+def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
+    from tools import plot
+
+    assert plot.main([str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert "neither metrics.jsonl" in error and "elo.jsonl" in error and "Traceback" not in error

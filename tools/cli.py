@@ -14,7 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("tools.prepare", "SGF archives and folders -> compact training shards, with filter counts"),
     "train": ("tools.train", "supervised training on prepared shards (resumable), ONNX export at the end"),
     "eval": ("tools.evaluate", "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
-    "plot": ("tools.plot", "plot a training run's loss, policy accuracy and value MSE"),
+    "plot": ("tools.plot", "plot a training run's loss and accuracy, or an RL run's Elo"),
     "selfplay": ("tools.selfplay", "self-play games with a network into a replay store and SGF"),
     "rl": ("tools.rl_loop", "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
 }

@@ -1,4 +1,9 @@
-"""`tabula plot RUNDIR --out loss.png`: a training run's loss, policy accuracy and value MSE against steps."""
+"""`tabula plot RUNDIR [--out FILE.png]`: what a run directory's logs show.
+
+A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against steps (default
+RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play games, rejected
+candidates as crosses (default RUNDIR/elo.png).
+"""
 from __future__ import annotations
 
 import argparse
@@ -6,34 +11,45 @@ import json
 import os
 import sys
 
+METRICS = "metrics.jsonl"  # written by tools/train.py
+ELO = "elo.jsonl"  # written by tools/rl_loop.py: one line per evaluated candidate
 
-def read_metrics(run_dir: str) -> tuple[list[dict], list[dict]]:
-    """(train lines, validation lines) of RUNDIR/metrics.jsonl; lines cut short by a kill are skipped."""
-    train, val = [], []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as handle:
+
+def read_jsonl(path: str) -> list[dict]:
+    """Lines of a JSON-lines file ([] if there is none); a line cut short by a kill is skipped."""
+    if not os.path.exists(path):
+        return []
+    found = []
+    with open(path) as handle:
         for line in handle:
             try:
-                record = json.loads(line)
+                found.append(json.loads(line))
             except json.JSONDecodeError:
-                continue
-            (val if record.get("kind") == "val" else train).append(record)
-    return train, val
+                pass
+    return found
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="tabula plot", description=__doc__)
-    parser.add_argument("run_dir", metavar="RUNDIR")
-    parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+def read_metrics(run_dir: str) -> tuple[list[dict], list[dict]]:
+    """(train lines, validation lines) of RUNDIR/metrics.jsonl."""
+    records = read_jsonl(os.path.join(run_dir, METRICS))
+    return ([r for r in records if r.get("kind") != "val"], [r for r in records if r.get("kind") == "val"])
+
+
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    train, val = read_metrics(args.run_dir)
+    return plt
+
+
+def plot_training(run_dir: str, out: str | None = None) -> str | None:
+    """RUNDIR/metrics.jsonl as three panels; returns the image's path, or None when there are no metrics."""
+    train, val = read_metrics(run_dir)
     if not train and not val:
-        print(f"tabula plot: no metrics in {args.run_dir}", file=sys.stderr)
-        return 1
+        return None
+    plt = _pyplot()
     figure, (loss_ax, acc_ax, value_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
     steps = [r["step"] for r in train]
     vsteps = [r["step"] for r in val]
@@ -55,10 +71,53 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
         ax.legend()
-    figure.suptitle(os.path.basename(os.path.normpath(args.run_dir)))
+    figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
     figure.tight_layout()
-    out = args.out or os.path.join(args.run_dir, "loss.png")
+    out = out or os.path.join(run_dir, "loss.png")
     figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def plot_elo(run_dir: str, out: str | None = None) -> str:
+    """RUNDIR/elo.jsonl: the accepted networks' Elo (generation 0 = 0) against self-play games; returns the path."""
+    history = read_jsonl(os.path.join(run_dir, ELO))
+    plt = _pyplot()
+    accepted = [h for h in history if h["accepted"]]
+    figure, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot([0] + [h["games"] for h in accepted], [0.0] + [h["elo"] for h in accepted], "o-", label="accepted")
+    rejected = [h for h in history if not h["accepted"]]
+    if rejected:
+        ax.plot([h["games"] for h in rejected], [h["elo"] for h in rejected], "x", color="grey", label="rejected")
+    ax.set_xlabel("self-play games")
+    ax.set_ylabel("Elo (generation 0 = 0)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(os.path.basename(os.path.normpath(run_dir)))
+    figure.tight_layout()
+    out = out or os.path.join(run_dir, "elo.png")
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabula plot", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", metavar="RUNDIR", help="a `tabula train` or a `tabula rl` run directory")
+    parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png or RUNDIR/elo.png)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if os.path.exists(os.path.join(args.run_dir, METRICS)):
+        out = plot_training(args.run_dir, args.out)
+        if out is None:
+            print(f"tabula plot: no metrics in {args.run_dir}", file=sys.stderr)
+            return 1
+    elif os.path.exists(os.path.join(args.run_dir, ELO)):
+        out = plot_elo(args.run_dir, args.out)
+    else:
+        print(f"tabula plot: {args.run_dir} has neither {METRICS} (a `tabula train` run) nor {ELO} "
+              f"(a `tabula rl` run)", file=sys.stderr)
+        return 2
     print(f"wrote {out}")
     return 0
 

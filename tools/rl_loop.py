@@ -3,8 +3,9 @@ that window, ONNX export, gating against the best network, an Elo history — st
 directory.
 
 Layer: tools. Self-play and gating games run on ``tools.selfplay`` workers (local processes or Ray); training is
-``tools.train.train`` unchanged, reading the window through ``engine.replay.ReplaySampler`` (a ``PositionSampler``
-whose targets are the search's visit distributions); export is ``engine.network.export_onnx``.
+``tools.train.train`` unchanged, given ``engine.replay.ReplaySampler`` (a ``PositionSampler`` whose targets are the
+search's visit distributions) as its sampler; export is ``engine.network.export_onnx``; the Elo plot is
+``tools.plot.plot_elo``.
 
 Run directory::
 
@@ -17,7 +18,7 @@ Run directory::
     STOP             create it (or `tabula rl --dir D --stop`) to stop after the current game or step
 
     tabula rl --dir runs/rl9 --blocks 4 --filters 32 --visits 64 --workers 2      (rerun the same to resume)
-    tabula rl --dir runs/rl9 --plot                                                (elo.png)
+    tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
 """
 from __future__ import annotations
 
@@ -35,12 +36,12 @@ import numpy as np
 
 from engine.coords import BLACK, WHITE
 from engine.replay import ReplaySampler, ReplayStore, calibrate_resign_threshold, winner_triggers
+from tools.plot import ELO, plot_elo, read_jsonl
 from tools.selfplay import (GatingTask, NetBlob, SelfPlayConfig, add_dataclass_arguments, dataclass_from_args,
                             make_workers, play_gating_game, run_selfplay, selfplay_tasks)
 
 CONFIG = "config.json"
 STATE = "state.json"
-ELO = "elo.jsonl"
 GATING = "gating.jsonl"
 STOP = "STOP"
 # Settings that may change when a run is resumed (where to run, how long, the schedule); the rest is fixed.
@@ -98,20 +99,6 @@ def _append_jsonl(path: str, record: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def read_jsonl(path: str) -> list[dict]:
-    """Lines of a JSON-lines file; a last line cut short by a kill is skipped."""
-    if not os.path.exists(path):
-        return []
-    found = []
-    with open(path) as handle:
-        for line in handle:
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
-    return found
-
-
 def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
     path = os.path.join(directory, CONFIG)
     if not os.path.exists(path):
@@ -154,22 +141,6 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False)
 
 
-@contextlib.contextmanager
-def replay_sampler_in_trainer():
-    """Make ``tools.train.train`` read the window with ``ReplaySampler``.
-
-    Stand-in for a ``sampler`` argument of ``train`` (the hook this module needs in tools/train.py): the trainer
-    builds its sampler from its shard paths, and ``ReplaySampler`` takes the same paths."""
-    import tools.train as trainer
-
-    original = trainer.PositionSampler
-    trainer.PositionSampler = ReplaySampler
-    try:
-        yield trainer
-    finally:
-        trainer.PositionSampler = original
-
-
 def trained_steps(directory: str) -> int:
     from tools.train import CHECKPOINT, load_training_checkpoint
 
@@ -179,10 +150,11 @@ def trained_steps(directory: str) -> int:
 
 def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
     """Train up to ``target_step`` (resuming the trainer's checkpoint); returns the step reached."""
+    from tools.train import train
+
     config = dataclasses.replace(train_config(directory, rl, selfplay),
                                  chunk_steps=max(1, target_step - trained_steps(directory)))
-    with replay_sampler_in_trainer() as trainer:
-        trainer.train(config, log=log)
+    train(config, log=log, make_sampler=ReplaySampler)
     return trained_steps(directory)
 
 
@@ -228,31 +200,6 @@ def elo_difference(score: float, games: int) -> float:
         return 0.0
     clipped = min(max(score, 0.5 / games), 1.0 - 0.5 / games)
     return elo_from_score(clipped)
-
-
-def plot_elo(directory: str, out: str | None = None) -> str:
-    """Elo of the accepted networks against self-play games and generation: RUNDIR/elo.png."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    history = read_jsonl(os.path.join(directory, ELO))
-    accepted = [h for h in history if h["accepted"]]
-    figure, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot([0] + [h["games"] for h in accepted], [0.0] + [h["elo"] for h in accepted], "o-", label="accepted")
-    rejected = [h for h in history if not h["accepted"]]
-    if rejected:
-        ax.plot([h["games"] for h in rejected], [h["elo"] for h in rejected], "x", color="grey", label="rejected")
-    ax.set_xlabel("self-play games")
-    ax.set_ylabel("Elo (generation 0 = 0)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(os.path.basename(os.path.normpath(directory)))
-    figure.tight_layout()
-    out = out or os.path.join(directory, "elo.png")
-    figure.savefig(out, dpi=100)
-    return out
 
 
 # -- the loop -------------------------------------------------------------------------------------------------------
@@ -481,8 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["RLConfig", "Loop", "settle_config", "train_config", "plot_elo", "gating_score", "elo_difference",
-           "replay_sampler_in_trainer", "read_jsonl"]
+__all__ = ["RLConfig", "Loop", "settle_config", "train_config", "gating_score", "elo_difference",
+           "read_jsonl"]
 
 
 if __name__ == "__main__":

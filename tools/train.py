@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
+from typing import Callable
 
 import numpy as np
 import torch
@@ -258,12 +259,14 @@ def _truncate_metrics(path: str, step: int) -> None:
     os.replace(path + ".tmp", path)
 
 
-def train(config: TrainConfig, log=print, sampler_class: type | None = None) -> dict:
+def train(config: TrainConfig, log=print,
+          make_sampler: Callable[[list[str]], PositionSampler] = PositionSampler) -> dict:
     """Run (or continue) training; returns the final metrics. Stops early, with a checkpoint, on max_minutes,
     chunk_steps or SIGTERM.
 
-    ``sampler_class``: builds the training sampler from the train shard paths (default ``PositionSampler``); it
-    must offer ``size``, ``num_games``, ``num_positions`` and ``batch_for_step`` (self-play's replay window does).
+    ``make_sampler``: the training sampler from the train shard paths, e.g. ``engine.replay.ReplaySampler`` for
+    self-play's window (batch ``s`` must stay a pure function of (seed, s) for exact resume). Validation always
+    reads the val shards with ``PositionSampler`` (the played move is its policy target).
     """
     started = time.time()
     config = _settle_config(config)
@@ -274,7 +277,7 @@ def train(config: TrainConfig, log=print, sampler_class: type | None = None) -> 
     train_paths = shard_paths(config.data, "train")
     if not train_paths:
         raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
-    sampler = (sampler_class or PositionSampler)(train_paths)
+    sampler = make_sampler(train_paths)
     spec = NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, board_size=sampler.size)
 
     torch.manual_seed(config.seed)
