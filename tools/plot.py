@@ -72,8 +72,11 @@ def plot_training(run_dir: str, out: str | None = None) -> str | None:
         ax.grid(alpha=0.3)
         ax.legend()
     figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
+    return _save(plt, figure, out or os.path.join(run_dir, "loss.png"))
+
+
+def _save(plt, figure, out: str) -> str:
     figure.tight_layout()
-    out = out or os.path.join(run_dir, "loss.png")
     figure.savefig(out, dpi=100)
     plt.close(figure)
     return out
@@ -94,11 +97,7 @@ def plot_elo(run_dir: str, out: str | None = None) -> str:
     ax.grid(alpha=0.3)
     ax.legend()
     ax.set_title(os.path.basename(os.path.normpath(run_dir)))
-    figure.tight_layout()
-    out = out or os.path.join(run_dir, "elo.png")
-    figure.savefig(out, dpi=100)
-    plt.close(figure)
-    return out
+    return _save(plt, figure, out or os.path.join(run_dir, "elo.png"))
 
 
 def main(argv: list[str] | None = None) -> int:
