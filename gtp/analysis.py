@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -84,6 +84,25 @@ def _position(session: Session, color: int) -> GameState:
     return state
 
 
+def _drain(updates: queue.Queue, session: Session, size: int, on_input: Callable[[], bool]) -> Iterator[str]:
+    """Analysis lines from a search thread's ``updates`` (candidate lists; an exception, raised here; None at its
+    end). While input waits, ``on_input()`` is called: True stops reading at once, False reads on to the end
+    without showing more lines."""
+    while True:
+        if session.interrupt.is_set() and on_input():
+            return
+        try:
+            item = updates.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+        if item is None:
+            return
+        if isinstance(item, BaseException):
+            raise item
+        if item and not session.interrupt.is_set():
+            yield format_info(item, size)
+
+
 # -- lz-analyze / analyze -----------------------------------------------------------------------------------------
 
 def _analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
@@ -107,17 +126,7 @@ def _analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
         thread = threading.Thread(target=work, name="analysis", daemon=True)
         thread.start()
         try:
-            while not session.interrupt.is_set():
-                try:
-                    item = updates.get(timeout=_POLL_S)
-                except queue.Empty:
-                    continue
-                if item is None:
-                    return
-                if isinstance(item, BaseException):
-                    raise item
-                if item:
-                    yield format_info(item, size)
+            yield from _drain(updates, session, size, on_input=lambda: True)  # input ends the analysis
         finally:
             stop.set()
             thread.join()
@@ -159,22 +168,12 @@ def _genmove_analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
         generator.on_progress, generator.progress_interval_s = updates.put, interval_s
         thread = threading.Thread(target=work, name="genmove-analysis", daemon=True)
         thread.start()
+        def play_now() -> bool:
+            generator.stop()  # input arrived: play the best move so far, then answer
+            return False
+
         try:
-            while True:
-                try:
-                    item = updates.get(timeout=_POLL_S)
-                except queue.Empty:
-                    if session.interrupt.is_set():
-                        generator.stop()  # input arrived: play the best move so far, then answer
-                    continue
-                if item is None:
-                    break
-                if isinstance(item, BaseException):
-                    raise item
-                if session.interrupt.is_set():
-                    generator.stop()
-                elif item:
-                    yield format_info(item, size)
+            yield from _drain(updates, session, size, on_input=play_now)
         finally:
             thread.join()
             generator.on_progress = None
