@@ -62,7 +62,7 @@ def test_summary_fails_on_a_fault_and_names_the_game(tmp_path, capsys):
     ("--time-system", "byoyomi", "--main-time", "2", "--period-time", "1", "--periods", "3"),
     ("--time-system", "canadian", "--main-time", "2", "--period-time", "3", "--stones", "5"),
 ])
-def test_no_loss_on_time_against_gnugo(tmp_path, gnugo, clock):
+def test_no_loss_on_time_against_gnugo(tmp_path, gnugo, clock, capsys):
     # No visit limit: the search spends what the clock allows, so the time manager is what is tested.
     out = tmp_path / "time"
     status = soak.main(["--", "--out", str(out), "--games", "1", "--size", "9", "--parallel", "1",
@@ -75,3 +75,5 @@ def test_no_loss_on_time_against_gnugo(tmp_path, gnugo, clock):
     for record in records:
         side = "black" if record["black"] == 0 else "white"
         assert record["timed_moves"][side] > 10  # it played on, and used its clock
+    text = capsys.readouterr().out
+    assert f"clock ({clock[1]}) of engine 0:" in text and "losses on time of engine 0: 0" in text

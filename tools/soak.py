@@ -63,6 +63,42 @@ def memory_blocks(records: Sequence[dict], engine: int, block: int = BLOCK_GAMES
     return blocks
 
 
+def clock_lines(out: Path, records: Sequence[dict], engine: int, system: str) -> list[str]:
+    """Under a time control: the watched engine's time per game, longest move, and the least it had left on its
+    clock (main time or the current period, from the SGF's BL/WL) and of its byoyomi periods (OB/OW)."""
+    from sgfmill import sgf
+
+    spent, longest, least_left, least_periods = [], 0.0, None, None
+    for record in records:
+        side = engine_side(record, engine)
+        if side is None:
+            continue
+        spent.append(record["time_s"][side])
+        longest = max(longest, record["max_move_s"][side])
+        try:
+            game = sgf.Sgf_game.from_bytes((out / record["sgf"]).read_bytes())
+        except (OSError, ValueError):
+            continue
+        left_key, periods_key = ("BL", "OB") if side == "black" else ("WL", "OW")
+        for node in game.get_main_sequence():
+            if node.has_property(left_key):
+                left = float(node.get(left_key))
+                least_left = left if least_left is None else min(least_left, left)
+            if node.has_property(periods_key):
+                periods = int(node.get(periods_key))
+                least_periods = periods if least_periods is None else min(least_periods, periods)
+    if not spent:
+        return []
+    lines = [f"clock ({system}) of engine {engine}: {sum(spent) / len(spent):.1f} s a game on average "
+             f"(least {min(spent):.1f}, most {max(spent):.1f}), longest move {longest:.2f} s, least left on the "
+             f"clock {least_left if least_left is not None else '-'} s"
+             + (f", fewest periods/stones left {least_periods}" if least_periods is not None else "")]
+    losses = sum(1 for record in records
+                 if (record.get("fault") or {}).get("kind") == match.TIME_LOSS and record["fault"]["engine"] == engine)
+    lines.append(f"losses on time of engine {engine}: {losses}")
+    return lines
+
+
 def report(out: Path, engine: int, wall_s: float | None = None) -> tuple[str, bool]:
     config = match.load_config(out / match.CONFIG_FILE)
     records = match.read_results(out / match.RESULTS_FILE)
@@ -82,6 +118,8 @@ def report(out: Path, engine: int, wall_s: float | None = None) -> tuple[str, bo
         lines.append(f"  {record['game']}: {record['reason']} {record['fault']}")
     lines.append(f"engine processes alive after the match: {len(leaked)}"
                  + (f" {leaked[:10]}" if leaked else ""))
+    if config.time.system != match.NO_TIME:
+        lines += clock_lines(out, records, engine, config.time.system)
     name = match.config_name(config, engine)
     lines.append(f"resident memory of engine {engine} ({name}) per {BLOCK_GAMES} games, MiB (largest at a game's "
                  f"end / peak / processes):")
