@@ -396,12 +396,14 @@ def run_selfplay(store: ReplayStore, sgf_directory: str, tasks: Sequence[SelfPla
                  on_game: Callable[[SelfPlayGame], None] | None = None,
                  should_stop: Callable[[], bool] = lambda: False) -> int:
     """Play ``tasks`` on ``workers`` and append each game to ``store`` as soon as it arrives; returns games written.
-    Stops taking results when ``should_stop()`` turns true (games in flight are lost)."""
+    Stops taking results when ``should_stop()`` turns true (games in flight are lost).
+
+    The SGF is written before the game is appended: a kill between the two leaves an SGF under the next number,
+    which the next game overwrites, never a stored game without its SGF."""
     written = 0
     for game, sgf in workers.map_unordered(play_selfplay_game, tasks):
-        index = store.total
+        write_sgf_file(sgf_directory, store.total, sgf)
         store.append(game)
-        write_sgf_file(sgf_directory, index, sgf)
         written += 1
         if on_game is not None:
             on_game(game)
