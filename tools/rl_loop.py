@@ -230,7 +230,7 @@ class Loop:
             initial_network(best, self.rl, self.selfplay.size)
         state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
                  "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
-                 "train_target": 0}
+                 "train_target": 0, "train_generation": 0}
         _write_json(self.state_path, state)
         return state
 
@@ -289,8 +289,12 @@ class Loop:
             state["selfplay_target"] = store.total + rl.games_per_generation
             self._save_state()
             return True
-        if state["train_target"] <= trained_steps(self.directory):
+        # The chunk's target is fixed once per generation: a resume after the chunk (during export or gating) must
+        # not read "target reached" as "start the next chunk". Runs from before train_generation fall back to that.
+        if ("train_generation" in state and state["train_generation"] != generation) or (
+                "train_generation" not in state and state["train_target"] <= trained_steps(self.directory)):
             state["train_target"] = trained_steps(self.directory) + rl.train_steps
+            state["train_generation"] = generation
             self._save_state()
         if trained_steps(self.directory) < state["train_target"]:
             reached = train_chunk(self.directory, rl, self.selfplay, state["train_target"],
@@ -378,14 +382,21 @@ class Loop:
                 bar.close()
             if len(played) < wanted:
                 return False
-        score, wins, losses, draws = gating_score(played)
-        accepted = wanted == 0 or score >= rl.gate_threshold
-        elo = state["best_elo"] + elo_difference(score, len(played)) if wanted else state["best_elo"]
-        record = {"generation": generation, "net": os.path.relpath(candidate, self.directory), "games": store.total,
-                  "steps": trained_steps(self.directory), "score": score, "wins": wins, "losses": losses,
-                  "draws": draws, "elo": elo, "accepted": accepted, "opponent": state["best"],
-                  "time": time.time()}
-        _append_jsonl(os.path.join(self.directory, ELO), record)
+        elo_path = os.path.join(self.directory, ELO)
+        # A kill between this line and the state save leaves the generation's line written: reuse it, not twice.
+        recorded = [h for h in read_jsonl(elo_path) if h["generation"] == generation]
+        if recorded:
+            record = recorded[-1]
+            score, wins, losses, elo, accepted = (record[k] for k in ("score", "wins", "losses", "elo", "accepted"))
+        else:
+            score, wins, losses, draws = gating_score(played)
+            accepted = wanted == 0 or score >= rl.gate_threshold
+            elo = state["best_elo"] + elo_difference(score, len(played)) if wanted else state["best_elo"]
+            record = {"generation": generation, "net": os.path.relpath(candidate, self.directory),
+                      "games": store.total, "steps": trained_steps(self.directory), "score": score, "wins": wins,
+                      "losses": losses, "draws": draws, "elo": elo, "accepted": accepted, "opponent": state["best"],
+                      "time": time.time()}
+            _append_jsonl(elo_path, record)
         self.log(f"tabula rl: generation {generation} scored {100 * score:.0f}% ({wins}-{losses}) against "
                  f"{state['best']}: {'accepted' if accepted else 'rejected'}, Elo {elo:+.0f}")
         if accepted:
