@@ -19,7 +19,10 @@ from .board import IllegalMoveError
 from .config import EngineConfig, TimeConfig
 from .coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
 from .game import GameState, Rules, handicap_points
-from .timecontrol import ClockState, TimeSettings, budget_s
+from .timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
+
+OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
+OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
 
 MAX_ABS_KOMI = 1000.0  # beyond this a komi is a typo, whatever the board size
 UNDO_SNAPSHOT_MOVES = 128  # a loaded game keeps a position every this many moves; undo replays fewer than this
@@ -117,7 +120,8 @@ class Player:
     Fixed for the player's life: ``generator``, ``time_config``, ``clock`` (a callable returning seconds),
     ``rng``. Per game (reset by ``clear``): ``state``, ``history`` (undo stack, on top of ``loaded``: the
     positions of a loaded SGF file), ``clocks``, ``result``.
-    Kept across games: ``rules`` (komi persists across ``set_size`` and ``clear``), ``time_settings``.
+    Kept across games: ``rules`` (komi persists across ``set_size`` and ``clear``), ``time_settings``,
+    ``move_overhead_s`` (what a move costs beyond its search budget, a moving average over recent moves).
     Not thread-safe: one caller at a time.
     """
 
@@ -130,6 +134,7 @@ class Player:
         self.rng = rng or random.Random()
         self.rules = rules or Rules()
         self.time_settings = TimeSettings.none()
+        self.move_overhead_s = 0.0
         self.black_name = ""
         self.white_name = ""
         self._size = size
@@ -208,8 +213,14 @@ class Player:
         ``cleanup`` (kgs-genmove_cleanup): do not pass while the opponent has dead stones on the board.
         """
         start = self.clock()
-        move = self._choose(color, cleanup)
-        self.clocks[color].charge(self.time_settings, self.clock() - start)
+        budget = self.budget_s(color)
+        move = self._choose(color, cleanup, budget)
+        elapsed = self.clock() - start
+        self.clocks[color].charge(self.time_settings, elapsed)
+        if budget is not None:
+            # Under load a move at zero budget still took 0.25 s; over a long absolute-time game that adds up.
+            overrun = min(max(0.0, elapsed - budget), OVERHEAD_SAMPLE_CAP_S)
+            self.move_overhead_s += OVERHEAD_SMOOTHING * (overrun - self.move_overhead_s)
         if move == RESIGN:
             self.result = f"{'W' if color == BLACK else 'B'}+Resign"
             return move
@@ -218,15 +229,19 @@ class Player:
 
     def reg_genmove(self, color: int) -> int:
         """The move ``genmove`` would choose, without playing it or charging the clock."""
-        return self._choose(color, cleanup=False)
+        return self._choose(color, cleanup=False, budget=self.budget_s(color))
 
-    def _choose(self, color: int, cleanup: bool) -> int:
+    def _choose(self, color: int, cleanup: bool, budget: float | None) -> int:
         state = self._to_move(color)
+        opponent_passed = bool(state.moves) and state.moves[-1] == (3 - color, PASS)
+        if opponent_passed and not cleanup and nearly_out_of_time(
+                self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s):
+            return PASS  # end the game on the board rather than play on into a loss on time
         generate_cleanup = getattr(self.generator, "generate_cleanup", None)
         if cleanup and generate_cleanup is not None:
-            move = generate_cleanup(state, color, self.budget_s(color))
+            move = generate_cleanup(state, color, budget)
         else:
-            move = self.generator.generate(state, color, self.budget_s(color))
+            move = self.generator.generate(state, color, budget)
         if cleanup and move in (PASS, RESIGN):
             move = playout.cleanup_move(state, color, self.generator.ownership(state), self.rng)
         if move not in (PASS, RESIGN) and not state.legal(move, color):
@@ -349,7 +364,7 @@ class Player:
     def budget_s(self, color: int) -> float | None:
         """Seconds the next move of ``color`` may take (None: no limit), capped by ``max_time_per_move_s``."""
         budget = budget_s(self.time_settings, self.clocks[color], len(self.state.moves), self.size,
-                          self.time_config.lag_buffer_s)
+                          self.time_config.lag_buffer_s, self.move_overhead_s)
         cap = self.time_config.max_time_per_move_s
         if cap > 0:
             budget = cap if budget is None else min(budget, cap)

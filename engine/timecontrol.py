@@ -205,56 +205,74 @@ def expected_game_moves(board_size: int) -> float:
     return max(10.0, 0.7 * board_size * board_size)
 
 
-def _main_time_share(main_left_s: float, move_number: int, board_size: int, lag_buffer_s: float) -> float:
-    """A share of the main time for one move: the time left over our expected remaining moves, with more in the
-    middle game than in the opening or the endgame.
+def _main_time_share(main_left_s: float, move_number: int, board_size: int, lag_buffer_s: float,
+                     overhead_s: float = 0.0) -> float:
+    """A share of the main time for one move (its search and its overhead): the time left over our expected
+    remaining moves, with more in the middle game than in the opening or the endgame.
 
-    A reserve is kept for the overheads of the moves still to come (a tenth of the lag buffer each) and for one
-    lag buffer, so that a game much longer than expected still never runs the clock out.
+    A reserve is kept for the cost of every move still to come (a tenth of the lag buffer plus the measured
+    overhead each: a move at zero budget still costs its overhead) and for one more lag buffer, so that a game much
+    longer than expected still does not run the clock out.
     """
     expected = expected_game_moves(board_size)
     # Plan for at least half a game more, so that long games never starve.
     remaining_own_moves = max(expected - move_number, 0.5 * expected) / 2.0
-    reserve_s = lag_buffer_s * (2.0 + 0.1 * remaining_own_moves)
+    reserve_s = 2.0 * lag_buffer_s + remaining_own_moves * (0.1 * lag_buffer_s + overhead_s)
     progress = move_number / expected
     weight = 1.0 + 0.6 * math.exp(-((progress - 0.35) / 0.2) ** 2)  # bump around 35% of the game
     return max(0.0, main_left_s - reserve_s) / remaining_own_moves * weight
 
 
 def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_size: int,
-             lag_buffer_s: float) -> float | None:
-    """Seconds the coming move may take without ever losing on time; None means no limit.
+             lag_buffer_s: float, overhead_s: float = 0.0) -> float | None:
+    """Seconds the coming move's search may take without ever losing on time; None means no limit.
 
     Args:
         move_number: moves played so far in the game (both colours).
         lag_buffer_s: kept back on every move for transport and start-up delays.
+        overhead_s: what a move costs beyond its search budget, as measured on recent moves (the pass check,
+            stopping the search, a loaded machine); taken off every budget and reserved for the moves to come.
     Returns 0.0 when the clock is (nearly) spent: play at once.
     """
     kind = settings.kind
     if kind == NONE:
         return None
-    lag = max(0.0, lag_buffer_s)
+    lag, overhead = max(0.0, lag_buffer_s), max(0.0, overhead_s)
+
+    def share() -> float:
+        return _main_time_share(clock.main_left_s, move_number, board_size, lag, overhead) - overhead
+
+    def within_main_time() -> float:
+        return clock.main_left_s - lag - overhead
+
     if kind == ABSOLUTE:
-        share = _main_time_share(clock.main_left_s, move_number, board_size, lag)
-        return max(0.0, min(share, clock.main_left_s - lag))
+        return max(0.0, min(share(), within_main_time()))
     if kind == FISCHER:
-        share = _main_time_share(clock.main_left_s, move_number, board_size, lag) + 0.8 * settings.period_s
-        return max(0.0, min(share, clock.main_left_s - lag))
+        return max(0.0, min(share() + 0.8 * settings.period_s, within_main_time()))
     if kind == BYOYOMI:
+        period = settings.period_s - lag - overhead
         if clock.in_overtime(settings):
             if clock.periods_left <= 0:
                 return 0.0
-            return max(0.0, clock.period_left_s - lag)
+            return max(0.0, clock.period_left_s - lag - overhead)
         # In main time a whole period is ours anyway: running past main time only starts the first period.
-        share = min(_main_time_share(clock.main_left_s, move_number, board_size, lag), clock.main_left_s - lag)
-        return max(0.0, share, settings.period_s - lag)
+        return max(0.0, min(share(), within_main_time()), period)
     # canadian
     if clock.in_overtime(settings):
         stones = max(1, clock.stones_left)
-        return max(0.0, clock.period_left_s / stones - lag)
-    share = min(_main_time_share(clock.main_left_s, move_number, board_size, lag), clock.main_left_s - lag)
-    return max(0.0, share, settings.period_s / settings.stones - lag)
+        return max(0.0, clock.period_left_s / stones - lag - overhead)
+    return max(0.0, min(share(), within_main_time()), settings.period_s / settings.stones - lag - overhead)
 
 
-__all__ = ["TimeSettings", "ClockState", "TimeSettingsError", "budget_s", "expected_game_moves",
+def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: float, overhead_s: float) -> bool:
+    """Absolute time with the clock down to the cost of two more moves: every further move risks the flag, so a
+    player should end the game (pass after a pass) rather than play on. Overtime and increments never run out
+    this way."""
+    if settings.kind != ABSOLUTE:
+        return False
+    lag = max(0.0, lag_buffer_s)
+    return clock.main_left_s < lag + 2.0 * (0.1 * lag + max(0.0, overhead_s))
+
+
+__all__ = ["TimeSettings", "ClockState", "TimeSettingsError", "budget_s", "expected_game_moves", "nearly_out_of_time",
            "NONE", "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]

@@ -182,6 +182,19 @@ def test_clocks():
     assert not byoyomi.spend(5.1)
 
 
+def test_the_grace_is_forgiven_once_not_on_every_move():
+    """A side at zero that keeps playing 0.3 s moves loses once they add up past the grace (a 9x9 match saw
+    Tabula play 15 moves at WL[0] unflagged when each move had a grace of its own)."""
+    absolute = Clock(TimeControl(ABSOLUTE, main_s=1, grace_s=0.5))
+    assert absolute.spend(1.0) and absolute.time_left_args() == (0, 0)
+    assert absolute.spend(0.3) and absolute.time_left_args() == (0, 0) and absolute.sgf_left() == (0.0, None)
+    assert not absolute.spend(0.3)
+
+    canadian = Clock(TimeControl(CANADIAN, main_s=0, period_s=1, stones=5, grace_s=0.5))
+    assert canadian.spend(1.2) and canadian.time_left_args() == (0, 4)  # 0.2 s over, within the grace
+    assert not canadian.spend(0.4)  # the same period: 0.6 s over in all
+
+
 def test_byoyomi_uses_kgs_time_settings_where_known(tmp_path):
     out = tmp_path / "m"
     run(out, FAKE, f"{FAKE} --no-kgs", games=1,

@@ -144,3 +144,44 @@ def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: Fake
     capped = Player(generator, size=9, time_config=TimeConfig(max_time_per_move_s=1.0), clock=fake_clock)
     assert capped.budget_s(BLACK) == 1.0
     assert Player.from_config(EngineConfig(seed=1, player="random"), clock=fake_clock).budget_s(BLACK) is None
+
+
+def test_a_loaded_machine_survives_a_long_absolute_game() -> None:
+    """Every move costs 0.25 s beyond its budget (a 9x9 match under load 12 measured that at zero budget) and the
+    budget is told so: 20 s of absolute time last a 9x9 game of 100 moves, about twice the expected length."""
+    settings = TimeSettings.absolute(20)
+    clock = ClockState.start(settings)
+    for move in range(0, 100, 2):
+        budget = budget_s(settings, clock, move, 9, LAG, overhead_s=0.25)
+        clock.charge(settings, budget + 0.25)
+        assert not clock.flagged, (move, clock)
+    untold = ClockState.start(settings)
+    for move in range(0, 100, 2):  # the same game, with the overhead left out of the budget: the flag falls
+        untold.charge(settings, budget_s(settings, untold, move, 9, LAG) + 0.25)
+    assert untold.flagged
+
+
+def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_of_time(
+        fake_clock: FakeClock) -> None:
+    import random
+
+    class Slow(RandomGenerator):
+        """Spends its whole budget, then 0.3 s more (the pass check, a loaded machine)."""
+
+        def generate(self, state, color, budget_s):
+            fake_clock.advance(budget_s + 0.3)
+            return super().generate(state, color, budget_s)
+
+    player = Player(Slow(random.Random(1)), size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
+    player.set_time_settings(TimeSettings.absolute(20))
+    for _ in range(6):
+        player.genmove(BLACK)
+        player.play(2, PASS)
+    assert 0.25 < player.move_overhead_s <= 0.3
+    player.time_left(BLACK, 1.0, 0)  # the clock nearly spent, and white passed: end the game, do not play on
+    assert player.genmove(BLACK) == PASS
+    player.play(2, PASS)
+    player.time_left(BLACK, 1.0, 0)
+    player.time_settings = TimeSettings.byoyomi(0, 1, 1)  # overtime never runs out this way: play on
+    player.clocks[BLACK] = ClockState.start(player.time_settings)
+    assert player.genmove(BLACK) != PASS or player.state.legal_moves() == []

@@ -149,19 +149,22 @@ class Clock:
             return True
         over = elapsed_s
         if not self.overtime:
+            if control.system == ABSOLUTE:
+                # The grace is forgiven once per game, not once per move: the clock keeps its overrun, so a side
+                # that plays on at zero loses as soon as its moves add up to more than the grace.
+                self.main_left_s -= over
+                return self.main_left_s >= -control.grace_s
             if over <= self.main_left_s:
                 self.main_left_s -= over
                 return True
             over -= self.main_left_s
             self.main_left_s = 0.0
-            if control.system == ABSOLUTE:
-                return over <= control.grace_s
             self.overtime = True
         if control.system == CANADIAN:
+            # The period keeps its overrun too (no reset to 0): the grace covers a whole period, not each stone.
             self.period_left_s -= over
             if self.period_left_s < -control.grace_s:
                 return False
-            self.period_left_s = max(self.period_left_s, 0.0)
             self.stones_left -= 1
             if self.stones_left <= 0:
                 self.period_left_s, self.stones_left = control.period_s, control.stones
@@ -179,17 +182,17 @@ class Clock:
         means main time."""
         control = self.control
         if not self.overtime:
-            return int(self.main_left_s), 0
+            return int(max(self.main_left_s, 0.0)), 0
         if control.system == CANADIAN:
-            return int(self.period_left_s), self.stones_left
+            return int(max(self.period_left_s, 0.0)), self.stones_left
         return int(control.period_s), self.periods_left
 
     def sgf_left(self) -> tuple[float, int | None]:
         """(time left, stones or periods left or None) for the SGF BL/WL and OB/OW properties."""
         if not self.overtime:
-            return self.main_left_s, None
+            return max(self.main_left_s, 0.0), None
         if self.control.system == CANADIAN:
-            return self.period_left_s, self.stones_left
+            return max(self.period_left_s, 0.0), self.stones_left
         return self.control.period_s, self.periods_left
 
 
