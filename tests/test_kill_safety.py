@@ -91,10 +91,11 @@ def one_generation(tmp_path_factory) -> tuple[Path, Path]:
     return base / "run", base / "pristine"
 
 
-def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_line: bool) -> Path:
+def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_line: bool,
+                                 state_of_an_older_version: bool = False) -> Path:
     """The run as a SIGKILL leaves it after the last gating game (and, with ``keep_elo_line``, after elo.jsonl is
     appended) but before state.json moves to the next generation: state.json as it was during generation 1. Then
-    the rerun."""
+    the rerun. ``state_of_an_older_version``: state.json without ``train_generation``, as runs before it wrote."""
     from tools.rl_loop import Loop, saved_config
 
     run, pristine = one_generation
@@ -104,6 +105,8 @@ def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_lin
     rl, selfplay = saved_config(str(run))
     state.update(generation=1, best="nets/gen-0000.onnx", best_generation=0, best_elo=0.0,
                  selfplay_target=rl.games_per_generation, train_target=rl.train_steps)
+    if state_of_an_older_version:
+        del state["train_generation"]
     (run / "state.json").write_text(json.dumps(state))
     if not keep_elo_line:
         (run / "elo.jsonl").unlink()
@@ -111,10 +114,11 @@ def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_lin
     return run
 
 
-def test_a_kill_during_gating_adds_no_training_chunk(one_generation):
+@pytest.mark.parametrize("older_state", [False, True], ids=["state", "state-without-train_generation"])
+def test_a_kill_during_gating_adds_no_training_chunk(one_generation, older_state):
     from tools.rl_loop import trained_steps
 
-    run = killed_before_the_state_save(one_generation, keep_elo_line=False)
+    run = killed_before_the_state_save(one_generation, keep_elo_line=False, state_of_an_older_version=older_state)
     assert trained_steps(str(run)) == 2  # as an uninterrupted run; the rerun used to train to 4
     elo = [json.loads(line) for line in (run / "elo.jsonl").read_text().splitlines()]
     assert elo[0]["steps"] == 2  # the evaluated gen-0001.onnx was exported at step 2
@@ -124,3 +128,15 @@ def test_a_kill_after_the_elo_line_records_it_once(one_generation):
     run = killed_before_the_state_save(one_generation, keep_elo_line=True)
     elo = [json.loads(line) for line in (run / "elo.jsonl").read_text().splitlines()]
     assert [h["generation"] for h in elo] == [1]
+
+
+def test_a_record_appended_after_a_torn_line_starts_a_line_of_its_own(tmp_path):
+    from tools.plot import read_jsonl
+    from tools.rl_loop import _append_jsonl
+
+    path = tmp_path / "elo.jsonl"
+    _append_jsonl(str(path), {"generation": 1})
+    with open(path, "ab") as handle:
+        handle.write(b'{"generation": 2, "elo"')  # the kill
+    _append_jsonl(str(path), {"generation": 2})
+    assert [r["generation"] for r in read_jsonl(str(path))] == [1, 2]

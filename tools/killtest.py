@@ -425,8 +425,9 @@ class RLTarget:
         return snap
 
     def allowed_to_vanish(self, key: str, now: Snapshot) -> bool:
-        """Games older than the window are evicted by design (their SGFs stay)."""
-        if not key.startswith("replay ") or not now.counts["window"]:
+        """Games older than the window are evicted by design (their SGFs stay, but are checked only against a
+        shard that is still there)."""
+        if not key.startswith(("replay ", "sgf ")) or not now.counts["window"]:
             return False
         return int(key.split()[1]) < now.counts["total"] - now.counts["window"]
 

@@ -93,8 +93,13 @@ def _write_json(path: str, data: dict) -> None:
 
 
 def _append_jsonl(path: str, record: dict) -> None:
-    with open(path, "a") as handle:
-        handle.write(json.dumps(record, sort_keys=True) + "\n")
+    with open(path, "a+b") as handle:
+        torn = False
+        if handle.seek(0, os.SEEK_END) > 0:
+            handle.seek(-1, os.SEEK_END)
+            torn = handle.read(1) != b"\n"
+        # After a line torn by a kill, start a new one: the next record must not be glued to the torn one.
+        handle.write((b"\n" if torn else b"") + json.dumps(record, sort_keys=True).encode() + b"\n")
         handle.flush()
         os.fsync(handle.fileno())
 
@@ -290,18 +295,21 @@ class Loop:
             self._save_state()
             return True
         # The chunk's target is fixed once per generation: a resume after the chunk (during export or gating) must
-        # not read "target reached" as "start the next chunk". Runs from before train_generation fall back to that.
-        if ("train_generation" in state and state["train_generation"] != generation) or (
-                "train_generation" not in state and state["train_target"] <= trained_steps(self.directory)):
-            state["train_target"] = trained_steps(self.directory) + rl.train_steps
+        # not read "target reached" as "start the next chunk".
+        trained = trained_steps(self.directory)
+        candidate = os.path.join(self.nets, f"gen-{generation:04d}.onnx")
+        if "train_generation" not in state:  # a run from before the field: was this generation's chunk started?
+            started = trained < state["train_target"] or os.path.exists(candidate)
+            state["train_generation"] = generation if started else generation - 1
+        if state["train_generation"] != generation:
+            state["train_target"] = trained + rl.train_steps
             state["train_generation"] = generation
             self._save_state()
-        if trained_steps(self.directory) < state["train_target"]:
+        if trained < state["train_target"]:
             reached = train_chunk(self.directory, rl, self.selfplay, state["train_target"],
                                   log=lambda line: self.log("  " + line))
             if reached < state["train_target"]:
                 return False
-        candidate = os.path.join(self.nets, f"gen-{generation:04d}.onnx")
         if not os.path.exists(candidate):
             export_candidate(self.directory, candidate, generation)
         if not self._gate(store, workers, generation, candidate):
@@ -358,9 +366,12 @@ class Loop:
 
         state, rl = self.state, self.rl
         gating_path = os.path.join(self.directory, GATING)
+        elo_path = os.path.join(self.directory, ELO)
+        # A kill between the Elo line and the state save leaves the generation decided: reuse it, play nothing more.
+        recorded = [h for h in read_jsonl(elo_path) if h["generation"] == generation]
         played = [g for g in read_jsonl(gating_path) if g["generation"] == generation]
         wanted = rl.gate_games
-        if len(played) < wanted:
+        if len(played) < wanted and not recorded:
             blobs = NetBlob.load(candidate), NetBlob.load(os.path.join(self.directory, state["best"]))
             indices = sorted(set(range(wanted)) - {g["game"] for g in played})
             tasks = [GatingTask(blobs[0], blobs[1], BLACK if i % 2 == 0 else WHITE, self.selfplay, rl.gate_visits,
@@ -382,9 +393,6 @@ class Loop:
                 bar.close()
             if len(played) < wanted:
                 return False
-        elo_path = os.path.join(self.directory, ELO)
-        # A kill between this line and the state save leaves the generation's line written: reuse it, not twice.
-        recorded = [h for h in read_jsonl(elo_path) if h["generation"] == generation]
         if recorded:
             record = recorded[-1]
             score, wins, losses, elo, accepted = (record[k] for k in ("score", "wins", "losses", "elo", "accepted"))
