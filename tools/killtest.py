@@ -573,6 +573,8 @@ def run(target, kills: int, seed: int, window_s: tuple[float, float], kill_scope
     index = extensions = final_launches = 0
     while True:
         killing = totals.kills < kills
+        if not killing and final_launches == 0 and target.remaining(before) <= 0:
+            break  # the last kill landed after the work was done: a rerun would only add more of it
         if not killing and final_launches >= 3:
             totals.problems.append("the run did not finish in 3 launches after the kills")
             break
