@@ -3,7 +3,8 @@
 ``value`` always means the expected outcome in [-1, 1] from the side to move's view. ``policy`` is float32
 [B, N*N+1], pass last, softmaxed over the legal moves (illegal points are 0) and renormalised.
 
-Layer: above features; numpy and onnxruntime only (never torch), so that the GTP engine starts fast.
+Layer: above features; numpy and onnxruntime only, so that the GTP engine starts fast. torch is imported (through
+``torch_backend``) only where a GPU is present that onnxruntime cannot use, or where it is asked for.
 ``OnnxEvaluator`` runs a network file; ``NetworkSet`` routes each board size to its network; ``CachedEvaluator``
 wraps any evaluator with an LRU cache.
 """
@@ -30,6 +31,10 @@ PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
     "cuda": "CUDAExecutionProvider",
     "cpu": "CPUExecutionProvider",
 }
+TORCH = "torch"  # the torch CUDA backend (engine/torch_backend.py), for GPUs that onnxruntime here cannot use
+BACKENDS = ("auto", *PROVIDERS, TORCH)
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # of the GPU backends; onnxruntime on the CPU always runs the file's
+DEFAULT_MAX_BATCH = 256
 
 
 class NetworkFileError(ValueError):
@@ -84,6 +89,40 @@ def _stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def nvidia_gpu_present() -> bool:
+    """Whether an NVIDIA GPU is visible here, checked without importing torch or CUDA (it costs microseconds, so a
+    CPU machine with torch installed does not pay torch's import on every start)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+
+
+def default_cache_dir() -> str:
+    """Where TensorRT keeps the engines it built, so that the second start skips the build (minutes for 20x256)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tabula", "tensorrt")
+
+
+def provider_options(provider: str, precision: str, cache_dir: str,
+                     profile: tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None) -> dict[str, object]:
+    """onnxruntime options for one provider. ``profile``: ((batch, size) at min, opt, max) of the input ``planes``,
+    for TensorRT, which otherwise builds a new engine whenever a larger batch arrives."""
+    if provider != PROVIDERS["tensorrt"]:
+        return {}
+    options: dict[str, object] = {
+        "trt_fp16_enable": precision != "fp32",
+        "trt_engine_cache_enable": True,
+        "trt_engine_cache_path": cache_dir,
+        "trt_timing_cache_enable": True,
+        "trt_timing_cache_path": cache_dir,
+    }
+    if profile is not None:
+        for key, (batch, size) in zip(("min", "opt", "max"), profile):
+            options[f"trt_profile_{key}_shapes"] = f"planes:{batch}x{NUM_PLANES}x{size}x{size}"
+    return options
+
+
 def choose_providers(provider: str, available: Sequence[str]) -> list[str]:
     """onnxruntime provider names to try, best first, always ending with the CPU."""
     if provider == "auto":
@@ -101,7 +140,7 @@ def choose_providers(provider: str, available: Sequence[str]) -> list[str]:
 
 
 class OnnxEvaluator:
-    """Evaluates positions with an ONNX network through onnxruntime.
+    """Evaluates positions with an ONNX network, through onnxruntime or, on a GPU it cannot use, through torch.
 
     Args:
         path: an ONNX file with one input ``planes`` float32 [batch, 18, N, N] and outputs ``policy`` (logits,
@@ -110,22 +149,37 @@ class OnnxEvaluator:
             or ``average`` (the mean of all 8: eight times the work).
         rng: numpy Generator for random symmetries; a fresh one when None.
         threads: onnxruntime intra-op threads (0: onnxruntime decides).
-        provider: ``auto`` (TensorRT, then CUDA, then CPU, whichever works), ``cpu``, ``cuda`` or ``tensorrt``.
-        log: receives one line naming the provider; by default it goes to stderr.
+        provider: ``auto`` (TensorRT, then CUDA, then torch on CUDA when a GPU is present, then CPU: the first that
+            works), ``cpu``, ``cuda``, ``tensorrt`` or ``torch``.
+        log: receives one line naming what runs the network, and why a better backend does not; default stderr.
+        precision: of the GPU backends: ``auto`` (fp16), ``fp16``, ``bf16`` (torch only) or ``fp32``.
+        max_batch: the largest batch the GPU backends prepare for (TensorRT's profile, torch's CUDA graphs).
+        batch_hint: the batch the search sends most (TensorRT optimises for it).
+        cache_dir: TensorRT's engine cache (default ``default_cache_dir()``).
 
-    Raises NetworkFileError for a missing, corrupt or unsuitable file, before any position is evaluated.
+    Raises NetworkFileError for a missing, corrupt or unsuitable file, before any position is evaluated, and
+    ValueError for a backend that was asked for by name and cannot run here.
     """
 
     def __init__(self, path: str | os.PathLike, symmetry: str = "random", rng: np.random.Generator | None = None,
-                 threads: int = 0, provider: str = "auto", log: Callable[[str], None] | None = _stderr_log):
+                 threads: int = 0, provider: str = "auto", log: Callable[[str], None] | None = _stderr_log,
+                 precision: str = "auto", max_batch: int = DEFAULT_MAX_BATCH, batch_hint: int = 8,
+                 cache_dir: str | None = None):
         import onnxruntime as ort
 
         if symmetry not in SYMMETRY_MODES:
             raise ValueError(f"unknown symmetry mode {symmetry!r} ({', '.join(SYMMETRY_MODES)})")
+        if provider not in BACKENDS:
+            raise ValueError(f"unknown provider {provider!r} ({', '.join(BACKENDS)})")
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r} ({', '.join(PRECISIONS)})")
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
         self.path = path = os.fspath(path)
         self.symmetry = symmetry
         self._rng = rng if rng is not None else np.random.default_rng()
         self._rng_lock = threading.Lock()  # numpy Generators are not thread-safe; the search may call from threads
+        self._runner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
         if not os.path.isfile(path):
             raise NetworkFileError(path, "no such file")
         if os.path.getsize(path) == 0:
@@ -137,28 +191,79 @@ class OnnxEvaluator:
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # onnxruntime's own warnings would clutter stderr
-        candidates = choose_providers(provider, ort.get_available_providers())
+        candidates = choose_providers("cpu" if provider == TORCH else provider, ort.get_available_providers())
+        notes: list[str] = []  # why a backend preferred to the one that runs does not run
+        profile = None
+        if PROVIDERS["tensorrt"] in candidates:
+            profile = self._tensorrt_profile(ort, max_batch, batch_hint)
         session = None
         failure = None
+        chosen = candidates
         for start in range(len(candidates)):
+            chosen = candidates[start:]
+            settings = [provider_options(name, precision, cache_dir or default_cache_dir(), profile)
+                        for name in chosen]
             try:
-                session = ort.InferenceSession(path, sess_options=options, providers=candidates[start:])
+                session = ort.InferenceSession(path, sess_options=options, providers=chosen,
+                                               provider_options=settings)
                 break
             except Exception as e:  # onnxruntime raises its own exception types for bad files and providers
                 failure = e
-                if not _is_provider_failure(e):
+                if not _is_provider_failure(e) or start == len(candidates) - 1:
                     break
+                notes.append(f"{chosen[0]} failed: {_first_line(e)}")
         if session is None:
-            first_line = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
-            raise NetworkFileError(path, f"onnxruntime cannot load it: {first_line[:300]}")
+            raise NetworkFileError(path, f"onnxruntime cannot load it: {_first_line(failure)}")
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
         self.board_sizes: tuple[int, ...] = self._validate()
         self.provider: str = session.get_providers()[0]
+        if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
+            notes.append(f"onnxruntime could not start {chosen[0]}")
+        if self.provider == PROVIDERS["tensorrt"]:
+            self.provider += f" {'fp32' if precision == 'fp32' else 'fp16'}"
+        if provider == TORCH or (provider == "auto" and self.provider == PROVIDERS["cpu"] and nvidia_gpu_present()):
+            try:
+                self._start_torch(precision, max_batch)
+            except Exception as e:  # no torch, no CUDA, a driver problem, outputs that disagree: all fall back
+                if provider == TORCH:
+                    raise ValueError(f"{path}: the torch backend cannot run it: {_first_line(e)}") from None
+                notes.append(f"torch on CUDA failed: {_first_line(e)}")
         if log is not None:
             log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}, "
-                f"{threads or 'default'} threads")
+                f"{threads or 'default'} threads" + "".join(f"; {note}" for note in notes))
+
+    def _tensorrt_profile(self, ort, max_batch: int, batch_hint: int):
+        """TensorRT's (batch, size) at min, opt and max, from the file's input shape and metadata (read through a
+        CPU session: only machines that have TensorRT pay for it). None when the file cannot tell."""
+        try:
+            probe = ort.InferenceSession(self.path, providers=[PROVIDERS["cpu"]])
+            meta = probe.get_modelmeta().custom_metadata_map
+            static = probe.get_inputs()[0].shape[2]
+            sizes = ([int(s) for s in meta["board_sizes"].split(",")] if "board_sizes" in meta
+                     else [static] if isinstance(static, int) else [])
+        except Exception:
+            return None  # the real session reports what is wrong with the file
+        if not sizes:
+            return None
+        hint = min(max(1, batch_hint), max_batch)
+        return (1, min(sizes)), (hint, max(sizes)), (max_batch, max(sizes))
+
+    def _start_torch(self, precision: str, max_batch: int) -> None:
+        """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's."""
+        from . import torch_backend  # imports torch: only here, only when a GPU is present or torch was asked for
+
+        runner = torch_backend.TorchRunner(self.path, device="cuda",
+                                           precision="fp16" if precision == "auto" else precision,
+                                           max_batch=max_batch)
+        for size in self.board_sizes:
+            difference = outputs_difference(self._run, runner.run, size)
+            if difference > GPU_TOLERANCE:
+                raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
+        self._runner = runner.run
+        self._session = None  # the CPU copy of the weights is no longer needed
+        self.provider = runner.describe()
 
     def describe(self) -> str:
         """One line: blocks x filters, head, board sizes, precision — from the metadata."""
@@ -229,6 +334,8 @@ class OnnxEvaluator:
 
     def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Raw network: planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
+        if self._runner is not None:
+            return self._runner(planes)
         policy, value = self._session.run(["policy", "value"], {self._input_name: planes})
         return policy, value.reshape(-1)
 
@@ -297,6 +404,33 @@ class NetworkSet:
         if not states:
             return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
         return self.network_for(states[0].size).evaluate(states)
+
+
+GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
+
+
+def comparison_planes(size: int, count: int = 16, seed: int = 0) -> np.ndarray:
+    """float32 [count, 18, size, size]: random stones and histories, either side to move; for comparing backends."""
+    rng = np.random.default_rng(seed + size)
+    planes = (rng.random((count, NUM_PLANES, size, size)) < 0.25).astype(np.float32)
+    planes[:, 16:18] = 0.0
+    planes[np.arange(count), 16 + rng.integers(0, 2, count)] = 1.0
+    return planes
+
+
+def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                       other: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], size: int) -> float:
+    """Largest difference between two raw runners' move probabilities (softmax over all points) and values."""
+    planes = comparison_planes(size)
+    (ref_logits, ref_value), (logits, value) = reference(planes), other(planes)
+    everything = np.ones(ref_logits.shape, dtype=bool)
+    probabilities = np.abs(masked_softmax(ref_logits, everything) - masked_softmax(logits, everything)).max()
+    return float(max(probabilities, np.abs(ref_value.reshape(-1) - value.reshape(-1)).max()))
+
+
+def _first_line(error: BaseException | None) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def _is_provider_failure(error: Exception) -> bool:

@@ -264,8 +264,10 @@ def from_config(config: EngineConfig) -> SearchGenerator:
     net_seed, search_seed, playout_seed = seed.spawn(3)
     paths = list(config.net.weights) or default_weights()
     net_rngs = [np.random.default_rng(s) for s in net_seed.spawn(len(paths))]
-    networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=config.net.threads,
-                              provider=config.net.provider) for path, rng in zip(paths, net_rngs)]
+    net = config.net
+    networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=net.threads, provider=net.provider,
+                              precision=net.precision, max_batch=net.max_batch, batch_hint=config.search.batch_size,
+                              cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
     evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     return SearchGenerator(evaluator, config.search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])))

@@ -11,6 +11,7 @@ import logging
 import sys
 
 from engine.config import EngineConfig, TimeConfig
+from engine.evaluator import BACKENDS, PRECISIONS
 from engine.coords import MAX_SIZE, MIN_SIZE
 from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
 from engine.player import GENERATORS, Player
@@ -47,6 +48,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds kept back on every move for network lag")
     parser.add_argument("--batch-size", type=int, default=defaults.search.batch_size,
                         help="leaves per network call")
+    parser.add_argument("--provider", default=defaults.net.provider, choices=BACKENDS,
+                        help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
+                             "first that works, and says which on stderr (default: %(default)s)")
+    parser.add_argument("--precision", default=defaults.net.precision, choices=PRECISIONS,
+                        help="precision on a GPU (auto: fp16; bf16 with --provider torch only)")
+    parser.add_argument("--net-threads", type=int, default=defaults.net.threads,
+                        help="onnxruntime threads on the CPU (0: onnxruntime decides)")
     parser.add_argument("--ponder", action="store_true", help="think on the opponent's time until the next command")
     parser.add_argument("--resign-winrate", type=float, default=defaults.search.resign_winrate,
                         help="resign below this winrate for several moves in a row (0: never resign)")
@@ -72,7 +80,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
                                    threads=args.threads, batch_size=args.batch_size, ponder=args.ponder,
                                    resign_winrate=args.resign_winrate, lcb=not args.no_lcb),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
-        net=dataclasses.replace(defaults.net, weights=tuple(args.weights)),
+        net=dataclasses.replace(defaults.net, weights=tuple(args.weights), provider=args.provider,
+                                precision=args.precision, threads=args.net_threads),
         player=args.player,
         board_size=args.size,
         seed=args.seed,

@@ -36,8 +36,8 @@ def test_engine_never_imports_gtp_or_tools_and_only_network_imports_torch():
     for path in (ROOT / "engine").glob("*.py"):
         names = imported_modules(path)
         assert not names & {"gtp", "tools"}, path
-        if path.name not in ("network.py",):
-            assert "torch" not in names, f"{path.name} imports torch; only network.py may"
+        if path.name not in ("network.py", "torch_backend.py"):
+            assert "torch" not in names, f"{path.name} imports torch; only network.py and torch_backend.py may"
 
 
 def test_gtp_startup_does_not_import_torch():
@@ -45,6 +45,19 @@ def test_gtp_startup_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_default_player_loads_its_networks_without_torch_when_no_gpu_is_there():
+    # On a machine with an NVIDIA GPU and no onnxruntime GPU provider, torch is the GPU path and is imported.
+    code = ("import sys; from engine.config import EngineConfig; from engine.player import Player; "
+            "from engine.evaluator import nvidia_gpu_present; Player.from_config(EngineConfig()); "
+            "print('torch' in sys.modules, nvidia_gpu_present())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    imported, gpu = out.stdout.split()
+    if gpu == "False":
+        assert imported == "False"
+    assert out.stderr.count("tabula: network") == 2  # one line per shipped network, naming what runs it
 
 
 def test_tabula_help_lists_the_subcommands():

@@ -21,6 +21,21 @@ from engine.evaluator import OnnxEvaluator, legal_mask, masked_softmax
 from engine.features import encode_batch
 
 
+GPU_PATHS = ("onnx-cuda", "onnx-tensorrt", *(f"torch-cuda-{p}{e}" for p in ("fp16", "bf16", "fp32")
+                                                 for e in ("", "-eager")))
+
+
+def gpu_runner(path: str, fp32: str, max_batch: int):
+    """The raw ``run`` of one GPU path: onnxruntime's CUDA or TensorRT provider, or the torch backend."""
+    if path.startswith("onnx-"):
+        return OnnxEvaluator(fp32, symmetry="identity", provider=path[5:], max_batch=max_batch, log=None).run
+    from engine.torch_backend import TorchRunner
+
+    precision = path.split("-")[2]
+    return TorchRunner(fp32, device="cuda", precision=precision, cuda_graphs=not path.endswith("-eager"),
+                       max_batch=max_batch).run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tabula bench net", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -30,7 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=0.6, help="time per measurement, over all rounds")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best one counts")
     parser.add_argument("--int8", help="an int8 ONNX file of the same net (default: quantize now)")
-    parser.add_argument("--paths", default="onnx-fp32,onnx-int8,torch-fp32,torch-bf16")
+    parser.add_argument("--paths", default="onnx-fp32,onnx-int8,torch-fp32,torch-bf16",
+                        help="comma-separated: onnx-fp32, onnx-int8, torch-fp32, torch-bf16 (CPU); onnx-cuda, "
+                             "onnx-tensorrt, torch-cuda-fp16, torch-cuda-bf16, torch-cuda-fp32, each torch-cuda one "
+                             "also with -eager (no CUDA graphs) (GPU)")
     parser.add_argument("--accuracy-positions", type=int, default=512)
     return parser
 
@@ -93,7 +111,7 @@ def main(argv: list[str]) -> int:
         planes = encode_batch(states[: max(batches)])
 
         model = None
-        if any(p.startswith("torch") for p in paths):
+        if any(p.startswith("torch") and not p.startswith("torch-cuda") for p in paths):
             import torch
 
             from engine import network
@@ -102,6 +120,10 @@ def main(argv: list[str]) -> int:
         runners = {}
         for threads in thread_counts:
             for path in paths:
+                if path in GPU_PATHS:
+                    if threads == thread_counts[0]:  # the CPU threads do not matter to a GPU path
+                        runners[(path, threads)] = gpu_runner(path, fp32, max(batches))
+                    continue
                 if path.startswith("onnx"):
                     runners[(path, threads)] = OnnxEvaluator(fp32 if path == "onnx-fp32" else int8,
                                                              symmetry="identity", threads=threads, provider="cpu",
@@ -122,6 +144,8 @@ def main(argv: list[str]) -> int:
             for threads in thread_counts:
                 for j, b in enumerate(batches):
                     for path in paths:
+                        if (path, threads) not in runners:
+                            continue
                         speed = throughput(runners[(path, threads)], planes[:b], args.seconds / args.rounds,
                                            warm_up=round_ == 0)
                         results[(path, threads)][j] = max(results[(path, threads)][j], speed)
@@ -142,10 +166,13 @@ def main(argv: list[str]) -> int:
         if int8 is not None:
             costs["onnx-int8"] = OnnxEvaluator(int8, symmetry="identity", threads=2, provider="cpu",
                                                log=None).run(sample_planes)
-        if model is not None:
+        if model is not None and "torch-bf16" in paths:
             with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
                 policy, value = model(torch.from_numpy(sample_planes))
             costs["torch-bf16"] = (policy.float().numpy(), value.float().numpy())
+        for (path, threads), run in runners.items():
+            if path in GPU_PATHS:
+                costs[path] = run(sample_planes)
         for path, outputs in costs.items():
             agree, value_diff, tv = accuracy(sample, reference, outputs)
             print(f"{path} vs onnx-fp32 on {len(sample)} positions: top-1 agreement {agree:.1%}, "

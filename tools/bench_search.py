@@ -1,6 +1,7 @@
 """`tabula bench search WEIGHTS`: search speed against the raw network, measured in one run.
 
     tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch 8] [--net-threads 2]
+                                 [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
                                  [--leelaz LZ_WEIGHTS.txt] [--profile]
 
 Plays ``--moves`` moves of self-play from the empty board (tree reuse on, as in a game) and reports playouts/s,
@@ -23,7 +24,7 @@ import time
 import numpy as np
 
 from engine.config import SearchConfig
-from engine.evaluator import OnnxEvaluator
+from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator
 from engine.game import GameState
 from engine.search import Search
 
@@ -39,12 +40,55 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=2, help="search threads")
     parser.add_argument("--batch", type=int, default=8, help="leaves per network call")
     parser.add_argument("--net-threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument("--provider", default="cpu", choices=BACKENDS,
+                        help="what runs the network (default cpu; auto picks a GPU where there is one)")
+    parser.add_argument("--precision", default="auto", choices=PRECISIONS, help="precision on a GPU")
+    parser.add_argument("--instant-network", action="store_true",
+                        help="replay the real network's outputs from a first pass, with an instant network call but "
+                             "features, symmetries and legal masks paid: the playouts/s no GPU can raise")
     parser.add_argument("--seconds", type=float, default=3.0, help="time per raw-throughput measurement")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2, help="alternations of search and raw measurements")
     parser.add_argument("--leelaz", help="Leela Zero weights of the same network: compare with leelaz")
     parser.add_argument("--profile", action="store_true", help="profile a single-threaded search")
     return parser
+
+
+class ReplayedNetwork(OnnxEvaluator):
+    """The evaluator with a network that costs nothing, for the Python side's bound on playouts/s.
+
+    A first pass (``recording``) runs the real network and keeps each position's output; later passes answer from
+    those outputs, so the tree grows as the real network grows it, while every Python cost of ``evaluate``
+    (features, symmetries, legal masks, softmax) is still paid, on a network call that returns at once. Positions
+    no recording pass saw (threads reorder a search) get uniform priors and value 0, and are counted in
+    ``misses``."""
+
+    def __init__(self, *args, **kwargs):
+        self.recording = True
+        self.misses = 0
+        self._outputs: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        super().__init__(*args, **kwargs)
+
+    def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.recording:
+            return super()._run(planes)
+        size = planes.shape[-1]
+        return (np.zeros((len(planes), size * size + 1), dtype=np.float32),
+                np.zeros(len(planes), dtype=np.float32))
+
+    def evaluate(self, states):
+        keys = [(s.hash, s.size) for s in states]
+        if self.recording:
+            result = super().evaluate(states)
+            for i, key in enumerate(keys):
+                self._outputs[key] = (result.policy[i], float(result.value[i]))
+            return result
+        instant = super().evaluate(states)  # the Python side, paid in full, with an instant network
+        rows = [self._outputs.get(key) for key in keys]
+        self.misses += sum(row is None for row in rows)
+        # A position never recorded gets the instant network's own answer: uniform over legal moves, value 0.
+        return Evaluation(np.stack([instant.policy[i] if row is None else row[0] for i, row in enumerate(rows)]),
+                          np.array([0.0 if row is None else row[1] for row in rows], dtype=np.float32))
 
 
 def raw_throughput(evaluator: OnnxEvaluator, states: list[GameState], batch: int, seconds: float,
@@ -115,14 +159,36 @@ def profile(evaluator, config: SearchConfig, playouts: int) -> str:
     return out.getvalue()
 
 
+def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args: argparse.Namespace) -> int:
+    """Record self-play with the real network, then replay it ``--rounds`` times with an instant one. With several
+    threads each pass differs a little, so the recording takes three passes."""
+    for _ in range(1 if config.threads == 1 else 3):
+        self_play(evaluator, config, args.moves, args.playouts, args.seed)
+    evaluator.recording = False
+    rates = []
+    for _ in range(args.rounds):
+        played = self_play(evaluator, config, args.moves, args.playouts, args.seed)
+        rates.append(played["playouts"] / played["elapsed_s"])
+    print(f"search with an instant network (outputs recorded from the real one): {args.rounds} rounds x "
+          f"{args.moves} moves x {args.playouts} playouts, {args.threads} threads, batch {args.batch}")
+    print(f"  playouts/s, best round  {max(rates):8.1f}   (rounds: {', '.join(f'{r:.0f}' for r in rates)})")
+    total = args.rounds * args.moves * args.playouts
+    print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    evaluator = OnnxEvaluator(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
-                              threads=args.net_threads, log=None)
+    network = ReplayedNetwork if args.instant_network else OnnxEvaluator
+    evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
+                        threads=args.net_threads, provider=args.provider, precision=args.precision,
+                        batch_hint=args.batch, log=None)
     config = SearchConfig(threads=args.threads, batch_size=args.batch, visits=0, playouts=args.playouts,
                           early_stop=False)
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
-          f"{evaluator.metadata.get('precision', 'fp32')}, net threads {args.net_threads}")
+          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}")
+    if args.instant_network:
+        return instant_network_bound(evaluator, config, args)
     # Rounds alternate search and raw measurements so that load from other processes hits both alike.
     callers = sorted({1, args.threads})
     totals = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0)

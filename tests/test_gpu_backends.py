@@ -1,0 +1,255 @@
+"""The GPU backends: which one runs, what happens when one fails, and that each computes what the CPU computes.
+
+Everything not marked ``gpu`` runs on any machine: the torch backend on the CPU, and onnxruntime's GPU providers
+through a stand-in that fails as a GPU build without its libraries fails. Tests marked ``gpu`` need an NVIDIA GPU
+(``pytest -m gpu`` on the GPU machine) and skip elsewhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine import evaluator as evaluator_module
+from engine.evaluator import (GPU_TOLERANCE, PROVIDERS, OnnxEvaluator, comparison_planes, outputs_difference,
+                              provider_options)
+from tests.conftest_network import tiny_model, tiny_onnx, tiny_pooled_model, tiny_pooled_onnx  # noqa: F401
+
+torch = pytest.importorskip("torch")
+torch_backend = pytest.importorskip("engine.torch_backend")
+
+TRT, CUDA, CPU = PROVIDERS["tensorrt"], PROVIDERS["cuda"], PROVIDERS["cpu"]
+WEIGHTS = ["weights/tabula-6x64-sl.onnx", "weights/tabula-4x32-rl9.onnx"]
+
+
+def cpu_reference(path) -> OnnxEvaluator:
+    return OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
+
+
+# -- the torch backend, on the CPU --------------------------------------------------------------------------------
+
+
+def test_batch_buckets_cover_every_batch_up_to_the_largest():
+    buckets = torch_backend.batch_buckets(256)
+    assert buckets[:4] == [1, 2, 4, 8] and buckets[-1] == 256 and buckets == sorted(set(buckets))
+    for smaller, larger in zip(buckets, buckets[1:]):
+        assert larger <= max(2 * smaller, smaller + 8)  # padding never more than doubles a batch past 8
+    assert torch_backend.batch_buckets(1) == [1]
+    assert torch_backend.batch_buckets(12)[-1] == 12
+    with pytest.raises(ValueError):
+        torch_backend.batch_buckets(0)
+
+
+def test_folding_batch_norms_changes_nothing(tiny_model):
+    import copy
+
+    planes = torch.from_numpy(comparison_planes(tiny_model.spec.board_size))
+    folded = torch_backend.fold_batch_norms(copy.deepcopy(tiny_model))
+    with torch.no_grad():
+        (p0, v0), (p1, v1) = tiny_model(planes), folded(planes)
+    assert torch.allclose(p0, p1, atol=1e-4) and torch.allclose(v0, v1, atol=1e-5)
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+
+
+@pytest.mark.parametrize("precision, tolerance", [("fp32", 1e-4), ("bf16", GPU_TOLERANCE)])
+def test_the_torch_backend_computes_what_onnxruntime_computes(tiny_onnx, tiny_pooled_onnx, precision, tolerance):
+    for path, sizes in ((tiny_onnx, None), (tiny_pooled_onnx, (9, 13, 19))):
+        reference = cpu_reference(path)
+        runner = torch_backend.TorchRunner(str(path), device="cpu", precision=precision)
+        for size in sizes or reference.board_sizes:
+            assert outputs_difference(reference.run, runner.run, size) <= tolerance
+
+
+def test_the_shipped_networks_agree_under_the_torch_backend():
+    for path in WEIGHTS:
+        reference = cpu_reference(path)
+        runner = torch_backend.TorchRunner(path, device="cpu", precision="fp32")
+        assert outputs_difference(reference.run, runner.run, reference.board_sizes[0]) <= 1e-4
+
+
+def test_batches_beyond_the_largest_bucket_run_in_chunks(tiny_onnx):
+    reference = cpu_reference(tiny_onnx)
+    runner = torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32", max_batch=4)
+    planes = comparison_planes(reference.board_sizes[0], count=11)
+    (p0, v0), (p1, v1) = reference.run(planes), runner.run(planes)
+    assert p1.shape == p0.shape and v1.shape == v0.shape == (11,)
+    assert np.allclose(p0, p1, atol=1e-4) and np.allclose(v0, v1, atol=1e-5)
+    assert p1.dtype == v1.dtype == np.float32
+
+
+def test_an_unknown_precision_or_a_missing_gpu_is_a_clear_error(tiny_onnx):
+    with pytest.raises(ValueError, match="precision"):
+        torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="int4")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="no CUDA"):
+            torch_backend.TorchRunner(str(tiny_onnx), device="cuda")
+
+
+# -- choosing a backend, and falling back --------------------------------------------------------------------------
+
+
+class FakeOnnxruntime:
+    """onnxruntime as a GPU build shows it: TensorRT and CUDA listed; TensorRT fails to start (its libraries are
+    missing) and CUDA, like a CUDA provider without its libraries, silently runs on the CPU."""
+
+    def __init__(self, real, monkeypatch):
+        self.real = real
+        self.calls: list[tuple[list[str], list[dict]]] = []
+        fake = self
+
+        class Session(real.InferenceSession):
+            def __init__(self, path, sess_options=None, providers=None, provider_options=None, **kwargs):
+                providers = list(providers or [CPU])
+                fake.calls.append((providers, list(provider_options or [{}] * len(providers))))
+                if providers[0] == TRT:
+                    raise RuntimeError("TensorRT EP could not be created: libnvinfer.so.10: cannot open shared file")
+                super().__init__(path, sess_options=sess_options, providers=[CPU])
+
+        monkeypatch.setattr(real, "get_available_providers", lambda: [TRT, CUDA, CPU])
+        monkeypatch.setattr(real, "InferenceSession", Session)
+
+
+@pytest.fixture
+def gpu_build(monkeypatch):
+    import onnxruntime
+
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: False)
+    return FakeOnnxruntime(onnxruntime, monkeypatch)
+
+
+def test_auto_tries_tensorrt_then_cuda_then_the_cpu_and_says_why_in_one_line(tiny_onnx, gpu_build, tmp_path):
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, provider="auto", log=lines.append, cache_dir=str(tmp_path), batch_hint=16)
+    assert evaluator.provider == CPU
+    assert len(lines) == 1
+    assert f"on {CPU}" in lines[0] and f"{TRT} failed: TensorRT EP could not be created" in lines[0]
+    assert f"onnxruntime could not start {CUDA}" in lines[0]
+    first, second = [call for call in gpu_build.calls if call[0][0] in (TRT, CUDA)][:2]
+    assert first[0] == [TRT, CUDA, CPU] and second[0] == [CUDA, CPU]
+    size = evaluator.board_sizes[0]
+    trt = first[1][0]
+    assert trt["trt_fp16_enable"] is True and trt["trt_engine_cache_enable"] is True
+    assert trt["trt_engine_cache_path"] == str(tmp_path)
+    assert trt["trt_profile_min_shapes"] == f"planes:1x18x{size}x{size}"
+    assert trt["trt_profile_opt_shapes"] == f"planes:16x18x{size}x{size}"
+    assert trt["trt_profile_max_shapes"] == f"planes:256x18x{size}x{size}"
+    assert first[1][1] == {} and first[1][2] == {}
+    assert evaluator.evaluate([]).value.shape == (0,)
+
+
+def test_a_provider_asked_for_by_name_that_is_missing_is_an_error(tiny_onnx):
+    with pytest.raises(ValueError, match="not available"):
+        OnnxEvaluator(tiny_onnx, provider="tensorrt", log=None)
+    with pytest.raises(ValueError, match="unknown provider"):
+        OnnxEvaluator(tiny_onnx, provider="tpu", log=None)
+    with pytest.raises(ValueError, match="unknown precision"):
+        OnnxEvaluator(tiny_onnx, precision="fp8", log=None)
+
+
+def test_tensorrt_options_follow_the_precision_and_the_profile():
+    options = provider_options(TRT, "fp32", "/cache", ((1, 9), (8, 19), (64, 19)))
+    assert options["trt_fp16_enable"] is False and options["trt_timing_cache_path"] == "/cache"
+    assert options["trt_profile_opt_shapes"] == "planes:8x18x19x19"
+    assert "trt_profile_min_shapes" not in provider_options(TRT, "auto", "/cache", None)
+    assert provider_options(CUDA, "fp16", "/cache", None) == {} == provider_options(CPU, "auto", "/c", None)
+
+
+def test_a_pooled_network_gets_a_profile_over_all_its_sizes(tiny_pooled_onnx, gpu_build, tmp_path):
+    OnnxEvaluator(tiny_pooled_onnx, log=None, cache_dir=str(tmp_path))
+    trt = gpu_build.calls[[c[0][0] for c in gpu_build.calls].index(TRT)][1][0]
+    assert trt["trt_profile_min_shapes"] == "planes:1x18x9x9"
+    assert trt["trt_profile_max_shapes"] == "planes:256x18x19x19"
+
+
+class CpuTorchRunner(torch_backend.TorchRunner):
+    """The torch backend as the evaluator starts it on a GPU, run on the CPU in fp32."""
+
+    def __init__(self, path, device="cuda", precision="fp16", cuda_graphs=True, max_batch=256):
+        super().__init__(path, device="cpu", precision="fp32", max_batch=max_batch)
+
+
+def test_with_a_gpu_and_no_onnxruntime_gpu_provider_auto_runs_torch(tiny_onnx, monkeypatch):
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, symmetry="identity", log=lines.append)
+    assert evaluator.provider == "torch cpu fp32" and "on torch cpu fp32" in lines[0] and len(lines) == 1
+    reference = cpu_reference(tiny_onnx)
+    assert outputs_difference(reference.run, evaluator.run, reference.board_sizes[0]) <= 1e-4
+
+
+def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypatch):
+    class Wrong(CpuTorchRunner):
+        def run(self, planes):
+            policy, value = super().run(planes)
+            return policy, -value
+
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", Wrong)
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, log=lines.append)
+    assert evaluator.provider == CPU
+    assert "torch on CUDA failed: its outputs differ from onnxruntime's" in lines[0]
+    with pytest.raises(ValueError, match="torch backend cannot run it"):
+        OnnxEvaluator(tiny_onnx, provider="torch", log=None)
+
+
+def test_with_a_gpu_that_torch_cannot_use_auto_falls_back_to_the_cpu(tiny_onnx, monkeypatch):
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    if torch.cuda.is_available():
+        pytest.skip("torch can use the GPU here")
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, log=lines.append)
+    assert evaluator.provider == CPU and "torch on CUDA failed: torch sees no CUDA device" in lines[0]
+
+
+def test_no_gpu_is_seen_when_cuda_visible_devices_hides_them(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert evaluator_module.nvidia_gpu_present() is False
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert evaluator_module.nvidia_gpu_present() is False
+
+
+# -- on a GPU ----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "fp32"])
+@pytest.mark.parametrize("cuda_graphs", [True, False])
+@pytest.mark.parametrize("path", WEIGHTS)
+def test_gpu_torch_matches_the_cpu_within_half_precision(path, precision, cuda_graphs):
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU that torch can use")
+    reference = cpu_reference(path)
+    runner = torch_backend.TorchRunner(path, device="cuda", precision=precision, cuda_graphs=cuda_graphs,
+                                       max_batch=64)
+    size = reference.board_sizes[0]
+    tolerance = 1e-3 if precision == "fp32" else GPU_TOLERANCE
+    for count in (1, 3, 8, 64, 100):  # a bucket, padding, the largest bucket, and chunks
+        planes = comparison_planes(size, count=count, seed=count)
+        (p0, v0), (p1, v1) = reference.run(planes), runner.run(planes)
+        everything = np.ones(p0.shape, dtype=bool)
+        probabilities = evaluator_module.masked_softmax
+        assert np.abs(probabilities(p0, everything) - probabilities(p1, everything)).max() <= tolerance
+        assert np.abs(v0 - v1).max() <= tolerance
+
+
+@pytest.mark.gpu
+def test_gpu_auto_picks_the_gpu_and_says_so():
+    if not evaluator_module.nvidia_gpu_present():
+        pytest.skip("needs an NVIDIA GPU")
+    lines = []
+    evaluator = OnnxEvaluator(WEIGHTS[0], log=lines.append)
+    assert evaluator.provider != CPU, lines
+    assert len(lines) == 1 and evaluator.provider in lines[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["cuda", "tensorrt"])
+def test_gpu_onnxruntime_providers_match_the_cpu(name):
+    import onnxruntime
+
+    if PROVIDERS[name] not in onnxruntime.get_available_providers():
+        pytest.skip(f"this onnxruntime has no {PROVIDERS[name]}")
+    reference = cpu_reference(WEIGHTS[0])
+    gpu = OnnxEvaluator(WEIGHTS[0], symmetry="identity", provider=name, log=None)
+    assert gpu.provider.startswith(PROVIDERS[name])
+    assert outputs_difference(reference.run, gpu.run, 19) <= GPU_TOLERANCE
