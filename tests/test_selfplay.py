@@ -223,3 +223,30 @@ def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
     assert plot.main([str(tmp_path)]) == 2
     error = capsys.readouterr().err
     assert "neither metrics.jsonl" in error and "elo.jsonl" in error and "Traceback" not in error
+
+
+def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
+    from tools.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
+
+    # The network's own architecture wins over the command line's defaults.
+    rl, selfplay = loop_configs(generations=1)
+    assert adopt_start_network(dataclasses.replace(rl, blocks=6, filters=64, start_from=tiny_net), SIZE).filters == 8
+    with pytest.raises(SystemExit, match="the run plays 9x9"):
+        adopt_start_network(dataclasses.replace(rl, start_from=tiny_net), 9)
+    with pytest.raises(SystemExit, match="no such file"):
+        adopt_start_network(dataclasses.replace(rl, start_from=str(tmp_path / "missing.onnx")), SIZE)
+
+    directory = tmp_path / "run"
+    assert main(["--dir", str(directory), "--start-from", tiny_net, "--size", str(SIZE), "--komi", "0.5",
+                 "--visits", "12", "--fast-visits", "4", "--full-fraction", "0.5", "--batch-size", "4",
+                 "--games-per-generation", "2", "--window-games", "10", "--min-positions", "1",
+                 "--train-steps", "2", "--batch", "8", "--warmup-steps", "0", "--gate-games", "2",
+                 "--gate-visits", "4", "--workers", "1", "--train-threads", "1", "--train-workers", "0",
+                 "--generations", "1"]) == 0
+    with open(tiny_net, "rb") as source:
+        assert (directory / "nets" / "gen-0000.onnx").read_bytes() == source.read()
+    saved = json.loads((directory / "config.json").read_text())["rl"]
+    assert (saved["blocks"], saved["filters"], saved["start_from"]) == (1, 8, tiny_net)
+    assert (directory / INIT_CHECKPOINT).exists()
+    assert "starting from the weights of" in capsys.readouterr().err
+    assert (directory / "nets" / "gen-0001.onnx").exists()

@@ -19,6 +19,7 @@ Run directory::
 
     tabula rl --dir runs/rl9 --blocks 4 --filters 32 --visits 64 --workers 2      (rerun the same to resume)
     tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
+    tabula rl --dir runs/rl9more --start-from weights/tabula-4x32-rl9.onnx ...   (continue a network by self-play)
 """
 from __future__ import annotations
 
@@ -78,6 +79,7 @@ class RLConfig:
     max_minutes: float = 0.0  # stop after this much wall time in this invocation (0: none)
     train_threads: int = 2  # torch threads of the trainer
     train_workers: int = 1  # the trainer's data-loading processes (the self-play workers are idle meanwhile)
+    start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
@@ -143,7 +145,8 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        seed=rl.seed, device="cpu", precision="fp32", threads=rl.train_threads,
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
-                       checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False)
+                       checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
+                       init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "")
 
 
 def trained_steps(directory: str) -> int:
@@ -173,12 +176,50 @@ def export_candidate(directory: str, path: str, generation: int) -> None:
     os.replace(tmp, path)
 
 
-def initial_network(path: str, rl: RLConfig, size: int) -> None:
-    """Generation 0: the trainer's own starting weights (same seed, same initialisation), exported."""
+INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, where the trainer's first chunk begins
+
+
+def start_network_spec(path: str, size: int):
+    """The architecture of a ``--start-from`` network, checked against the run: an AlphaGo Zero head for ``size``."""
+    from engine.evaluator import NetworkFileError, OnnxEvaluator
+    from engine.network import AGZ, SIDE_TO_MOVE, NetSpec
+
+    try:
+        metadata = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None).metadata
+        spec = NetSpec.from_dict(json.loads(metadata["architecture"]))
+    except (NetworkFileError, KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
+    if spec.head != AGZ or spec.board_size != size or spec.value_perspective != SIDE_TO_MOVE:
+        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {spec.board_size}x"
+                         f"{spec.board_size}; the run plays {size}x{size} and trains AlphaGo Zero heads")
+    return spec
+
+
+def adopt_start_network(rl: RLConfig, size: int) -> RLConfig:
+    """A run that starts from a network takes that network's blocks and filters."""
+    if not rl.start_from:
+        return rl
+    spec = start_network_spec(rl.start_from, size)
+    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters)
+
+
+def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
+    """Generation 0: the ``--start-from`` network (copied, and its weights saved where the trainer starts), or the
+    trainer's own starting weights (same seed, same initialisation), exported."""
     import torch
 
-    from engine.network import NetSpec, TabulaNet, export_onnx
+    from engine.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
 
+    if rl.start_from:
+        start = os.path.join(directory, INIT_CHECKPOINT)
+        save_checkpoint(load_onnx(rl.start_from), start + ".tmp")
+        os.replace(start + ".tmp", start)
+        with open(rl.start_from, "rb") as source, open(path + ".tmp.onnx", "wb") as target:
+            target.write(source.read())
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(path + ".tmp.onnx", path)
+        return
     torch.manual_seed(rl.seed)
     model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, board_size=size)).eval()
     tmp = path + ".tmp.onnx"
@@ -232,7 +273,7 @@ class Loop:
                 return json.load(handle)
         best = os.path.join(self.nets, "gen-0000.onnx")
         if not os.path.exists(best):
-            initial_network(best, self.rl, self.selfplay.size)
+            initial_network(best, self.rl, self.selfplay.size, self.directory)
         state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
                  "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
                  "train_target": 0, "train_generation": 0}
@@ -443,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     saved = saved_config(args.dir)  # a resumed run: options not given keep their saved values
     rl = dataclass_from_args(RLConfig, args, saved[0] if saved else None)
     selfplay = dataclass_from_args(SelfPlayConfig, args, saved[1] if saved else None)
+    if not saved:
+        rl = adopt_start_network(rl, selfplay.size)
     Loop(args.dir, rl, selfplay).run()
     return 0
 
