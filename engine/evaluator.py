@@ -194,15 +194,19 @@ class OnnxEvaluator:
         candidates = choose_providers("cpu" if provider == TORCH else provider, ort.get_available_providers())
         notes: list[str] = []  # why a backend preferred to the one that runs does not run
         profile = None
+        cache_dir = cache_dir or default_cache_dir()
         if PROVIDERS["tensorrt"] in candidates:
             profile = self._tensorrt_profile(ort, max_batch, batch_hint)
+            try:
+                os.makedirs(cache_dir, exist_ok=True)
+            except OSError as e:
+                notes.append(f"no TensorRT engine cache ({e.strerror}: {cache_dir})")
         session = None
         failure = None
         chosen = candidates
         for start in range(len(candidates)):
             chosen = candidates[start:]
-            settings = [provider_options(name, precision, cache_dir or default_cache_dir(), profile)
-                        for name in chosen]
+            settings = [provider_options(name, precision, cache_dir, profile) for name in chosen]
             try:
                 session = ort.InferenceSession(path, sess_options=options, providers=chosen,
                                                provider_options=settings)
