@@ -4,42 +4,20 @@
 'use strict'
 
 const {Controller, ControllerStateTracker} = require('@sabaki/gtp')
+const {check, parseVertex, attach, quit, run} = require('./sabaki_common')
 
 const TIMEOUT_MS = 60000
 const REQUIRED = ['protocol_version', 'name', 'version', 'known_command', 'list_commands', 'quit', 'boardsize',
   'clear_board', 'komi', 'play', 'genmove', 'undo']
 
-function check(condition, message) {
-  if (!condition) throw new Error(message)
-  console.log(`ok ${message}`)
-}
-
-function isVertex(text, size) {
-  const word = text.trim().toUpperCase()
-  if (word === 'PASS' || word === 'RESIGN') return true
-  const match = word.match(/^([A-HJ-Z])(\d+)$/)
-  if (!match) return false
-  const x = 'ABCDEFGHJKLMNOPQRSTUVWXYZ'.indexOf(match[1])
-  const y = +match[2]
-  return x < size && y >= 1 && y <= size
-}
-
 async function main() {
   const [program, ...args] = process.argv.slice(2)
   const controller = new Controller(program, args, {cwd: process.cwd(), env: process.env})
-  const stderr = []
   controller.on('stderr', ({content}) => stderr.push(content))
   const tracker = new ControllerStateTracker(controller)
   controller.start()
 
-  // Attach: Sabaki sends these four at once, without waiting for the replies.
-  const [name, version, protocol, commands] = await Promise.all(
-    ['name', 'version', 'protocol_version', 'list_commands'].map(n => controller.sendCommand({name: n})))
-  check(!name.error && name.content.trim() !== '', `name: ${name.content}`)
-  check(!version.error, `version: ${version.content}`)
-  check(!protocol.error && protocol.content.trim() === '2', 'protocol_version is 2')
-  const known = commands.content.split('\n').map(x => x.trim())
-  for (const command of REQUIRED) check(known.includes(command), `list_commands has ${command}`)
+  await attach(controller, REQUIRED)
 
   // Sabaki's sync: komi before boardsize, then clear_board and every play, pipelined.
   const history = [['B', 'D4'], ['W', 'F6'], ['B', 'C6'], ['W', 'E3'], ['B', 'pass'], ['W', 'G7']]
@@ -78,21 +56,10 @@ async function main() {
     check(!genmove.error && isVertex(genmove.content, 9), `genmove ${color}: ${genmove.content}`)
   }
 
-  const exited = new Promise(resolve => controller.process.once('exit', (code, signal) => resolve({code, signal})))
-  await controller.stop()
-  const {code, signal} = await exited
-  check(controller.process == null && code === 0, `quit: the engine exited with status ${code} (signal ${signal})`)
+  await quit(controller)
 }
 
-const timer = setTimeout(() => {
-  console.log(`FAIL no answer within ${TIMEOUT_MS} ms`)
-  process.exit(1)
-}, TIMEOUT_MS)
+const isVertex = (text, size) => parseVertex(text, size, {resign: true}) !== null
+const stderr = []
 
-main().then(() => {
-  clearTimeout(timer)
-  process.exit(0)
-}, error => {
-  console.log(`FAIL ${error.message}`)
-  process.exit(1)
-})
+run(main, TIMEOUT_MS, stderr)

@@ -17,28 +17,13 @@
 'use strict'
 
 const {Controller, ControllerStateTracker} = require('@sabaki/gtp')
+const {ALPHA, check, parseVertex, attach, quit, run} = require('./sabaki_common')
 
 const TIMEOUT_MS = 30000
 const SIZE = 19
 const KOMI = 7.5
-const ALPHA = 'ABCDEFGHJKLMNOPQRSTUVWXYZ'
 const stderr = []  // the engine's stderr, shown when a check fails
 const ANALYSIS_COMMANDS = ['analyze', 'lz-analyze', 'genmove_analyze', 'lz-genmove_analyze']
-
-function check(condition, message) {
-  if (!condition) throw new Error(message)
-  console.log(`ok ${message}`)
-}
-
-function parseVertex(text, size) {
-  const word = text.trim().toUpperCase()
-  if (word === 'PASS') return 'PASS'
-  const match = word.match(/^([A-HJ-Z])(\d+)$/)
-  if (!match) return null
-  const x = ALPHA.indexOf(match[1])
-  const y = +match[2]
-  return x >= 0 && x < size && y >= 1 && y <= size ? word : null
-}
 
 // One analysis line per Sabaki's spec: candidates introduced by "info", each a run of "key value" pairs where "pv"
 // takes every following word up to the next "info". Returns [{move, visits, winrate, prior, lcb, order, pv}] with
@@ -145,14 +130,7 @@ async function main() {
   })
   controller.start()
 
-  // Attach: Sabaki sends these four at once, without waiting for the replies.
-  const [name, version, protocol, commands] = await Promise.all(
-    ['name', 'version', 'protocol_version', 'list_commands'].map(n => controller.sendCommand({name: n})))
-  check(!name.error && name.content.trim() !== '', `name: ${name.content}`)
-  check(!version.error, `version: ${version.content}`)
-  check(!protocol.error && protocol.content.trim() === '2', 'protocol_version is 2')
-  const known = commands.content.split('\n').map(x => x.trim())
-  for (const command of ANALYSIS_COMMANDS) check(known.includes(command), `list_commands has ${command}`)
+  const engineName = await attach(controller, ANALYSIS_COMMANDS)
 
   // Sabaki's sync: komi before boardsize, then clear_board and every play, pipelined. Black to move.
   const moves = [['B', 'Q16'], ['W', 'D4'], ['B', 'Q3'], ['W', 'D16'], ['B', 'R5'], ['W', 'C14']]
@@ -182,7 +160,7 @@ async function main() {
   const analyze = await within(5000, analyzeReply, 'analyze B 10 after name')
   const stopped = await within(5000, nameReply, 'name after analyze')
   check(!analyze.error, 'analyze B 10: "=" reply, ended by the next command')
-  check(!stopped.error && stopped.content === name.content, `name stopped the analysis and got its own reply: ` +
+  check(!stopped.error && stopped.content === engineName, `name stopped the analysis and got its own reply: ` +
     `${stopped.content}`)
   analyzeLines = analyze.content.split('\n').filter(line => line.startsWith('info '))
   check(analyze.content.split('\n').every(line => line.startsWith('info ')),
@@ -261,25 +239,9 @@ async function main() {
   check(stdoutLines === lzQuiet, 'no output 300 ms after lz-analyze was stopped')
 
   const alive = await controller.sendCommand({name: 'name'})
-  check(!alive.error && alive.content === name.content, 'still serving after the analyses')
+  check(!alive.error && alive.content === engineName, 'still serving after the analyses')
 
-  const exited = new Promise(resolve => controller.process.once('exit', (code, signal) => resolve({code, signal})))
-  await controller.stop()
-  const {code, signal} = await exited
-  check(controller.process == null && code === 0, `quit: the engine exited with status ${code} (signal ${signal})`)
+  await quit(controller)
 }
 
-const timer = setTimeout(() => {
-  console.log(`FAIL no answer within ${TIMEOUT_MS} ms`)
-  console.log(stderr.slice(-20).map(line => `  stderr: ${line}`).join('\n'))
-  process.exit(1)
-}, TIMEOUT_MS)
-
-main().then(() => {
-  clearTimeout(timer)
-  process.exit(0)
-}, error => {
-  console.log(`FAIL ${error.message}`)
-  console.log(stderr.slice(-20).map(line => `  stderr: ${line}`).join('\n'))
-  process.exit(1)
-})
+run(main, TIMEOUT_MS, stderr)
