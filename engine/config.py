@@ -56,7 +56,7 @@ class NetConfig:
     weights: tuple[str, ...] = ()  # ONNX files, each playing the sizes it was made for; () means the shipped ones
     threads: int = 0  # onnxruntime intra-op threads (0: onnxruntime decides)
     provider: str = "auto"  # auto | cpu | cuda | tensorrt | torch (see evaluator.OnnxEvaluator)
-    precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 (torch) | fp32
+    precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 | fp32
     max_batch: int = 256  # the largest batch the GPU backends prepare for (TensorRT profile, CUDA graphs)
     cache_dir: str = ""  # TensorRT engine cache; "": evaluator.default_cache_dir()
 

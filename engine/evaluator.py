@@ -10,6 +10,7 @@ wraps any evaluator with an LRU cache.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -111,12 +112,14 @@ def provider_options(provider: str, precision: str, cache_dir: str,
     if provider != PROVIDERS["tensorrt"]:
         return {}
     options: dict[str, object] = {
-        "trt_fp16_enable": precision != "fp32",
+        "trt_fp16_enable": precision in ("auto", "fp16"),
         "trt_engine_cache_enable": True,
         "trt_engine_cache_path": cache_dir,
         "trt_timing_cache_enable": True,
         "trt_timing_cache_path": cache_dir,
     }
+    if precision == "bf16":  # an onnxruntime too old for this option fails, and the next provider is tried
+        options["trt_bf16_enable"] = True
     if profile is not None:
         for key, (batch, size) in zip(("min", "opt", "max"), profile):
             options[f"trt_profile_{key}_shapes"] = f"planes:{batch}x{NUM_PLANES}x{size}x{size}"
@@ -152,9 +155,10 @@ class OnnxEvaluator:
         provider: ``auto`` (TensorRT, then CUDA, then torch on CUDA when a GPU is present, then CPU: the first that
             works), ``cpu``, ``cuda``, ``tensorrt`` or ``torch``.
         log: receives one line naming what runs the network, and why a better backend does not; default stderr.
-        precision: of the GPU backends: ``auto`` (fp16), ``fp16``, ``bf16`` (torch only) or ``fp32``.
+        precision: of the GPU backends: ``auto`` (fp16), ``fp16``, ``bf16`` or ``fp32``.
         max_batch: the largest batch the GPU backends prepare for (TensorRT's profile, torch's CUDA graphs).
-        batch_hint: the batch the search sends most (TensorRT optimises for it).
+        batch_hint: the batch the search sends most (TensorRT optimises for it; torch captures the CUDA graphs up
+            to it before the first move).
         cache_dir: TensorRT's engine cache (default ``default_cache_dir()``).
 
     Raises NetworkFileError for a missing, corrupt or unsuitable file, before any position is evaluated, and
@@ -208,12 +212,18 @@ class OnnxEvaluator:
             chosen = candidates[start:]
             settings = [provider_options(name, precision, cache_dir, profile) for name in chosen]
             try:
-                session = ort.InferenceSession(path, sess_options=options, providers=chosen,
-                                               provider_options=settings)
+                # enable_fallback=0: on a provider error onnxruntime would otherwise retry by itself without our
+                # options and announce it with print(), and stdout is the GTP channel. Anything it still prints
+                # goes to stderr.
+                with contextlib.redirect_stdout(sys.stderr):
+                    session = ort.InferenceSession(path, sess_options=options, providers=chosen,
+                                                   provider_options=settings, enable_fallback=0)
                 break
             except Exception as e:  # onnxruntime raises its own exception types for bad files and providers
+                # A GPU provider fails in too many ways to recognise (missing libraries, TensorRT builder errors,
+                # out of memory): try the next one; only the CPU's failure says that the file itself is bad.
                 failure = e
-                if not _is_provider_failure(e) or start == len(candidates) - 1:
+                if start == len(candidates) - 1:
                     break
                 notes.append(f"{chosen[0]} failed: {_first_line(e)}")
         if session is None:
@@ -226,10 +236,10 @@ class OnnxEvaluator:
         if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
             notes.append(f"onnxruntime could not start {chosen[0]}")
         if self.provider == PROVIDERS["tensorrt"]:
-            self.provider += f" {'fp32' if precision == 'fp32' else 'fp16'}"
+            self.provider += f" {'fp16' if precision == 'auto' else precision}"
         if provider == TORCH or (provider == "auto" and self.provider == PROVIDERS["cpu"] and nvidia_gpu_present()):
             try:
-                self._start_torch(precision, max_batch)
+                self._start_torch(precision, max_batch, batch_hint)
             except Exception as e:  # no torch, no CUDA, a driver problem, outputs that disagree: all fall back
                 if provider == TORCH:
                     raise ValueError(f"{path}: the torch backend cannot run it: {_first_line(e)}") from None
@@ -254,8 +264,9 @@ class OnnxEvaluator:
         hint = min(max(1, batch_hint), max_batch)
         return (1, min(sizes)), (hint, max(sizes)), (max_batch, max(sizes))
 
-    def _start_torch(self, precision: str, max_batch: int) -> None:
-        """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's."""
+    def _start_torch(self, precision: str, max_batch: int, batch_hint: int) -> None:
+        """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's. The CUDA graphs
+        of the batches the search sends (up to ``batch_hint``) are captured here, before the first move."""
         from . import torch_backend  # imports torch: only here, only when a GPU is present or torch was asked for
 
         runner = torch_backend.TorchRunner(self.path, device="cuda",
@@ -265,6 +276,7 @@ class OnnxEvaluator:
             difference = outputs_difference(self._run, runner.run, size)
             if difference > GPU_TOLERANCE:
                 raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
+        runner.prepare(self.board_sizes, batch_hint)
         self._runner = runner.run
         self._session = None  # the CPU copy of the weights is no longer needed
         self.provider = runner.describe()
@@ -435,12 +447,6 @@ def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.nd
 def _first_line(error: BaseException | None) -> str:
     text = str(error).strip()
     return text.splitlines()[0][:300] if text else type(error).__name__
-
-
-def _is_provider_failure(error: Exception) -> bool:
-    """Whether a session failed because of a GPU provider (then the next provider is tried) rather than the file."""
-    text = str(error).lower()
-    return any(word in text for word in ("cuda", "tensorrt", "provider", "cudnn", "libcu"))
 
 
 class CachedEvaluator:

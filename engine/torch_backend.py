@@ -21,6 +21,9 @@ from . import network
 from .features import NUM_PLANES
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the
+# default ("global") mode; two runners (one per network of a set) capturing at once would break each other.
+_CAPTURE_LOCK = threading.Lock()
 
 
 def batch_buckets(max_batch: int) -> list[int]:
@@ -81,6 +84,24 @@ class TorchRunner:
         self._lock = threading.Lock()
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # shapes are few and fixed: let cuDNN time its algorithms once
+            if precision == "fp32":
+                # fp32 should mean fp32: on Ampere and later cuDNN may otherwise run convolutions in TF32, whose
+                # 10-bit mantissa is what fp32 was asked for to avoid. (A process-wide switch; nothing else here
+                # runs fp32 convolutions that would want TF32.)
+                torch.backends.cudnn.allow_tf32 = False
+                torch.backends.cuda.matmul.allow_tf32 = False
+
+    def prepare(self, sizes, largest_batch: int | None = None) -> None:
+        """Capture the CUDA graphs of every bucket up to ``largest_batch`` (default: all) for these board sizes now,
+        so that a game never pays a capture's seconds, or finds the GPU's memory short, in the middle of a move."""
+        if not self.cuda_graphs:
+            return
+        limit = self.max_batch if largest_batch is None else min(self.max_batch, max(1, largest_batch))
+        needed = self.buckets[: bisect.bisect_left(self.buckets, limit) + 1]  # up to the bucket that holds limit
+        for size in sizes:
+            for bucket in needed:
+                with self._lock:
+                    self._graph(bucket, size)
 
     def describe(self) -> str:
         where = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
@@ -108,23 +129,28 @@ class TorchRunner:
     def _graph(self, batch: int, size: int) -> tuple:
         key = (batch, size)
         if key not in self._graphs:
-            x = torch.zeros((batch, NUM_PLANES, size, size), device=self.device, dtype=self.dtype)
-            x = x.contiguous(memory_format=torch.channels_last)
-            x[:, 16] = 1.0  # a valid empty board, so that warm-up and padding rows compute ordinary numbers
-            # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy
-            # initialisation must not be captured.
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for _ in range(3):
-                    self.model(x)
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            graph = torch.cuda.CUDAGraph()
-            # Each graph keeps its own memory pool: graphs are replayed in any order, which a shared pool forbids.
-            with torch.cuda.graph(graph):
-                policy, value = self.model(x)
-            self._graphs[key] = (graph, x, policy, value)
+            with _CAPTURE_LOCK, torch.cuda.device(self.device), torch.inference_mode():
+                self._graphs[key] = self._capture(batch, size)
         return self._graphs[key]
+
+    def _capture(self, batch: int, size: int) -> tuple:
+        x = torch.zeros((batch, NUM_PLANES, size, size), device=self.device, dtype=self.dtype)
+        x = x.contiguous(memory_format=torch.channels_last)
+        x[:, 16] = 1.0  # a valid empty board, so that warm-up and padding rows compute ordinary numbers
+        # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy
+        # initialisation must not be captured.
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                self.model(x)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        # Each graph keeps its own memory pool (torch's default). Graphs replayed one at a time could share one
+        # and save memory, but a few MiB per graph is nothing beside an H100's memory.
+        with torch.cuda.graph(graph):
+            policy, value = self.model(x)
+        return graph, x, policy, value
 
 
 def cuda_available() -> bool:

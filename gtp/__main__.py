@@ -52,7 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
                              "first that works, and says which on stderr (default: %(default)s)")
     parser.add_argument("--precision", default=defaults.net.precision, choices=PRECISIONS,
-                        help="precision on a GPU (auto: fp16; bf16 with --provider torch only)")
+                        help="precision on a GPU (auto: fp16)")
     parser.add_argument("--net-threads", type=int, default=defaults.net.threads,
                         help="onnxruntime threads on the CPU (0: onnxruntime decides)")
     parser.add_argument("--ponder", action="store_true", help="think on the opponent's time until the next command")

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 torch_backend = pytest.importorskip("engine.torch_backend")
 
 TRT, CUDA, CPU = PROVIDERS["tensorrt"], PROVIDERS["cuda"], PROVIDERS["cpu"]
-WEIGHTS = ["weights/tabula-6x64-sl.onnx", "weights/tabula-4x32-rl9.onnx"]
+WEIGHTS = ["weights/tabula-6x64-sl.onnx", "weights/tabula-4x32-rl9d.onnx"]
 
 
 def cpu_reference(path) -> OnnxEvaluator:
@@ -76,6 +76,12 @@ def test_batches_beyond_the_largest_bucket_run_in_chunks(tiny_onnx):
     assert p1.dtype == v1.dtype == np.float32
 
 
+def test_preparing_graphs_on_the_cpu_changes_nothing(tiny_onnx):
+    runner = torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32")
+    runner.prepare([9], 8)  # no CUDA graphs on the CPU: nothing to capture
+    assert runner._graphs == {}
+
+
 def test_an_unknown_precision_or_a_missing_gpu_is_a_clear_error(tiny_onnx):
     with pytest.raises(ValueError, match="precision"):
         torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="int4")
@@ -91,17 +97,23 @@ class FakeOnnxruntime:
     """onnxruntime as a GPU build shows it: TensorRT and CUDA listed; TensorRT fails to start (its libraries are
     missing) and CUDA, like a CUDA provider without its libraries, silently runs on the CPU."""
 
+    TRT_ERROR = "TensorRT EP could not be created: libnvinfer.so.10: cannot open shared file"
+
     def __init__(self, real, monkeypatch):
         self.real = real
         self.calls: list[tuple[list[str], list[dict]]] = []
+        self.fallback: list[object] = []  # the enable_fallback each session was created with
+        self.trt_error = self.TRT_ERROR
         fake = self
 
         class Session(real.InferenceSession):
             def __init__(self, path, sess_options=None, providers=None, provider_options=None, **kwargs):
                 providers = list(providers or [CPU])
                 fake.calls.append((providers, list(provider_options or [{}] * len(providers))))
+                fake.fallback.append(kwargs.get("enable_fallback", 1))
                 if providers[0] == TRT:
-                    raise RuntimeError("TensorRT EP could not be created: libnvinfer.so.10: cannot open shared file")
+                    print("*************** EP Error ***************")  # what onnxruntime prints as it falls back
+                    raise RuntimeError(fake.trt_error)
                 super().__init__(path, sess_options=sess_options, providers=[CPU])
 
         monkeypatch.setattr(real, "get_available_providers", lambda: [TRT, CUDA, CPU])
@@ -136,6 +148,27 @@ def test_auto_tries_tensorrt_then_cuda_then_the_cpu_and_says_why_in_one_line(tin
     assert evaluator.evaluate([]).value.shape == (0,)
 
 
+def test_any_gpu_provider_error_moves_on_and_nothing_reaches_stdout(tiny_onnx, gpu_build, tmp_path, capfd):
+    gpu_build.trt_error = "[ONNXRuntimeError] : 1 : FAIL : std::bad_alloc"  # names no GPU word at all
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, log=lines.append, cache_dir=str(tmp_path))
+    assert evaluator.provider == CPU and f"{TRT} failed: [ONNXRuntimeError]" in lines[0]
+    gpu_sessions = [fallback for (providers, _), fallback in zip(gpu_build.calls, gpu_build.fallback)
+                    if providers[0] != CPU]
+    assert gpu_sessions and set(gpu_sessions) == {0}  # onnxruntime's own retry, which drops our options, is off
+    out, err = capfd.readouterr()
+    assert out == ""  # stdout is the GTP channel
+    assert "EP Error" in err
+
+
+def test_a_corrupt_file_on_a_gpu_build_is_still_a_file_error(tmp_path, gpu_build):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07not a model at all")
+    with pytest.raises(evaluator_module.NetworkFileError, match="bad.onnx: onnxruntime cannot load it"):
+        OnnxEvaluator(bad, log=None, cache_dir=str(tmp_path))
+    assert [call[0][0] for call in gpu_build.calls][-3:] == [TRT, CUDA, CPU]
+
+
 def test_a_provider_asked_for_by_name_that_is_missing_is_an_error(tiny_onnx):
     with pytest.raises(ValueError, match="not available"):
         OnnxEvaluator(tiny_onnx, provider="tensorrt", log=None)
@@ -151,6 +184,10 @@ def test_tensorrt_options_follow_the_precision_and_the_profile():
     assert options["trt_profile_opt_shapes"] == "planes:8x18x19x19"
     assert "trt_profile_min_shapes" not in provider_options(TRT, "auto", "/cache", None)
     assert provider_options(CUDA, "fp16", "/cache", None) == {} == provider_options(CPU, "auto", "/c", None)
+    bf16 = provider_options(TRT, "bf16", "/cache", None)
+    assert bf16["trt_bf16_enable"] is True and bf16["trt_fp16_enable"] is False
+    assert provider_options(TRT, "auto", "/c", None)["trt_fp16_enable"] is True
+    assert "trt_bf16_enable" not in provider_options(TRT, "fp16", "/c", None)
 
 
 def test_a_pooled_network_gets_a_profile_over_all_its_sizes(tiny_pooled_onnx, gpu_build, tmp_path):
@@ -230,6 +267,19 @@ def test_gpu_torch_matches_the_cpu_within_half_precision(path, precision, cuda_g
         probabilities = evaluator_module.masked_softmax
         assert np.abs(probabilities(p0, everything) - probabilities(p1, everything)).max() <= tolerance
         assert np.abs(v0 - v1).max() <= tolerance
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["fp16", "bf16", "fp32"])
+def test_gpu_torch_runs_a_pooled_network_at_every_size(tiny_pooled_onnx, precision):
+    if not torch.cuda.is_available():
+        pytest.skip("needs an NVIDIA GPU that torch can use")
+    reference = cpu_reference(tiny_pooled_onnx)
+    runner = torch_backend.TorchRunner(str(tiny_pooled_onnx), device="cuda", precision=precision, max_batch=16)
+    runner.prepare((9, 13, 19), 8)
+    assert {(1, 9), (8, 13), (8, 19)} <= set(runner._graphs) and (16, 9) not in runner._graphs
+    for size in (9, 13, 19):
+        assert outputs_difference(reference.run, runner.run, size) <= (1e-3 if precision == "fp32" else GPU_TOLERANCE)
 
 
 @pytest.mark.gpu
