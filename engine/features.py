@@ -24,8 +24,9 @@ INPUT_ENCODING = "leelaz-18"  # the name written into network metadata
 
 @lru_cache(maxsize=None)
 def _padded_index(size: int) -> np.ndarray:
-    """int64 [N*N]: the padded index of each flat point."""
-    return np.asarray(Geometry.of(size).padded, dtype=np.int64)
+    """int64 [8, N*N]: under each symmetry, the padded index that each flat point of the encoded planes reads."""
+    padded = np.asarray(Geometry.of(size).padded, dtype=np.int64)
+    return padded[symmetry_tables(size)[0][:, : size * size]]
 
 
 def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = None) -> np.ndarray:
@@ -40,7 +41,7 @@ def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = No
     padded_len = Geometry.of(size).padded_len
     count = len(states)
     empty = bytes(padded_len)  # history before the first move: no stones
-    chunks: list[bytes] = []
+    chunks: list[bytes | bytearray] = []
     to_move = np.empty(count, dtype=np.int8)
     for i, state in enumerate(states):
         if state.size != size:
@@ -48,15 +49,17 @@ def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = No
         to_move[i] = state.to_move
         for age in range(HISTORY_LENGTH):
             row = state.history_colors(age)
-            # bytes() of a list of small ints is a C loop, several times faster than numpy's list conversion.
-            chunks.append(empty if row is None else bytes(row))
-    # Colours of the last 8 positions on the padded grid.
-    colors = np.frombuffer(b"".join(chunks), dtype=np.int8).reshape(count, HISTORY_LENGTH, padded_len)
+            chunks.append(empty if row is None else row)  # colours are bytes already: joining them is a memcpy
+    # Colours of the last 8 positions on the padded grid, one row per (position, age).
+    colors = np.frombuffer(b"".join(chunks), dtype=np.int8)
+    tables = _padded_index(size)
     if symmetries is None:
-        points = colors[:, :, _padded_index(size)]  # [B, 8, N*N]
+        points = colors.reshape(count * HISTORY_LENGTH, padded_len)[:, tables[IDENTITY]]
     else:
-        index = _padded_index(size)[symmetry_tables(size)[0][np.asarray(symmetries), : size * size]]  # [B, N*N]
-        points = np.take_along_axis(colors, index[:, None, :], axis=2)
+        # One flat gather: row (b, age) starts at (b * 8 + age) * padded_len and reads position b's symmetry.
+        starts = np.arange(0, count * HISTORY_LENGTH * padded_len, padded_len).reshape(count, HISTORY_LENGTH, 1)
+        points = colors[starts + tables[np.asarray(symmetries)][:, None, :]]
+    points = points.reshape(count, HISTORY_LENGTH, size * size)
     own = to_move[:, None, None]
     planes = np.empty((count, NUM_PLANES, size * size), dtype=np.float32)
     np.equal(points, own, out=planes[:, :HISTORY_LENGTH])

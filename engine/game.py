@@ -67,7 +67,8 @@ class GameState:
     ``rules`` and ``handicap`` are fixed for the game.
     """
 
-    __slots__ = ("board", "to_move", "rules", "moves", "passes", "recent", "seen", "handicap", "setup")
+    __slots__ = ("board", "to_move", "rules", "moves", "passes", "recent", "seen", "handicap", "setup", "stones",
+                 "peak_stones")
 
     def __init__(self, size: int = 19, rules: Rules | None = None):
         self.board = Board(size)
@@ -77,9 +78,13 @@ class GameState:
         self.setup: list[tuple[int, int]] = []  # (colour, point) stones placed outside of play
         self.handicap = 0
         self.passes = 0  # consecutive passes at the end of the move list
-        # Padded colour lists of the previous positions, newest first, at most HISTORY_LENGTH - 1.
-        self.recent: tuple[list[int], ...] = ()
+        # Padded colours of the previous positions (immutable snapshots), newest first, at most HISTORY_LENGTH - 1.
+        self.recent: tuple[bytes, ...] = ()
         self.seen: set[int] = {self._superko_key(self.board.hash, BLACK)}
+        # Stones on the board, and the most there were in any position of ``seen``: a move that captures nothing
+        # adds a stone, so it can repeat a position only if some earlier one had more stones than there are now.
+        self.stones = 0
+        self.peak_stones = 0
 
     @property
     def size(self) -> int:
@@ -96,6 +101,8 @@ class GameState:
         other.passes = self.passes
         other.recent = self.recent
         other.seen = set(self.seen)
+        other.stones = self.stones
+        other.peak_stones = self.peak_stones
         return other
 
     def _superko_key(self, stone_hash: int, to_move: int) -> int:
@@ -145,6 +152,9 @@ class GameState:
             captured_flat = [flat[p] for p in board._commit(point, color, new_hash, captured_roots)]
             if key is not None:
                 self.seen.add(key)
+            self.stones += 1 - len(captured_flat)
+            if self.stones > self.peak_stones:
+                self.peak_stones = self.stones
             self.passes = 0
         if move == PASS:
             self._push_history()
@@ -155,7 +165,7 @@ class GameState:
         return captured_flat
 
     def _push_history(self) -> None:
-        self.recent = (self.board.color[:],) + self.recent[: HISTORY_LENGTH - 2]
+        self.recent = (bytes(self.board.color),) + self.recent[: HISTORY_LENGTH - 2]
 
     def legal(self, move: int, color: int | None = None) -> bool:
         if move == PASS:
@@ -187,7 +197,8 @@ class GameState:
 
         The search calls this for every leaf, so most points are decided in numpy: an empty point with an empty
         neighbour is legal unless it captures (then the rules are played out in Python) or repeats a position
-        (one Zobrist key away from the current hash when it captures nothing).
+        (one Zobrist key away from the current hash when it captures nothing, and only possible when an earlier
+        position had more stones than this one).
         """
         if color is None:
             color = self.to_move
@@ -195,14 +206,18 @@ class GameState:
         geometry = board.geometry
         size = geometry.size
         other = 3 - color
-        colors = np.array(board.color, dtype=np.int8)
-        on_board = colors[geometry.padded_array]
-        empty = colors == EMPTY
-        around = geometry.neighbor_array  # int [N*N, 4] padded neighbours of each flat point
+        width = geometry.width
+        empty = np.frombuffer(board.color, dtype=np.int8) == EMPTY  # padded; the border is never empty
+        # Points with an empty neighbour, by shifting the padded grid (neighbours are ±1 and ±width; the border
+        # rows and the shared border column keep the shifts from reaching across an edge).
+        free = np.zeros_like(empty)
+        free[width:-width] = empty[:-2 * width] | empty[2 * width:] | empty[width - 1:-width - 1] \
+            | empty[width + 1:-width + 1]
+        padded_index = geometry.padded_array
         mask = np.zeros(size * size + 1, dtype=bool)
         mask[-1] = True
-        points = on_board == EMPTY
-        easy = points & empty[around].any(axis=1)
+        points = empty[padded_index]
+        easy = points & free[padded_index]
         # Points that capture: the lone liberty of each opponent string in atari.
         board_color = board.color
         flat = geometry.flat
@@ -214,7 +229,7 @@ class GameState:
             easy[flat[board.ko]] = False
         mask[:-1] = easy
         check_superko = self.rules.superko != SIMPLE_KO
-        if check_superko and len(self.seen) > 1:
+        if check_superko and len(self.seen) > 1 and self.peak_stones > self.stones:
             key = board.hash ^ (geometry.zobrist_white_to_move
                                 if self.rules.superko == SITUATIONAL and color == BLACK else 0)
             candidates = np.flatnonzero(easy)
@@ -251,6 +266,8 @@ class GameState:
         self.board.place_setup_stone(self.board.geometry.padded[point], color)
         self.setup.append((color, point))
         self.seen = {self._superko_key(self.board.hash, self.to_move)}
+        self.stones += 1
+        self.peak_stones = self.stones
         self.recent = ()
 
     # -- reading the position --------------------------------------------------------------------------------------
@@ -272,8 +289,8 @@ class GameState:
             return f"W+{-score:g}"
         return "0"
 
-    def history_colors(self, age: int) -> list[int] | None:
-        """Padded colour list of the position ``age`` moves ago (0 = now), or None before the game's start."""
+    def history_colors(self, age: int) -> bytes | bytearray | None:
+        """Padded colours of the position ``age`` moves ago (0 = now), or None before the game's start."""
         if age == 0:
             return self.board.color
         if age - 1 < len(self.recent):

@@ -577,7 +577,7 @@ class Search:
             if at_root and run.root_mask is not None:
                 score[~run.root_mask] = -np.inf
             idx = int(score.argmax())
-            move = int(node.moves[idx])
+            move = node.moves.item(idx)
             try:
                 state.play(PASS if move == pass_index else move)
             except IllegalMoveError:
@@ -665,14 +665,16 @@ class Search:
     def _update(self, node: Node, idx: int, dn: float, dw: float) -> None:
         """Add ``dn`` visits and ``dw`` value to edge ``idx`` of ``node``, keeping ``q``, ``pu``, ``n_sum`` and
         ``visited_prior`` in step."""
+        # .item() reads a Python float without making a numpy scalar: this runs twice per edge per playout.
         n = node.n
-        before = float(n[idx])
+        before = n.item(idx)
         after = before + dn
         n[idx] = after
-        w = float(node.w[idx]) + dw
-        node.w[idx] = w
+        values = node.w
+        w = values.item(idx) + dw
+        values[idx] = w
         node.n_sum += dn
-        prior = float(node.prior[idx])
+        prior = node.prior.item(idx)
         node.pu[idx] = prior / (1.0 + after)
         if after > 0:
             node.q[idx] = w / after
@@ -722,7 +724,8 @@ class Search:
         for node, idx in reversed(path):
             value = -value  # the parent's view of its child's outcome
             update(node, idx, 1 - vl, value + vl)
-            node.w2[idx] += value * value
+            squares = node.w2
+            squares[idx] = squares.item(idx) + value * value
             node.visits += 1
             if node is root:
                 self._root_pending[idx] -= 1

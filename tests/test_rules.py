@@ -172,6 +172,8 @@ def test_legal_moves_agree_with_play_in_random_games():
                     except IllegalMoveError:
                         assert point not in legal
                 game.play(rng.choice(sorted(legal)) if legal and rng.random() < 0.95 else PASS)
+                # the stone count that lets legal_mask skip the superko lookup when nothing was ever captured
+                assert game.stones == sum(c in (BLACK, WHITE) for c in game.board.color) <= game.peak_stones
 
 
 def test_incremental_strings_match_a_flood_fill():

@@ -210,6 +210,7 @@ def test_superko_moves_are_never_chosen_at_the_root():
     after = state.copy()
     after.play(forbidden)
     state.seen.add(after.board.hash)  # as if that position had occurred before: positional superko
+    state.peak_stones = after.stones  # (it would have had that many stones)
     assert forbidden not in state.legal_moves()
     search = Search(RiggedEvaluator(forbidden, 0.99), SearchConfig(threads=2, visits=200),
                     rng=np.random.default_rng(0))

@@ -79,10 +79,13 @@ class ReplayedNetwork(OnnxEvaluator):
     def evaluate(self, states):
         keys = [(s.hash, s.size) for s in states]
         if self.recording:
+            # One output per position: a position met again (a transposition in the same batch, or a later
+            # recording pass) gets what it got first, as the replay will give it, or the trees would drift apart.
             result = super().evaluate(states)
-            for i, key in enumerate(keys):
-                self._outputs[key] = (result.policy[i], float(result.value[i]))
-            return result
+            rows = [self._outputs.setdefault(key, (result.policy[i], float(result.value[i])))
+                    for i, key in enumerate(keys)]
+            return Evaluation(np.stack([row[0] for row in rows]),
+                              np.array([row[1] for row in rows], dtype=np.float32))
         instant = super().evaluate(states)  # the Python side, paid in full, with an instant network
         rows = [self._outputs.get(key) for key in keys]
         self.misses += sum(row is None for row in rows)
