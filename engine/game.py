@@ -137,18 +137,23 @@ class GameState:
             board.ko = NO_POINT
             self.passes += 1
         else:
-            if not (0 <= move < self.size * self.size):
+            # The search replays every move of every descent through here: geometry and history are inlined.
+            geometry = board.geometry
+            padded = geometry.padded
+            if not (0 <= move < len(padded)):
                 raise IllegalMoveError("off board")
-            point = board.geometry.padded[move]
+            point = padded[move]
             new_hash, captured_roots = board.try_play(point, color)
-            if self.rules.superko == SIMPLE_KO:
+            superko = self.rules.superko
+            if superko == SIMPLE_KO:
                 key = None
             else:
-                key = self._superko_key(new_hash, 3 - color)
+                key = new_hash ^ geometry.zobrist_white_to_move if superko == SITUATIONAL and color == BLACK \
+                    else new_hash  # as _superko_key(new_hash, 3 - color)
                 if key in self.seen:
                     raise IllegalMoveError("superko")
-            self._push_history()
-            flat = board.geometry.flat
+            self.recent = (bytes(board.color),) + self.recent[: HISTORY_LENGTH - 2]  # as _push_history()
+            flat = geometry.flat
             captured_flat = [flat[p] for p in board._commit(point, color, new_hash, captured_roots)]
             if key is not None:
                 self.seen.add(key)
