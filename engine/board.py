@@ -9,6 +9,7 @@ never changed in place once stored, only replaced, so that ``copy()`` is three l
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -262,34 +263,8 @@ class Board:
         return bad == 0 if on_edge else bad <= 1
 
     def own_eye_mask(self, color: int) -> np.ndarray:
-        """bool [N*N]: ``is_own_eye`` of every flat point at once (the search calls it for every leaf).
-
-        Works on the padded grid by shifting it (neighbours are ±1 and ±width, diagonals ±width±1), which costs a
-        few whole-array operations instead of gathers; ``inner`` is every padded point whose diagonals exist."""
-        geometry = self.geometry
-        width = geometry.width
-        length = geometry.padded_len
-        colors = np.frombuffer(self.color, dtype=np.int8)
-        inner = slice(width + 1, length - width - 1)
-
-        def shifted(values: np.ndarray, offset: int) -> np.ndarray:
-            return values[width + 1 + offset: length - width - 1 + offset]
-
-        friendly = (colors == color) | (colors == EDGE)
-        eyes = np.zeros(length, dtype=bool)
-        eyes[inner] = ((colors[inner] == EMPTY) & shifted(friendly, -width) & shifted(friendly, width)
-                       & shifted(friendly, -1) & shifted(friendly, 1))
-        if eyes.any():
-            hostile = (colors == 3 - color).view(np.int8)
-            edge = colors == EDGE
-            bad = np.zeros(length, dtype=np.int8)
-            bad[inner] = (shifted(hostile, -width - 1) + shifted(hostile, -width + 1) + shifted(hostile, width - 1)
-                          + shifted(hostile, width + 1))
-            at_edge = np.zeros(length, dtype=bool)
-            at_edge[inner] = (shifted(edge, -width - 1) | shifted(edge, -width + 1) | shifted(edge, width - 1)
-                              | shifted(edge, width + 1))
-            eyes &= np.where(at_edge, bad == 0, bad <= 1)
-        return eyes[geometry.padded_array]
+        """bool [N*N]: ``is_own_eye`` of every flat point at once."""
+        return own_eye_masks([self], [color])[0]
 
     def stones_of(self, color: int) -> list[int]:
         """Flat points of ``color``'s stones."""
@@ -342,4 +317,39 @@ class Board:
         return "\n".join(rows)
 
 
-__all__ = ["Board", "Geometry", "IllegalMoveError", "EDGE", "NO_POINT", "BLACK", "WHITE", "EMPTY"]
+def own_eye_masks(boards: Sequence[Board], colors: Sequence[int]) -> np.ndarray:
+    """bool [B, N*N]: ``Board.is_own_eye`` of every flat point of each board (one size) for its colour.
+
+    The search asks this for every batch of leaves, so it works on all the padded grids at once by shifting them
+    (neighbours are ±1 and ±width, diagonals ±width±1): a few whole-array operations instead of gathers. ``inner``
+    is every padded point whose diagonals exist."""
+    geometry = boards[0].geometry
+    width = geometry.width
+    length = geometry.padded_len
+    count = len(boards)
+    grid = np.frombuffer(b"".join([board.color for board in boards]), dtype=np.int8).reshape(count, length)
+    own = np.asarray(colors, dtype=np.int8).reshape(count, 1)
+    inner = slice(width + 1, length - width - 1)
+
+    def shifted(values: np.ndarray, offset: int) -> np.ndarray:
+        return values[:, width + 1 + offset: length - width - 1 + offset]
+
+    edge = grid == EDGE
+    friendly = (grid == own) | edge
+    eyes = np.zeros((count, length), dtype=bool)
+    eyes[:, inner] = ((grid[:, inner] == EMPTY) & shifted(friendly, -width) & shifted(friendly, width)
+                      & shifted(friendly, -1) & shifted(friendly, 1))
+    if eyes.any():
+        hostile = (grid == 3 - own).view(np.int8)
+        bad = np.zeros((count, length), dtype=np.int8)
+        bad[:, inner] = (shifted(hostile, -width - 1) + shifted(hostile, -width + 1) + shifted(hostile, width - 1)
+                         + shifted(hostile, width + 1))
+        at_edge = np.zeros((count, length), dtype=bool)
+        at_edge[:, inner] = (shifted(edge, -width - 1) | shifted(edge, -width + 1) | shifted(edge, width - 1)
+                             | shifted(edge, width + 1))
+        eyes &= np.where(at_edge, bad == 0, bad <= 1)
+    return eyes[:, geometry.padded_array]
+
+
+__all__ = ["Board", "Geometry", "IllegalMoveError", "own_eye_masks", "EDGE", "NO_POINT", "BLACK", "WHITE",
+           "EMPTY"]

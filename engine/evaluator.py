@@ -23,7 +23,7 @@ import numpy as np
 
 from .features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_policy,
                        transform_planes)
-from .game import GameState
+from .game import GameState, legal_masks
 
 METADATA_FORMAT_VERSION = "1"
 SYMMETRY_MODES = ("random", "identity", "average")
@@ -81,7 +81,7 @@ class UniformEvaluator:
     """A stand-in that needs no network: equal priors over legal moves and a value of 0."""
 
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
-        masks = np.stack([legal_mask(s) for s in states]).astype(np.float32)
+        masks = legal_masks(states).astype(np.float32)
         return Evaluation(policy=masks / masks.sum(axis=1, keepdims=True),
                           value=np.zeros(len(states), dtype=np.float32))
 
@@ -369,7 +369,7 @@ class OnnxEvaluator:
             raise UnsupportedBoardSizeError(
                 f"{os.path.basename(self.path)} plays {', '.join(f'{s}x{s}' for s in self.board_sizes)}, "
                 f"not {size}x{size}")
-        masks = np.stack([legal_mask(s) for s in states])
+        masks = legal_masks(states)
         if self.symmetry == "identity":
             logits, value = self._run(encode_batch(states))
             policy = masked_softmax(logits, masks)
@@ -503,6 +503,6 @@ class CachedEvaluator:
         if missing and len(missing) == count:
             return Evaluation(policy, value)
         # Entries computed for another history may allow a move that a superko rule now forbids.
-        policy = policy * np.stack([legal_mask(s) for s in states])
+        policy = policy * legal_masks(states)
         policy /= policy.sum(axis=1, keepdims=True)
         return Evaluation(policy.astype(np.float32, copy=False), value)

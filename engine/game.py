@@ -6,6 +6,7 @@ copy), which is how the search and the GTP undo stack keep positions.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,60 +199,8 @@ class GameState:
         return np.flatnonzero(self.legal_mask(color)[:-1]).tolist()
 
     def legal_mask(self, color: int | None = None) -> np.ndarray:
-        """bool [N*N+1]: the legal points for ``color`` (default: the side to move), and pass (always legal).
-
-        The search calls this for every leaf, so most points are decided in numpy: an empty point with an empty
-        neighbour is legal unless it captures (then the rules are played out in Python) or repeats a position
-        (one Zobrist key away from the current hash when it captures nothing, and only possible when an earlier
-        position had more stones than this one).
-        """
-        if color is None:
-            color = self.to_move
-        board = self.board
-        geometry = board.geometry
-        size = geometry.size
-        other = 3 - color
-        width = geometry.width
-        empty = np.frombuffer(board.color, dtype=np.int8) == EMPTY  # padded; the border is never empty
-        # Points with an empty neighbour, by shifting the padded grid (neighbours are ±1 and ±width; the border
-        # rows and the shared border column keep the shifts from reaching across an edge).
-        free = np.zeros_like(empty)
-        free[width:-width] = empty[:-2 * width] | empty[2 * width:] | empty[width - 1:-width - 1] \
-            | empty[width + 1:-width + 1]
-        padded_index = geometry.padded_array
-        mask = np.zeros(size * size + 1, dtype=bool)
-        mask[-1] = True
-        points = empty[padded_index]
-        easy = points & free[padded_index]
-        # Points that capture: the lone liberty of each opponent string in atari.
-        board_color = board.color
-        flat = geometry.flat
-        capturing = [flat[next(iter(libs))] for root, libs in board.liberties.items()
-                     if len(libs) == 1 and board_color[root] == other]
-        easy[capturing] = False
-        if board.ko_color == color and board.ko != NO_POINT:
-            points[flat[board.ko]] = False
-            easy[flat[board.ko]] = False
-        mask[:-1] = easy
-        check_superko = self.rules.superko != SIMPLE_KO
-        if check_superko and len(self.seen) > 1 and self.peak_stones > self.stones:
-            key = board.hash ^ (geometry.zobrist_white_to_move
-                                if self.rules.superko == SITUATIONAL and color == BLACK else 0)
-            candidates = np.flatnonzero(easy)
-            after = geometry.zobrist_array[color][candidates] ^ np.uint64(key)
-            seen = np.sort(np.fromiter(self.seen, dtype=np.uint64, count=len(self.seen)))
-            found = np.searchsorted(seen, after).clip(max=len(seen) - 1)  # np.isin costs 5x more here
-            mask[candidates[seen[found] == after]] = False
-        padded = geometry.padded
-        for point in np.flatnonzero(points & ~easy).tolist():
-            try:
-                new_hash, _ = board.try_play(padded[point], color)
-            except IllegalMoveError:
-                continue
-            if check_superko and self._superko_key(new_hash, other) in self.seen:
-                continue
-            mask[point] = True
-        return mask
+        """bool [N*N+1]: the legal points for ``color`` (default: the side to move), and pass (always legal)."""
+        return legal_masks([self], None if color is None else [color])[0]
 
     def place_handicap(self, points: list[int]) -> None:
         """Put black handicap stones on an empty board; white moves next."""
@@ -319,5 +268,70 @@ class GameState:
         return "\n".join(lines)
 
 
-__all__ = ["GameState", "Rules", "IllegalMoveError", "handicap_points", "HISTORY_LENGTH",
+def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None) -> np.ndarray:
+    """bool [B, N*N+1]: each state's legal points for its colour (default: its side to move), and pass (always legal).
+
+    The search calls this for every batch of leaves (states of one board size), so most points are decided in numpy
+    for the whole batch at once: an empty point with an empty neighbour is legal unless it captures (then the rules
+    are played out in Python) or repeats a position (one Zobrist key away from the current hash when it captures
+    nothing, and only possible when an earlier position had more stones than this one).
+    """
+    count = len(states)
+    if colors is None:
+        colors = [state.to_move for state in states]
+    geometry = states[0].board.geometry
+    size = geometry.size
+    width = geometry.width
+    grid = np.frombuffer(b"".join([state.board.color for state in states]), dtype=np.int8).reshape(count, -1)
+    empty = grid == EMPTY  # padded; the border is never empty
+    # Points with an empty neighbour, by shifting the padded grid (neighbours are ±1 and ±width; the border rows
+    # and the shared border column keep the shifts from reaching across an edge).
+    free = np.zeros_like(empty)
+    free[:, width:-width] = empty[:, :-2 * width] | empty[:, 2 * width:] | empty[:, width - 1:-width - 1] \
+        | empty[:, width + 1:-width + 1]
+    padded_index = geometry.padded_array
+    points = empty[:, padded_index]
+    easy = points & free[:, padded_index]
+    flat = geometry.flat
+    for row, (state, color) in enumerate(zip(states, colors)):
+        board = state.board
+        board_color = board.color
+        other = 3 - color
+        # Points that capture: the lone liberty of each opponent string in atari.
+        capturing = [flat[next(iter(libs))] for root, libs in board.liberties.items()
+                     if len(libs) == 1 and board_color[root] == other]
+        if capturing:
+            easy[row, capturing] = False
+        if board.ko_color == color and board.ko != NO_POINT:
+            points[row, flat[board.ko]] = False
+            easy[row, flat[board.ko]] = False
+    masks = np.zeros((count, size * size + 1), dtype=bool)
+    masks[:, -1] = True
+    masks[:, :-1] = easy
+    for row, (state, color) in enumerate(zip(states, colors)):
+        superko = state.rules.superko
+        if superko != SIMPLE_KO and len(state.seen) > 1 and state.peak_stones > state.stones:
+            key = state.board.hash ^ (geometry.zobrist_white_to_move if superko == SITUATIONAL and color == BLACK
+                                      else 0)
+            candidates = np.flatnonzero(easy[row])
+            after = geometry.zobrist_array[color][candidates] ^ np.uint64(key)
+            seen = np.sort(np.fromiter(state.seen, dtype=np.uint64, count=len(state.seen)))
+            found = np.searchsorted(seen, after).clip(max=len(seen) - 1)  # np.isin costs 5x more here
+            masks[row, candidates[seen[found] == after]] = False
+    padded = geometry.padded
+    rows, hard = np.nonzero(points & ~easy)
+    for row, point in zip(rows.tolist(), hard.tolist()):
+        state = states[row]
+        color = colors[row]
+        try:
+            new_hash, _ = state.board.try_play(padded[point], color)
+        except IllegalMoveError:
+            continue
+        if state.rules.superko != SIMPLE_KO and state._superko_key(new_hash, 3 - color) in state.seen:
+            continue
+        masks[row, point] = True
+    return masks
+
+
+__all__ = ["GameState", "Rules", "IllegalMoveError", "handicap_points", "legal_masks", "HISTORY_LENGTH",
            "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY"]

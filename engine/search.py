@@ -20,7 +20,7 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from .board import IllegalMoveError
+from .board import IllegalMoveError, own_eye_masks
 from .config import SearchConfig
 from .coords import BLACK, PASS
 from .evaluator import Evaluator
@@ -32,24 +32,28 @@ _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _PV_DEPTH = 24  # longest principal variation reported
 
 
-
-def _without_own_eyes(priors: np.ndarray, state: GameState) -> np.ndarray:
-    """``priors`` with the moves that fill the mover's own single-point eyes removed and the rest renormalised.
+def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
+    """``policy`` (float32 [B, N*N+1]) with the moves that fill the mover's own single-point eyes removed, and the
+    rows that lost one renormalised.
 
     A network that has not learned the endgame fills its own eyes and dies; no strong move does it (an eye point
     touches no opponent stone, so filling it never captures). Pass keeps its prior, and takes everything when
     nothing else is left, as the random player passes."""
-    eyes = state.board.own_eye_mask(state.to_move)
-    board_part = priors[:-1]
-    if not board_part[eyes].any():
-        return priors
-    priors = priors.copy()
-    priors[:-1][eyes] = 0.0
-    total = float(priors.sum())
-    if total <= 0.0:
-        priors[-1] = 1.0
-        return priors
-    return priors / total
+    eyes = own_eye_masks([state.board for state in states], [state.to_move for state in states])
+    changed = (eyes & (policy[:, :-1] > 0)).any(axis=1)
+    if not changed.any():
+        return policy
+    rows = policy[changed]  # a copy: the evaluator's array is left alone
+    rows[:, :-1][eyes[changed]] = 0.0
+    totals = rows.sum(axis=1)
+    nothing_left = totals <= 0.0
+    rows[nothing_left, -1] = 1.0
+    totals[nothing_left] = 1.0
+    rows /= totals[:, None]
+    policy = policy.copy()
+    policy[changed] = rows
+    return policy
+
 
 class Node:
     """One position in the tree. The statistics of the edge leading here live in the parent's arrays.
@@ -629,16 +633,20 @@ class Search:
             raise
         policy = np.asarray(evaluation.policy, dtype=np.float32)
         values = np.asarray(evaluation.value, dtype=np.float32)
-        pass_index = policy.shape[1] - 1
+        if self.config.eye_filter:
+            policy = _without_own_eyes(policy, [leaf.state for leaf in leaves])
+        # Each leaf's children are its moves with a nonzero prior, and pass: found for the whole batch at once.
+        present = policy > 0.0
+        present[:, -1] = True
+        rows, columns = np.nonzero(present)
+        priors = policy[rows, columns]
+        columns = columns.astype(np.int16)
+        ends = np.cumsum(np.count_nonzero(present, axis=1)).tolist()
         entries = []
-        eye_filter = self.config.eye_filter
-        for leaf, row, value in zip(leaves, policy, values):
-            if eye_filter:
-                row = _without_own_eyes(row, leaf.state)
-            moves = np.flatnonzero(row)
-            if not moves.size or moves[-1] != pass_index:
-                moves = np.append(moves, pass_index)
-            entries.append(_Entry(moves.astype(np.int16), row[moves], float(value)))
+        start = 0
+        for end, value in zip(ends, values.tolist()):
+            entries.append(_Entry(columns[start:end], priors[start:end], value))
+            start = end
         with self._lock:
             for leaf, entry in zip(leaves, entries):
                 self.cache.put(leaf.key, entry)
@@ -653,9 +661,7 @@ class Search:
         k = len(entry.moves)
         node.moves = entry.moves
         node.prior = entry.prior
-        node.n = np.zeros(k, dtype=np.float32)
-        node.w = np.zeros(k, dtype=np.float32)
-        node.w2 = np.zeros(k, dtype=np.float32)
+        node.n, node.w, node.w2 = np.zeros((3, k), dtype=np.float32)  # one allocation: this runs for every leaf
         node.value = entry.value
         node.pu = entry.prior.copy()
         node.q = np.full(k, entry.value, dtype=np.float32)  # no child visited: the urgency is the node's value

@@ -5,7 +5,7 @@ import pytest
 
 from engine.board import Board, IllegalMoveError
 from engine.coords import BLACK, EMPTY, PASS, WHITE, format_vertex, parse_vertex
-from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points
+from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points, legal_masks
 
 
 def position(ascii_rows: str, to_move: int = BLACK, komi: float = 0.0, superko: str = POSITIONAL) -> GameState:
@@ -174,6 +174,26 @@ def test_legal_moves_agree_with_play_in_random_games():
                 game.play(rng.choice(sorted(legal)) if legal and rng.random() < 0.95 else PASS)
                 # the stone count that lets legal_mask skip the superko lookup when nothing was ever captured
                 assert game.stones == sum(c in (BLACK, WHITE) for c in game.board.color) <= game.peak_stones
+
+
+def test_a_batch_of_legal_masks_is_each_position_its_own():
+    # the search asks for a batch of leaves at once: rows must not leak into each other (captures, ko, superko)
+    rng = random.Random(5)
+    for size in (5, 9):
+        states = []
+        for superko in (POSITIONAL, SITUATIONAL, SIMPLE_KO):
+            game = GameState(size, Rules(superko=superko))
+            for _ in range(120):
+                legal = game.legal_moves()
+                game.play(rng.choice(legal) if legal and rng.random() < 0.97 else PASS)
+                if rng.random() < 0.1:
+                    states.append(game.copy())
+        for colors in (None, [rng.choice((BLACK, WHITE)) for _ in states]):
+            batch = legal_masks(states, colors)
+            for row, state in enumerate(states):
+                color = state.to_move if colors is None else colors[row]
+                expected = [state.legal(point, color) for point in range(size * size)] + [True]
+                assert batch[row].tolist() == expected
 
 
 def test_incremental_strings_match_a_flood_fill():

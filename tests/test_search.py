@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from engine.board import own_eye_masks
 from engine.config import SearchConfig
 from engine.coords import BLACK, PASS, WHITE, parse_vertex
 from engine.evaluator import Evaluation, UniformEvaluator, legal_mask
@@ -400,12 +401,17 @@ def test_vectorised_eye_mask_matches_is_own_eye():
     from tests.conftest_network import random_game
 
     for size in (5, 9, 19):
-        for state in random_game(size, 3 * size * size, seed=size)[::7]:
+        states = random_game(size, 3 * size * size, seed=size)[::7]
+        colors = [BLACK if i % 3 else WHITE for i in range(len(states))]
+        batch = own_eye_masks([state.board for state in states], colors)  # as the search asks for its leaves
+        for row, state in enumerate(states):
             board = state.board
             for color in (BLACK, WHITE):
                 expected = [state.color_at(p) == 0 and board.is_own_eye(board.geometry.padded[p], color)
                             for p in range(size * size)]  # is_own_eye assumes an empty point
                 assert board.own_eye_mask(color).tolist() == expected
+                if color == colors[row]:
+                    assert batch[row].tolist() == expected
 
 
 def test_empty_boards_of_two_sizes_do_not_share_a_cache_entry():
