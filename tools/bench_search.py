@@ -9,6 +9,8 @@ network positions/s, the mean batch, and efficiency = search rate ÷ the raw thr
 (``OnnxEvaluator.evaluate``: features, symmetry, masking and onnxruntime) on batches of the same size, measured
 in the same run. ``--leelaz`` plays the same moves with Leela Zero 0.17 on the same network (CPU, same threads)
 and reports its n/s and the ratio. ``--profile`` profiles one single-threaded search of the Python tree work.
+``--instant-network`` measures the bound the Python side puts on playouts/s (no network cost) and, with one search
+thread, where a playout's time goes.
 """
 from __future__ import annotations
 
@@ -117,9 +119,52 @@ def raw_throughput(evaluator: OnnxEvaluator, states: list[GameState], batch: int
     return sum(counts) * batch / (time.perf_counter() - start)
 
 
-def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: int) -> dict:
-    """Search ``moves`` successive positions of one game; returns totals."""
-    search = Search(evaluator, config, rng=np.random.default_rng(seed))
+class _TimedEvaluator:
+    """``evaluator`` with the time of its ``evaluate`` calls added to ``seconds["evaluate"]``."""
+
+    def __init__(self, evaluator, seconds: dict[str, float]):
+        self._evaluator = evaluator
+        self._seconds = seconds
+
+    def evaluate(self, states):
+        start = time.perf_counter()
+        try:
+            return self._evaluator.evaluate(states)
+        finally:
+            self._seconds["evaluate"] += time.perf_counter() - start
+
+    def __getattr__(self, name):
+        return getattr(self._evaluator, name)
+
+
+class TimedSearch(Search):
+    """The search with a clock on its two halves: the descents (selection, virtual loss, replaying moves, cache
+    look-ups) and the batches (the evaluator, then expansion and backup), and on the evaluator inside them."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds = dict(descend=0.0, batch=0.0, evaluate=0.0)
+        self.evaluator = _TimedEvaluator(self.evaluator, self.seconds)
+
+    def _descend(self, run):
+        start = time.perf_counter()
+        try:
+            return super()._descend(run)
+        finally:
+            self.seconds["descend"] += time.perf_counter() - start
+
+    def _evaluate_batch(self, leaves, run):
+        start = time.perf_counter()
+        try:
+            return super()._evaluate_batch(leaves, run)
+        finally:
+            self.seconds["batch"] += time.perf_counter() - start
+
+
+def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: int,
+              search_class: type[Search] = Search) -> dict:
+    """Search ``moves`` successive positions of one game; returns totals (and the search, as ``search``)."""
+    search = search_class(evaluator, config, rng=np.random.default_rng(seed))
     state = GameState(19)
     totals: dict = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0, positions=[])
     for _ in range(moves):
@@ -132,6 +177,7 @@ def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: 
         totals["hits"] += search.cache.hits - hits_before
         totals["positions"].append(state.copy())
         state.play(result.move)
+    totals["search"] = search
     return totals
 
 
@@ -177,6 +223,15 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
     print(f"  playouts/s, best round  {max(rates):8.1f}   (rounds: {', '.join(f'{r:.0f}' for r in rates)})")
     total = args.rounds * args.moves * args.playouts
     print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
+    if config.threads == 1:
+        # One more pass with clocks on (they cost a little): where a playout's time goes.
+        played = self_play(evaluator, config, args.moves, args.playouts, args.seed, search_class=TimedSearch)
+        seconds, count = played["search"].seconds, played["playouts"]
+        per = {name: 1e6 * value / count for name, value in seconds.items()}
+        print(f"  us per playout (timed pass, {count / played['elapsed_s']:.0f} playouts/s): "
+              f"descent {per['descend']:.1f}, evaluator {per['evaluate']:.1f} (features, masks, symmetry, "
+              f"softmax), expansion and backup {per['batch'] - per['evaluate']:.1f}, "
+              f"the rest {1e6 * played['elapsed_s'] / count - per['descend'] - per['batch']:.1f}")
     return 0
 
 
