@@ -18,6 +18,10 @@ class SearchConfig:
     playouts: int = 0  # stop after this many new playouts this move (0: no limit)
     threads: int = 2  # worker threads descending the tree
     batch_size: int = 8  # leaves per network call
+    # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network
+    # (a GPU) runs the earlier batch, where threads that each wait for their own batch mostly queue for the GIL.
+    # 0: chosen with the network, 2 where it runs on a GPU and 1 on the CPU (search_player.from_config).
+    batches_in_flight: int = 0
     c_puct: float = 1.5  # exploration weight in Q + c·P·√N/(1+n), values in [-1, 1]
     fpu_reduction: float = 0.5  # unvisited child's value = parent's net value - this · √(visited prior mass)
     fpu_root_reduction: float = 0.5  # the same at the root (0 with noise, as in self-play)

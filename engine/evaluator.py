@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
@@ -184,6 +185,8 @@ class OnnxEvaluator:
         self._rng = rng if rng is not None else np.random.default_rng()
         self._rng_lock = threading.Lock()  # numpy Generators are not thread-safe; the search may call from threads
         self._runner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+        self._executor: ThreadPoolExecutor | None = None  # the network thread of evaluate_async, made on first use
+        self._executor_lock = threading.Lock()
         if not os.path.isfile(path):
             raise NetworkFileError(path, "no such file")
         if os.path.getsize(path) == 0:
@@ -281,6 +284,11 @@ class OnnxEvaluator:
         self._session = None  # the CPU copy of the weights is no longer needed
         self.provider = runner.describe()
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the network runs on a GPU (onnxruntime's CUDA or TensorRT provider, or torch on CUDA)."""
+        return self._runner is not None or not self.provider.startswith(PROVIDERS["cpu"])
+
     def describe(self) -> str:
         """One line: blocks x filters, head, board sizes, precision — from the metadata."""
         try:
@@ -361,34 +369,97 @@ class OnnxEvaluator:
 
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
         """Evaluate positions of one board size: policy masked to legal moves and pass, value side to move's view."""
+        if not states:
+            return _empty_evaluation()
+        prepared = self._prepare(states)
+        return self._finish(prepared, *self._run(prepared.planes))
+
+    def evaluate_async(self, states: Sequence[GameState]) -> "PendingEvaluation":
+        """``evaluate`` in two halves: features and masks now, in the caller's thread; the network on this
+        evaluator's network thread; softmax and symmetry undone when ``result()`` is asked for.
+
+        The network call is the only part that runs without the GIL (onnxruntime and torch release it), so a
+        search that keeps its Python work on one thread and the network on another overlaps the two, where search
+        threads that each run the whole of ``evaluate`` mostly queue for the GIL."""
+        if not states:
+            return PendingEvaluation(_empty_evaluation)
+        prepared = self._prepare(states)
+        future = self._network_thread().submit(self._run, prepared.planes)
+        return PendingEvaluation(lambda: self._finish(prepared, *future.result()))
+
+    def _network_thread(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="network")
+            return self._executor
+
+    def _prepare(self, states: Sequence[GameState]) -> "_Prepared":
         count = len(states)
-        if count == 0:
-            return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
         size = states[0].size
         if size not in self.board_sizes:
             raise UnsupportedBoardSizeError(
                 f"{os.path.basename(self.path)} plays {', '.join(f'{s}x{s}' for s in self.board_sizes)}, "
                 f"not {size}x{size}")
         masks = legal_masks(states)
+        symmetries = None
         if self.symmetry == "identity":
-            logits, value = self._run(encode_batch(states))
-            policy = masked_softmax(logits, masks)
+            planes = encode_batch(states)
         elif self.symmetry == "random":
             with self._rng_lock:
                 symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
-            logits, value = self._run(encode_batch(states, symmetries))
-            policy = masked_softmax(inverse_transform_policy(logits, symmetries), masks)
+            planes = encode_batch(states, symmetries)
         else:
             planes = encode_batch(states)
-            everything = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
-            logits, values = self._run(everything)
-            policy = np.zeros((count, size * size + 1), dtype=np.float32)
+            planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
+        return _Prepared(planes, masks, symmetries, count)
+
+    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray) -> Evaluation:
+        masks, count = prepared.masks, prepared.count
+        if self.symmetry == "identity":
+            policy = masked_softmax(logits, masks)
+        elif self.symmetry == "random":
+            policy = masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
+        else:
+            policy = np.zeros(masks.shape, dtype=np.float32)
             for s in range(NUM_SYMMETRIES):
                 policy += masked_softmax(inverse_transform_policy(logits[s * count: (s + 1) * count], s), masks)
             policy /= NUM_SYMMETRIES
-            value = values.reshape(NUM_SYMMETRIES, count).mean(axis=0)
+            value = value.reshape(NUM_SYMMETRIES, count).mean(axis=0)
         return Evaluation(policy=policy.astype(np.float32, copy=False),
                           value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
+
+
+@dataclass
+class _Prepared:
+    """What ``OnnxEvaluator`` computed for a batch before the network runs."""
+
+    planes: np.ndarray  # float32 [B (x8 for "average"), 18, N, N]
+    masks: np.ndarray  # bool [B, N*N+1]
+    symmetries: np.ndarray | None  # int [B] for "random"
+    count: int
+
+
+def _empty_evaluation() -> Evaluation:
+    return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+
+
+class PendingEvaluation:
+    """A batch on its way through the network; ``result()`` waits for it and raises what the evaluation raised."""
+
+    def __init__(self, finish: Callable[[], Evaluation]):
+        self._finish = finish
+
+    def result(self) -> Evaluation:
+        return self._finish()
+
+
+def evaluate_async(evaluator: Evaluator, states: Sequence[GameState]) -> PendingEvaluation:
+    """``evaluator.evaluate_async`` where the evaluator has one; otherwise ``evaluate`` now, handed back as done."""
+    start = getattr(evaluator, "evaluate_async", None)
+    if start is not None:
+        return start(states)
+    evaluation = evaluator.evaluate(states)
+    return PendingEvaluation(lambda: evaluation)
 
 
 class NetworkSet:
@@ -418,8 +489,13 @@ class NetworkSet:
 
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
         if not states:
-            return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+            return _empty_evaluation()
         return self.network_for(states[0].size).evaluate(states)
+
+    def evaluate_async(self, states: Sequence[GameState]) -> PendingEvaluation:
+        if not states:
+            return PendingEvaluation(_empty_evaluation)
+        return evaluate_async(self.network_for(states[0].size), states)
 
 
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU

@@ -1,20 +1,24 @@
 """PUCT tree search: one shared tree descended by worker threads under virtual loss, leaves evaluated in batches,
 network results cached by position hash, and the tree reused between moves.
 
-Layer: above game and the evaluator protocol; the search calls ``Evaluator.evaluate`` from exactly one place
-(``Search._evaluate_batch``) and never imports a network. Values are in [-1, 1]; an edge's statistics are kept in
-its parent's arrays from the parent's side-to-move view, so selection is a handful of numpy operations per level.
+Layer: above game and the evaluator protocol; the search calls the evaluator from one place per mode
+(``Search._evaluate_batch``, or ``_start_batch`` with batches in flight) and never imports a network. Values are in
+[-1, 1]; an edge's statistics are kept in its parent's arrays from the parent's side-to-move view, so selection is
+a handful of numpy operations per level.
 
 Threads: every worker collects up to ``batch_size`` leaves under the tree lock (adding virtual loss on the way
-down), releases the lock while the evaluator runs (onnxruntime releases the GIL, so another worker's tree work
-overlaps it), then expands and backs up under the lock. No leaf ever waits for a batch to fill.
+down), releases the lock while the evaluator runs, then expands and backs up under the lock. No leaf ever waits for
+a batch to fill. With ``batches_in_flight`` > 1 a worker hands a batch to the evaluator's network thread
+(``evaluate_async``) and goes on descending, taking results back in order: only the network call runs without the
+GIL, so this is how the tree work overlaps a GPU; workers that each wait for their own whole ``evaluate`` mostly
+queue for the GIL instead (docs/BENCHMARKS.md).
 """
 from __future__ import annotations
 
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Callable, Collection
 
@@ -23,7 +27,7 @@ import numpy as np
 from .board import IllegalMoveError, own_eye_masks
 from .config import SearchConfig
 from .coords import BLACK, PASS
-from .evaluator import Evaluator
+from .evaluator import Evaluation, Evaluator, PendingEvaluation, evaluate_async
 from .game import GameState
 
 _UNEXPANDED, _PENDING, _EXPANDED, _TERMINAL = range(4)
@@ -525,15 +529,19 @@ class Search:
 
     def _worker(self, run: _Run) -> None:
         batch_size = max(1, self.config.batch_size)
+        depth = max(1, self.config.batches_in_flight)
+        in_flight: deque[tuple[list[_Leaf], PendingEvaluation]] = deque()
         try:
             while True:
                 leaves: list[_Leaf] = []
                 collided = False
                 with self._lock:
-                    if self._finished(run):
+                    finished = self._finished(run)
+                    if finished and not in_flight:
                         return
                     attempts = 0
-                    while len(leaves) < batch_size and attempts < 4 * batch_size and not self._finished(run):
+                    while (not finished and len(leaves) < batch_size and attempts < 4 * batch_size
+                           and not self._finished(run)):
                         attempts += 1
                         outcome = self._descend(run)
                         if outcome is _RETRY:
@@ -547,13 +555,27 @@ class Search:
                             run.finished += 1
                         else:
                             leaves.append(outcome)
-                    if not leaves and collided:
+                    if not leaves and collided and not in_flight:
                         # Everything left to look at is in another worker's batch: wait for its backup.
                         self._wake.wait(0.005)
                         continue
+                if depth == 1:
+                    if leaves:
+                        self._evaluate_batch(leaves, run)
+                    continue
+                # Several batches in flight: this thread goes on descending while the network thread runs the
+                # earlier ones, and takes a result back when the pipeline is full or it has nothing else to do.
                 if leaves:
-                    self._evaluate_batch(leaves, run)
+                    in_flight.append((leaves, self._start_batch(leaves)))
+                if in_flight and (len(in_flight) >= depth or not leaves):
+                    batch, pending = in_flight.popleft()
+                    self._finish_batch(batch, pending, run)
         except BaseException as error:  # handed to run(), which re-raises it in the caller's thread
+            if in_flight:
+                with self._lock:
+                    for batch, _ in in_flight:
+                        self._abandon(batch)
+                    self._wake.notify_all()
             run.error = error
             run.stop.set()
 
@@ -622,15 +644,33 @@ class Search:
 
     def _evaluate_batch(self, leaves: list[_Leaf], run: _Run) -> None:
         """The one place the search calls the network; expands and backs up every leaf."""
+        evaluation = self._or_abandon(leaves, lambda: self.evaluator.evaluate([leaf.state for leaf in leaves]))
+        self._expand_batch(leaves, evaluation, run)
+
+    def _start_batch(self, leaves: list[_Leaf]) -> PendingEvaluation:
+        """Hand a batch to the network without waiting for it (``batches_in_flight`` > 1)."""
+        return self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, [leaf.state for leaf in leaves]))
+
+    def _finish_batch(self, leaves: list[_Leaf], pending: PendingEvaluation, run: _Run) -> None:
+        self._expand_batch(leaves, self._or_abandon(leaves, pending.result), run)
+
+    def _or_abandon(self, leaves: list[_Leaf], call: Callable[[], object]):
+        """``call()``; if it raises, the leaves are abandoned (virtual loss undone even if the evaluator throws)."""
         try:
-            evaluation = self.evaluator.evaluate([leaf.state for leaf in leaves])
+            return call()
         except BaseException:
             with self._lock:
-                for leaf in leaves:  # undo virtual loss even if the evaluator throws
-                    leaf.node.status = _UNEXPANDED
-                    self._undo(leaf.path)
+                self._abandon(leaves)
                 self._wake.notify_all()
             raise
+
+    def _abandon(self, leaves: list[_Leaf]) -> None:
+        """Take back the virtual loss of leaves that will not be evaluated (under the lock)."""
+        for leaf in leaves:
+            leaf.node.status = _UNEXPANDED
+            self._undo(leaf.path)
+
+    def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation, run: _Run) -> None:
         policy = np.asarray(evaluation.policy, dtype=np.float32)
         values = np.asarray(evaluation.value, dtype=np.float32)
         if self.config.eye_filter:

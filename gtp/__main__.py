@@ -48,6 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="seconds kept back on every move for network lag")
     parser.add_argument("--batch-size", type=int, default=defaults.search.batch_size,
                         help="leaves per network call")
+    parser.add_argument("--batches-in-flight", type=int, default=defaults.search.batches_in_flight,
+                        help="batches each search thread keeps at the network at once (default 0: 2 on a GPU, 1 on "
+                             "the CPU); with 2-3 one thread descends while a GPU runs the earlier batches")
     parser.add_argument("--provider", default=defaults.net.provider, choices=BACKENDS,
                         help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
                              "first that works, and says which on stderr (default: %(default)s)")
@@ -77,7 +80,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),
         search=dataclasses.replace(defaults.search, visits=args.visits, playouts=args.playouts,
-                                   threads=args.threads, batch_size=args.batch_size, ponder=args.ponder,
+                                   threads=args.threads, batch_size=args.batch_size,
+                                   batches_in_flight=args.batches_in_flight, ponder=args.ponder,
                                    resign_winrate=args.resign_winrate, lcb=not args.no_lcb),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
         net=dataclasses.replace(defaults.net, weights=tuple(args.weights), provider=args.provider,

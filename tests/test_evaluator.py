@@ -11,7 +11,8 @@ from onnx import TensorProto, helper
 
 from engine.coords import parse_vertex
 from engine.evaluator import (CachedEvaluator, NetworkFileError, NetworkSet, OnnxEvaluator, UniformEvaluator,
-                              UnsupportedBoardSizeError, choose_providers, legal_mask, masked_softmax)
+                              UnsupportedBoardSizeError, choose_providers, evaluate_async, legal_mask,
+                              masked_softmax)
 from engine.features import encode_batch, inverse_transform_policy, transform_planes
 from engine.game import GameState
 from engine.network import set_metadata
@@ -109,6 +110,31 @@ def test_pooled_network_plays_several_sizes(tiny_pooled_onnx):
         assert np.allclose(result.policy.sum(axis=1), 1, atol=1e-5)
     with pytest.raises(UnsupportedBoardSizeError):
         evaluator.evaluate([GameState(7)])
+
+
+def test_evaluate_async_gives_what_evaluate_gives(tiny_onnx, tiny_onnx_9):
+    states = random_game(19, 12, seed=4)
+    for mode in ("identity", "average"):
+        network = OnnxEvaluator(tiny_onnx, symmetry=mode, log=None)
+        pending = [network.evaluate_async(states[:5]), network.evaluate_async(states[5:])]  # two at the network
+        direct = network.evaluate(states)
+        for got, rows in zip((p.result() for p in pending), (slice(0, 5), slice(5, None))):
+            assert np.allclose(got.policy, direct.policy[rows], atol=1e-6)
+            assert np.allclose(got.value, direct.value[rows], atol=1e-6)
+    networks = NetworkSet([OnnxEvaluator(tiny_onnx, symmetry="identity", log=None),
+                           OnnxEvaluator(tiny_onnx_9, symmetry="identity", log=None)])
+    small = random_game(9, 4, seed=9)
+    assert np.allclose(networks.evaluate_async(small).result().policy, networks.evaluate(small).policy)
+    assert networks.evaluate_async([]).result().value.shape == (0,)
+    # a position the network cannot take is refused at once, before anything is queued
+    with pytest.raises(UnsupportedBoardSizeError):
+        networks.evaluate_async([GameState(7)])
+
+
+def test_an_evaluator_without_evaluate_async_is_evaluated_at_once():
+    states = random_game(5, 4, seed=1)
+    pending = evaluate_async(UniformEvaluator(), states)
+    assert np.allclose(pending.result().policy, UniformEvaluator().evaluate(states).policy)
 
 
 def test_agz_network_refuses_other_sizes(evaluator):

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from engine import evaluator as evaluator_module
+from engine import search_player
+from engine.config import EngineConfig, NetConfig, SearchConfig
 from engine.evaluator import (GPU_TOLERANCE, PROVIDERS, OnnxEvaluator, comparison_planes, outputs_difference,
                               provider_options)
 from tests.conftest_network import tiny_model, tiny_onnx, tiny_pooled_model, tiny_pooled_onnx  # noqa: F401
@@ -210,8 +212,21 @@ def test_with_a_gpu_and_no_onnxruntime_gpu_provider_auto_runs_torch(tiny_onnx, m
     lines = []
     evaluator = OnnxEvaluator(tiny_onnx, symmetry="identity", log=lines.append)
     assert evaluator.provider == "torch cpu fp32" and "on torch cpu fp32" in lines[0] and len(lines) == 1
+    assert evaluator.on_gpu and not cpu_reference(tiny_onnx).on_gpu
     reference = cpu_reference(tiny_onnx)
     assert outputs_difference(reference.run, evaluator.run, reference.board_sizes[0]) <= 1e-4
+
+
+def test_the_engine_keeps_two_batches_in_flight_on_a_gpu_and_one_on_the_cpu(tiny_onnx, monkeypatch):
+    def engine(**search):
+        config = EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)), search=SearchConfig(**search))
+        return search_player.from_config(config).config.batches_in_flight
+
+    assert engine() == 1  # this machine has no GPU
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    assert engine() == 2
+    assert engine(batches_in_flight=1) == 1 and engine(batches_in_flight=3) == 3  # asked for: kept
 
 
 def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from engine.board import own_eye_masks
 from engine.config import SearchConfig
 from engine.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.evaluator import Evaluation, UniformEvaluator, legal_mask
+from engine.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
 from engine.game import GameState, Rules
 from engine.search import _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
 from tests.conftest import board_from_ascii
@@ -331,6 +332,69 @@ def test_evaluator_failure_leaves_no_virtual_loss():
     search = Search(Failing(), SearchConfig(threads=1, visits=200), rng=np.random.default_rng(0))
     with pytest.raises(RuntimeError):
         search.run(GameState(5))
+    check_tree(search)
+
+
+class PipelinedEvaluator:
+    """Answers uniformly from its own network thread after ``delay_s`` (as a GPU would, without the GIL), through
+    ``evaluate_async``; records how many batches were at the network at once, and fails from call ``fail_at``."""
+
+    def __init__(self, delay_s: float = 0.002, fail_at: int = 0):
+        self.delay_s = delay_s
+        self.fail_at = fail_at
+        self.calls = 0
+        self.at_network = 0
+        self.most_at_network = 0
+        self.lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(max_workers=2)
+
+    def evaluate(self, states):
+        return self.evaluate_async(states).result()
+
+    def evaluate_async(self, states):
+        with self.lock:
+            self.calls += 1
+            call = self.calls
+            self.at_network += 1
+            self.most_at_network = max(self.most_at_network, self.at_network)
+
+        def network():
+            time.sleep(self.delay_s)
+            with self.lock:
+                self.at_network -= 1
+            if self.fail_at and call >= self.fail_at:
+                raise RuntimeError("network gone")
+            return UniformEvaluator().evaluate(states)
+
+        future = self.pool.submit(network)
+        return PendingEvaluation(future.result)
+
+
+def test_batches_in_flight_keep_the_network_busy_while_the_tree_grows():
+    evaluator = PipelinedEvaluator()
+    config = SearchConfig(threads=1, batch_size=4, batches_in_flight=3, visits=300, early_stop=False)
+    search = Search(evaluator, config, rng=np.random.default_rng(2))
+    result = search.run(GameState(7))
+    assert result.root_visits == 300 and result.playouts == 300
+    assert evaluator.most_at_network == 3  # one search thread, three batches at the network
+    check_tree(search)
+    assert search.run(GameState(7), visits=0, playouts=100).playouts == 100  # the reused tree goes on growing
+    check_tree(search)
+
+
+def test_batches_in_flight_work_with_an_evaluator_that_only_evaluates():
+    config = SearchConfig(threads=2, batch_size=4, batches_in_flight=2, visits=200, early_stop=False)
+    search = Search(UniformEvaluator(), config, rng=np.random.default_rng(3))
+    assert search.run(GameState(5)).root_visits == 200
+    check_tree(search)
+
+
+def test_a_network_failure_with_batches_in_flight_leaves_no_virtual_loss():
+    evaluator = PipelinedEvaluator(fail_at=6)
+    config = SearchConfig(threads=1, batch_size=4, batches_in_flight=3, visits=300)
+    search = Search(evaluator, config, rng=np.random.default_rng(4))
+    with pytest.raises(RuntimeError, match="network gone"):
+        search.run(GameState(7))
     check_tree(search)
 
 

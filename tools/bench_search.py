@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from engine.config import SearchConfig
-from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator
+from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation
 from engine.game import GameState
 from engine.search import Search
 
@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--playouts", type=int, default=800, help="new playouts per move")
     parser.add_argument("--threads", type=int, default=2, help="search threads")
     parser.add_argument("--batch", type=int, default=8, help="leaves per network call")
+    parser.add_argument("--in-flight", type=int, default=0,
+                        help="batches each search thread keeps at the network at once (batches_in_flight; default 0: "
+                             "as tabula gtp, 2 on a GPU and 1 on the CPU)")
     parser.add_argument("--net-threads", type=int, default=2, help="onnxruntime intra-op threads")
     parser.add_argument("--provider", default="cpu", choices=BACKENDS,
                         help="what runs the network (default cpu; auto picks a GPU where there is one)")
@@ -48,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--instant-network", action="store_true",
                         help="replay the real network's outputs from a first pass, with an instant network call but "
                              "features, symmetries and legal masks paid: the playouts/s no GPU can raise")
+    parser.add_argument("--latency-ms", type=float, default=0.0,
+                        help="with --instant-network: each network call waits this long without the GIL, as a GPU "
+                             "call does, to see how far search threads overlap tree work with the network")
     parser.add_argument("--seconds", type=float, default=3.0, help="time per raw-throughput measurement")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rounds", type=int, default=2, help="alternations of search and raw measurements")
@@ -67,6 +73,7 @@ class ReplayedNetwork(OnnxEvaluator):
 
     def __init__(self, *args, **kwargs):
         self.recording = True
+        self.latency_s = 0.0  # a replayed call's wait: a GPU's latency, modelled (the GIL is free meanwhile)
         self.misses = 0
         self._outputs: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         super().__init__(*args, **kwargs)
@@ -74,25 +81,33 @@ class ReplayedNetwork(OnnxEvaluator):
     def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.recording:
             return super()._run(planes)
+        if self.latency_s:
+            time.sleep(self.latency_s)
         size = planes.shape[-1]
         return (np.zeros((len(planes), size * size + 1), dtype=np.float32),
                 np.zeros(len(planes), dtype=np.float32))
 
     def evaluate(self, states):
+        return self._replayed(states, super().evaluate(states))
+
+    def evaluate_async(self, states):
+        pending = super().evaluate_async(states)
+        return PendingEvaluation(lambda: self._replayed(states, pending.result()))
+
+    def _replayed(self, states, result: Evaluation) -> Evaluation:
         keys = [(s.hash, s.size) for s in states]
         if self.recording:
             # One output per position: a position met again (a transposition in the same batch, or a later
             # recording pass) gets what it got first, as the replay will give it, or the trees would drift apart.
-            result = super().evaluate(states)
             rows = [self._outputs.setdefault(key, (result.policy[i], float(result.value[i])))
                     for i, key in enumerate(keys)]
             return Evaluation(np.stack([row[0] for row in rows]),
                               np.array([row[1] for row in rows], dtype=np.float32))
-        instant = super().evaluate(states)  # the Python side, paid in full, with an instant network
+        # ``result`` is the instant network's: the Python side paid in full. A position never recorded keeps it
+        # (uniform over legal moves, value 0).
         rows = [self._outputs.get(key) for key in keys]
         self.misses += sum(row is None for row in rows)
-        # A position never recorded gets the instant network's own answer: uniform over legal moves, value 0.
-        return Evaluation(np.stack([instant.policy[i] if row is None else row[0] for i, row in enumerate(rows)]),
+        return Evaluation(np.stack([result.policy[i] if row is None else row[0] for i, row in enumerate(rows)]),
                           np.array([0.0 if row is None else row[1] for row in rows], dtype=np.float32))
 
 
@@ -214,12 +229,15 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
     for _ in range(1 if config.threads == 1 else 3):
         self_play(evaluator, config, args.moves, args.playouts, args.seed)
     evaluator.recording = False
+    evaluator.latency_s = args.latency_ms / 1000.0
     rates = []
     for _ in range(args.rounds):
         played = self_play(evaluator, config, args.moves, args.playouts, args.seed)
         rates.append(played["playouts"] / played["elapsed_s"])
-    print(f"search with an instant network (outputs recorded from the real one): {args.rounds} rounds x "
-          f"{args.moves} moves x {args.playouts} playouts, {args.threads} threads, batch {args.batch}")
+    latency = f", {args.latency_ms:g} ms a call" if args.latency_ms else ""
+    print(f"search with an instant network (outputs recorded from the real one{latency}): {args.rounds} rounds x "
+          f"{args.moves} moves x {args.playouts} playouts, {args.threads} threads, batch {args.batch}, "
+          f"{args.in_flight} in flight")
     print(f"  playouts/s, best round  {max(rates):8.1f}   (rounds: {', '.join(f'{r:.0f}' for r in rates)})")
     total = args.rounds * args.moves * args.playouts
     print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
@@ -236,13 +254,17 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.latency_ms < 0 or (args.latency_ms and not args.instant_network):
+        parser.error("--latency-ms is a non-negative wait for --instant-network")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
     evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                         threads=args.net_threads, provider=args.provider, precision=args.precision,
                         batch_hint=args.batch, log=None)
-    config = SearchConfig(threads=args.threads, batch_size=args.batch, visits=0, playouts=args.playouts,
-                          early_stop=False)
+    args.in_flight = args.in_flight if args.in_flight > 0 else 2 if evaluator.on_gpu else 1
+    config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
+                          playouts=args.playouts, early_stop=False)
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
           f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}")
     if args.instant_network:
@@ -267,7 +289,7 @@ def main(argv: list[str]) -> int:
     at = max(1, int(round(mean_batch)))
     best_raw = max(v for (b, _), v in raw_by_callers.items() if b == at)
     print(f"search: {args.rounds} rounds x {args.moves} moves x {args.playouts} playouts, {args.threads} threads, "
-          f"batch {args.batch}")
+          f"batch {args.batch}, {args.in_flight} in flight")
     print(f"  playouts/s            {playouts_per_s:8.1f}")
     print(f"  network positions/s   {evals_per_s:8.1f}  (cache hits {totals['hits']} of {totals['playouts']})")
     print(f"  mean batch            {mean_batch:8.2f}")
