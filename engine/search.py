@@ -513,13 +513,19 @@ class Search:
             if run.deadline != math.inf:
                 rate = run.finished / max(now - run.start, 1e-3)
                 remaining = min(remaining, rate * (run.deadline - now))
-            if self._cannot_overtake(remaining, run.root_mask):
-                run.stopped_early = True
+            # Set each time, so that a worker that stops on this and later sees the move overtaken clears it.
+            run.stopped_early = self._cannot_overtake(remaining, run.root_mask)
+            if run.stopped_early:
                 return True
         return False
 
     def _cannot_overtake(self, remaining: float, mask: np.ndarray | None) -> bool:
-        n = self.root.n if mask is None else np.where(mask, self.root.n, 0.0)
+        n = self.root.n
+        if self._root_pending is not None and self.config.virtual_loss:
+            # A leaf in flight holds virtual_loss visits on its root edge and will leave exactly one.
+            n = n - (self.config.virtual_loss - 1) * self._root_pending
+        if mask is not None:
+            n = np.where(mask, n, 0.0)
         if self.root.blocked is not None:
             n = np.where(self.root.blocked, 0.0, n)
         if len(n) < 2:
@@ -531,9 +537,10 @@ class Search:
         batch_size = max(1, self.config.batch_size)
         depth = max(1, self.config.batches_in_flight)
         in_flight: deque[tuple[list[_Leaf], PendingEvaluation]] = deque()
+        leaves: list[_Leaf] = []  # collected and not yet handed to the evaluator
         try:
             while True:
-                leaves: list[_Leaf] = []
+                leaves = []
                 collided = False
                 with self._lock:
                     finished = self._finished(run)
@@ -559,21 +566,22 @@ class Search:
                         # Everything left to look at is in another worker's batch: wait for its backup.
                         self._wake.wait(0.005)
                         continue
+                batch, leaves = leaves, []  # from here on the evaluation paths abandon them if they fail
                 if depth == 1:
-                    if leaves:
-                        self._evaluate_batch(leaves, run)
+                    if batch:
+                        self._evaluate_batch(batch, run)
                     continue
                 # Several batches in flight: this thread goes on descending while the network thread runs the
                 # earlier ones, and takes a result back when the pipeline is full or it has nothing else to do.
-                if leaves:
-                    in_flight.append((leaves, self._start_batch(leaves)))
-                if in_flight and (len(in_flight) >= depth or not leaves):
-                    batch, pending = in_flight.popleft()
-                    self._finish_batch(batch, pending, run)
+                if batch:
+                    in_flight.append((batch, self._start_batch(batch)))
+                if in_flight and (len(in_flight) >= depth or not batch):
+                    done, pending = in_flight.popleft()
+                    self._finish_batch(done, pending, run)
         except BaseException as error:  # handed to run(), which re-raises it in the caller's thread
-            if in_flight:
+            if leaves or in_flight:
                 with self._lock:
-                    for batch, _ in in_flight:
+                    for batch in [leaves] + [batch for batch, _ in in_flight]:
                         self._abandon(batch)
                     self._wake.notify_all()
             run.error = error
@@ -671,8 +679,25 @@ class Search:
             self._undo(leaf.path)
 
     def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation, run: _Run) -> None:
+        entries = self._or_abandon(leaves, lambda: self._entries(leaves, evaluation))
+        with self._lock:
+            for leaf, entry in zip(leaves, entries):
+                self.cache.put(leaf.key, entry)
+                self._expand(leaf.node, entry)
+                self._backup(leaf.path, leaf.node, entry.value)
+            run.finished += len(leaves)
+            run.batches += 1
+            run.evaluated += len(leaves)
+            self._wake.notify_all()
+
+    def _entries(self, leaves: list[_Leaf], evaluation: Evaluation) -> list[_Entry]:
+        """The network's answer for each leaf as it is cached and expanded: its children and their priors."""
         policy = np.asarray(evaluation.policy, dtype=np.float32)
         values = np.asarray(evaluation.value, dtype=np.float32)
+        points = leaves[0].state.size ** 2
+        if policy.shape != (len(leaves), points + 1) or values.shape != (len(leaves),):
+            raise ValueError(f"the evaluator answered {len(leaves)} positions with policy {policy.shape} and value "
+                             f"{values.shape}, expected ({len(leaves)}, {points + 1}) and ({len(leaves)},)")
         if self.config.eye_filter:
             policy = _without_own_eyes(policy, [leaf.state for leaf in leaves])
         # Each leaf's children are its moves with a nonzero prior, and pass: found for the whole batch at once.
@@ -687,15 +712,7 @@ class Search:
         for end, value in zip(ends, values.tolist()):
             entries.append(_Entry(columns[start:end], priors[start:end], value))
             start = end
-        with self._lock:
-            for leaf, entry in zip(leaves, entries):
-                self.cache.put(leaf.key, entry)
-                self._expand(leaf.node, entry)
-                self._backup(leaf.path, leaf.node, entry.value)
-            run.finished += len(leaves)
-            run.batches += 1
-            run.evaluated += len(leaves)
-            self._wake.notify_all()
+        return entries
 
     def _expand(self, node: Node, entry: _Entry) -> None:
         k = len(entry.moves)

@@ -49,8 +49,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=defaults.search.batch_size,
                         help="leaves per network call")
     parser.add_argument("--batches-in-flight", type=int, default=defaults.search.batches_in_flight,
-                        help="batches each search thread keeps at the network at once (default 0: 2 on a GPU, 1 on "
-                             "the CPU); with 2-3 one thread descends while a GPU runs the earlier batches")
+                        help="batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
+                             "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches")
     parser.add_argument("--provider", default=defaults.net.provider, choices=BACKENDS,
                         help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
                              "first that works, and says which on stderr (default: %(default)s)")
@@ -76,6 +76,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
     """The one place argv becomes configuration."""
     if args.size and not (MIN_SIZE <= args.size <= MAX_SIZE):
         raise SystemExit(f"tabula gtp: --size must be in {MIN_SIZE}..{MAX_SIZE}")
+    if args.batches_in_flight < 0:
+        raise SystemExit("tabula gtp: --batches-in-flight must be 0 (2 on a GPU, 1 on the CPU) or more")
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),

@@ -217,6 +217,15 @@ def test_log_level_default_keeps_the_search_summary_and_an_explicit_level_rules_
         search.setLevel(saved[1])
 
 
+def test_batches_in_flight_from_the_command_line() -> None:
+    from gtp.__main__ import build_config, parse_args
+
+    assert build_config(parse_args([])).search.batches_in_flight == 0  # chosen with the network: 2 on a GPU
+    assert build_config(parse_args(["--batches-in-flight", "3"])).search.batches_in_flight == 3
+    with pytest.raises(SystemExit, match="--batches-in-flight must be 0"):
+        build_config(parse_args(["--batches-in-flight", "-3"]))
+
+
 REPLY = re.compile(r"(=|\?)\d*( [^\n]*)?(\n[^\n]+)*\n\n")
 
 

@@ -336,17 +336,19 @@ def test_evaluator_failure_leaves_no_virtual_loss():
 
 
 class PipelinedEvaluator:
-    """Answers uniformly from its own network thread after ``delay_s`` (as a GPU would, without the GIL), through
-    ``evaluate_async``; records how many batches were at the network at once, and fails from call ``fail_at``."""
+    """Answers from its own network thread after up to ``delay_s`` (as a GPU would, without the GIL), through
+    ``evaluate_async``, with uneven random priors and values from ``seed``; records how many batches were at the
+    network at once, and fails from call ``fail_at``."""
 
-    def __init__(self, delay_s: float = 0.002, fail_at: int = 0):
+    def __init__(self, delay_s: float = 0.002, fail_at: int = 0, seed: int = 0):
         self.delay_s = delay_s
         self.fail_at = fail_at
+        self.rng = np.random.default_rng(seed)
         self.calls = 0
         self.at_network = 0
         self.most_at_network = 0
         self.lock = threading.Lock()
-        self.pool = ThreadPoolExecutor(max_workers=2)
+        self.pool = ThreadPoolExecutor(max_workers=1)  # one GPU: batches queue for it
 
     def evaluate(self, states):
         return self.evaluate_async(states).result()
@@ -357,14 +359,18 @@ class PipelinedEvaluator:
             call = self.calls
             self.at_network += 1
             self.most_at_network = max(self.most_at_network, self.at_network)
+            delay = self.rng.uniform(0.0, 1.0) * self.delay_s
+            noise = self.rng.random((len(states), states[0].size ** 2 + 1)).astype(np.float32) + 0.01
+            values = self.rng.uniform(-1.0, 1.0, len(states)).astype(np.float32)
 
         def network():
-            time.sleep(self.delay_s)
+            time.sleep(delay)
             with self.lock:
                 self.at_network -= 1
             if self.fail_at and call >= self.fail_at:
                 raise RuntimeError("network gone")
-            return UniformEvaluator().evaluate(states)
+            policy = UniformEvaluator().evaluate(states).policy * noise
+            return Evaluation(policy / policy.sum(axis=1, keepdims=True), values)
 
         future = self.pool.submit(network)
         return PendingEvaluation(future.result)
@@ -382,6 +388,18 @@ def test_batches_in_flight_keep_the_network_busy_while_the_tree_grows():
     check_tree(search)
 
 
+def test_early_stop_counts_a_leaf_in_flight_as_one_visit_not_its_virtual_loss():
+    stopped = 0
+    for seed in range(40):  # before the fix, 6 of these 40 said they stopped early and yet ran every playout
+        config = SearchConfig(threads=1, batch_size=8, batches_in_flight=3, visits=0, early_stop=True)
+        search = Search(PipelinedEvaluator(delay_s=0.003, seed=seed), config, rng=np.random.default_rng(seed))
+        result = search.run(GameState(7), playouts=300)
+        assert not (result.stopped_early and result.playouts == 300), f"seed {seed}: says it stopped early, ran all"
+        stopped += result.stopped_early
+        check_tree(search)
+    assert stopped > 0
+
+
 def test_batches_in_flight_work_with_an_evaluator_that_only_evaluates():
     config = SearchConfig(threads=2, batch_size=4, batches_in_flight=2, visits=200, early_stop=False)
     search = Search(UniformEvaluator(), config, rng=np.random.default_rng(3))
@@ -396,6 +414,24 @@ def test_a_network_failure_with_batches_in_flight_leaves_no_virtual_loss():
     with pytest.raises(RuntimeError, match="network gone"):
         search.run(GameState(7))
     check_tree(search)
+
+
+def test_a_malformed_network_answer_is_a_clear_error_and_leaves_no_virtual_loss():
+    class Malformed:
+        calls = 0
+
+        def evaluate(self, states):
+            Malformed.calls += 1
+            answer = UniformEvaluator().evaluate(states)
+            return answer if Malformed.calls < 4 else Evaluation(answer.policy[:, :-1], answer.value)
+
+    for in_flight in (1, 2):
+        Malformed.calls = 0
+        search = Search(Malformed(), SearchConfig(threads=1, batch_size=4, batches_in_flight=in_flight, visits=200),
+                        rng=np.random.default_rng(0))
+        with pytest.raises(ValueError, match="expected"):
+            search.run(GameState(5))
+        check_tree(search)
 
 
 def test_terminal_nodes_score_by_tromp_taylor():

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from engine.config import SearchConfig
-from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation
+from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, evaluate_async
 from engine.game import GameState
 from engine.search import Search
 
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=2, help="search threads")
     parser.add_argument("--batch", type=int, default=8, help="leaves per network call")
     parser.add_argument("--in-flight", type=int, default=0,
-                        help="batches each search thread keeps at the network at once (batches_in_flight; default 0: "
-                             "as tabula gtp, 2 on a GPU and 1 on the CPU)")
+                        help="batches each search thread keeps at the network at once (batches_in_flight; "
+                             "default 0: as tabula gtp, 2 on a GPU and 1 on the CPU)")
     parser.add_argument("--net-threads", type=int, default=2, help="onnxruntime intra-op threads")
     parser.add_argument("--provider", default="cpu", choices=BACKENDS,
                         help="what runs the network (default cpu; auto picks a GPU where there is one)")
@@ -148,6 +148,21 @@ class _TimedEvaluator:
         finally:
             self._seconds["evaluate"] += time.perf_counter() - start
 
+    def evaluate_async(self, states):
+        start = time.perf_counter()
+        try:
+            pending = evaluate_async(self._evaluator, states)
+        finally:
+            self._seconds["evaluate"] += time.perf_counter() - start
+
+        def result():
+            waited = time.perf_counter()
+            try:
+                return pending.result()
+            finally:
+                self._seconds["evaluate"] += time.perf_counter() - waited
+        return PendingEvaluation(result)
+
     def __getattr__(self, name):
         return getattr(self._evaluator, name)
 
@@ -161,19 +176,24 @@ class TimedSearch(Search):
         self.seconds = dict(descend=0.0, batch=0.0, evaluate=0.0)
         self.evaluator = _TimedEvaluator(self.evaluator, self.seconds)
 
-    def _descend(self, run):
+    def _timed(self, name: str, call):
         start = time.perf_counter()
         try:
-            return super()._descend(run)
+            return call()
         finally:
-            self.seconds["descend"] += time.perf_counter() - start
+            self.seconds[name] += time.perf_counter() - start
+
+    def _descend(self, run):
+        return self._timed("descend", lambda: super(TimedSearch, self)._descend(run))
 
     def _evaluate_batch(self, leaves, run):
-        start = time.perf_counter()
-        try:
-            return super()._evaluate_batch(leaves, run)
-        finally:
-            self.seconds["batch"] += time.perf_counter() - start
+        return self._timed("batch", lambda: super(TimedSearch, self)._evaluate_batch(leaves, run))
+
+    def _start_batch(self, leaves):
+        return self._timed("batch", lambda: super(TimedSearch, self)._start_batch(leaves))
+
+    def _finish_batch(self, leaves, pending, run):
+        return self._timed("batch", lambda: super(TimedSearch, self)._finish_batch(leaves, pending, run))
 
 
 def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: int,
@@ -248,7 +268,7 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
         per = {name: 1e6 * value / count for name, value in seconds.items()}
         print(f"  us per playout (timed pass, {count / played['elapsed_s']:.0f} playouts/s): "
               f"descent {per['descend']:.1f}, evaluator {per['evaluate']:.1f} (features, masks, symmetry, "
-              f"softmax), expansion and backup {per['batch'] - per['evaluate']:.1f}, "
+              f"softmax, and waiting for the network), expansion and backup {per['batch'] - per['evaluate']:.1f}, "
               f"the rest {1e6 * played['elapsed_s'] / count - per['descend'] - per['batch']:.1f}")
     return 0
 
@@ -258,6 +278,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.latency_ms < 0 or (args.latency_ms and not args.instant_network):
         parser.error("--latency-ms is a non-negative wait for --instant-network")
+    if args.in_flight < 0:
+        parser.error("--in-flight must be 0 (as tabula gtp chooses) or more")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
     evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                         threads=args.net_threads, provider=args.provider, precision=args.precision,
