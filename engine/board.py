@@ -55,10 +55,8 @@ class Geometry:
         self.zobrist_ko = [rng.getrandbits(64) for _ in range(self.padded_len)]
         self.zobrist_ko[NO_POINT] = 0
         self.zobrist_white_to_move = rng.getrandbits(64)
-        # numpy views of the same tables, for the vectorised legality mask
+        # numpy views of the same tables, for the vectorised legality and eye masks
         self.padded_array = np.array(self.padded, dtype=np.int64)
-        self.neighbor_array = np.array([self.neighbors[pad] for pad in self.padded], dtype=np.int64).reshape(-1, 4)
-        self.diagonal_array = np.array([self.diagonals[pad] for pad in self.padded], dtype=np.int64).reshape(-1, 4)
         self.zobrist_array = [np.array([keys[pad] for pad in self.padded], dtype=np.uint64)
                               for keys in self.zobrist]
         empty_colors = bytearray([EDGE]) * self.padded_len

@@ -5,7 +5,7 @@ Each component receives only its own part. Runtime changes (``time_settings``, `
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from .game import Rules
 
@@ -20,7 +20,7 @@ class SearchConfig:
     batch_size: int = 8  # leaves per network call
     # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network
     # (a GPU) runs the earlier batch, where threads that each wait for their own batch mostly queue for the GIL.
-    # 0: chosen with the network, 2 where it runs on a GPU and 1 on the CPU (search_player.from_config).
+    # 0: chosen with the network, 2 where it runs on a GPU and 1 on the CPU (for_network).
     batches_in_flight: int = 0
     c_puct: float = 1.5  # exploration weight in Q + c·P·√N/(1+n), values in [-1, 1]
     fpu_reduction: float = 0.5  # unvisited child's value = parent's net value - this · √(visited prior mass)
@@ -43,6 +43,13 @@ class SearchConfig:
     resign_winrate: float = 0.10  # resign below this winrate (0: never)
     resign_consecutive: int = 3  # ... for this many of our moves in a row
     ownership_playouts: int = 64  # random playouts behind ownership() and final_status_list
+
+    def for_network(self, on_gpu: bool) -> "SearchConfig":
+        """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where
+        batches in flight are what let the tree work overlap the network (docs/BENCHMARKS.md), 1 on the CPU."""
+        if self.batches_in_flight > 0:
+            return self
+        return replace(self, batches_in_flight=2 if on_gpu else 1)
 
 
 @dataclass(frozen=True)

@@ -311,8 +311,7 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
     for row, (state, color) in enumerate(zip(states, colors)):
         superko = state.rules.superko
         if superko != SIMPLE_KO and len(state.seen) > 1 and state.peak_stones > state.stones:
-            key = state.board.hash ^ (geometry.zobrist_white_to_move if superko == SITUATIONAL and color == BLACK
-                                      else 0)
+            key = state._superko_key(state.board.hash, 3 - color)
             candidates = np.flatnonzero(easy[row])
             after = geometry.zobrist_array[color][candidates] ^ np.uint64(key)
             seen = np.sort(np.fromiter(state.seen, dtype=np.uint64, count=len(state.seen)))

@@ -5,7 +5,6 @@ Layer: above search and playout, below player (``engine/player.py`` builds it th
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import random
 import threading
@@ -270,10 +269,7 @@ def from_config(config: EngineConfig) -> SearchGenerator:
                               precision=net.precision, max_batch=net.max_batch, batch_hint=config.search.batch_size,
                               cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
     evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
-    search = config.search
-    if search.batches_in_flight <= 0:
-        # On a GPU the tree work overlaps the network only through batches in flight (docs/BENCHMARKS.md).
-        search = dataclasses.replace(search, batches_in_flight=2 if any(n.on_gpu for n in networks) else 1)
+    search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
     return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])))
 

@@ -284,9 +284,9 @@ def main(argv: list[str]) -> int:
     evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                         threads=args.net_threads, provider=args.provider, precision=args.precision,
                         batch_hint=args.batch, log=None)
-    args.in_flight = args.in_flight if args.in_flight > 0 else 2 if evaluator.on_gpu else 1
     config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
-                          playouts=args.playouts, early_stop=False)
+                          playouts=args.playouts, early_stop=False).for_network(evaluator.on_gpu)
+    args.in_flight = config.batches_in_flight
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
           f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}")
     if args.instant_network:
