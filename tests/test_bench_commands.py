@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
 from tools import bench_net, bench_search
 
@@ -12,6 +14,24 @@ def test_bench_net_compares_onnxruntime_and_torch_on_the_cpu(tiny_onnx, capsys):
                            "--rounds", "1", "--paths", "onnx-fp32,torch-fp32", "--accuracy-positions", "8"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"onnx-fp32\s+t=1\s+\d+\s+\d+", out) and re.search(r"torch-fp32\s+t=1\s+\d+\s+\d+", out)
+
+
+def test_bench_net_skips_a_gpu_path_this_machine_cannot_run_and_measures_the_rest(tiny_onnx, capsys, monkeypatch):
+    def no_gpu(path, fp32, max_batch):
+        raise RuntimeError("torch sees no CUDA device\n(more detail)")
+
+    monkeypatch.setattr(bench_net, "gpu_runner", no_gpu)  # as on CI; on a GPU machine the real one might succeed
+    assert bench_net.main([str(tiny_onnx), "--batches", "1", "--threads", "1", "--seconds", "0.02", "--rounds", "1",
+                           "--paths", "onnx-fp32,torch-cuda-fp16", "--accuracy-positions", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "# torch-cuda-fp16: not available here: torch sees no CUDA device\n" in out
+    assert re.search(r"onnx-fp32\s+t=1\s+\d+", out) and not re.search(r"torch-cuda-fp16\s+t=1", out)
+
+
+def test_bench_net_refuses_an_unknown_path(tiny_onnx, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench_net.main([str(tiny_onnx), "--paths", "onnx-fp32,onnx-gpu"])
+    assert exit_.value.code == 2 and "unknown path onnx-gpu" in capsys.readouterr().err
 
 
 def test_bench_search_reports_efficiency(tiny_onnx, capsys):
@@ -30,3 +50,17 @@ def test_bench_search_with_an_instant_network_replays_the_recorded_outputs(tiny_
     assert re.search(r"had not seen: 0 in 128 playouts", out)
     split = re.search(r"descent ([\d.]+), evaluator ([\d.]+) .*expansion and backup (-?[\d.]+)", out)
     assert split and float(split.group(1)) > 0 and float(split.group(2)) > 0
+
+
+
+@pytest.mark.parametrize("module", [bench_net, bench_search], ids=["net", "search"])
+def test_a_bench_on_a_missing_file_says_so_in_one_line(tmp_path, module):
+    with pytest.raises(SystemExit) as exit_:
+        module.main([str(tmp_path / "missing.onnx")])
+    assert re.fullmatch(r"tabula bench (net|search): .*missing\.onnx: no such file", str(exit_.value))
+
+
+def test_bench_search_on_a_provider_this_machine_lacks_says_so_in_one_line(tiny_onnx):
+    with pytest.raises(SystemExit) as exit_:
+        bench_search.main([str(tiny_onnx), "--provider", "tensorrt"])
+    assert str(exit_.value).startswith("tabula bench search: onnxruntime provider 'tensorrt' is not available here")

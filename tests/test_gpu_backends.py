@@ -6,6 +6,8 @@ through a stand-in that fails as a GPU build without its libraries fails. Tests 
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -260,6 +262,20 @@ def test_no_gpu_is_seen_when_cuda_visible_devices_hides_them(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     assert evaluator_module.nvidia_gpu_present() is False
 
+
+
+def test_the_gpu_benchmark_commands_need_neither_the_games_nor_sgfmill(tmp_path, monkeypatch, capsys):
+    """The lent GPU machine has no ../shared games and no sgfmill: `export --random` and `bench net` (the first
+    commands of the GPU plan in docs/BENCHMARKS.md) fall back to random positions there."""
+    from tools import bench_net, export
+
+    monkeypatch.setattr(export, "GAMES_GLOB", str(tmp_path / "no-games" / "*.tar.xz"))
+    monkeypatch.setitem(sys.modules, "sgfmill", None)  # `from sgfmill import sgf` now raises ImportError
+    net = tmp_path / "r.onnx"
+    assert export.main(["--random", "--blocks", "1", "--filters", "4", "--calibration", "16", str(net)]) == 0
+    assert bench_net.main([str(net), "--batches", "1,4", "--threads", "1", "--paths", "onnx-fp32",
+                           "--seconds", "0.05", "--rounds", "1", "--accuracy-positions", "8"]) == 0
+    assert "onnx-fp32" in capsys.readouterr().out
 
 # -- on a GPU ----------------------------------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from engine.evaluator import OnnxEvaluator, legal_mask, masked_softmax
 from engine.features import encode_batch
 
 
+CPU_PATHS = ("onnx-fp32", "onnx-int8", "torch-fp32", "torch-bf16")
 GPU_PATHS = ("onnx-cuda", "onnx-tensorrt", *(f"torch-cuda-{p}{e}" for p in ("fp16", "bf16", "fp32")
                                                  for e in ("", "-eager")))
 
@@ -79,7 +80,11 @@ def accuracy(states, reference: tuple[np.ndarray, np.ndarray],
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    unknown = [p for p in args.paths.split(",") if p not in CPU_PATHS + GPU_PATHS]
+    if unknown:
+        parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
     from tools.export import calibration_planes, quantize_int8, random_positions, sgf_positions
 
     batches = [int(b) for b in args.batches.split(",")]
@@ -87,13 +92,18 @@ def main(argv: list[str]) -> int:
     paths = args.paths.split(",")
     with tempfile.TemporaryDirectory() as scratch:
         fp32 = args.weights
-        if not fp32.endswith(".onnx"):
-            from engine import network
-            from engine.leelaz import read_leelaz
+        try:
+            if not fp32.endswith(".onnx"):
+                from engine import network
+                from engine.leelaz import read_leelaz
 
-            fp32 = os.path.join(scratch, "fp32.onnx")
-            network.export_onnx(network.from_leelaz(read_leelaz(args.weights)), fp32, "bench", check=False)
-        probe = OnnxEvaluator(fp32, symmetry="identity", threads=1, provider="cpu", log=None)
+                fp32 = os.path.join(scratch, "fp32.onnx")
+                network.export_onnx(network.from_leelaz(read_leelaz(args.weights)), fp32, "bench", check=False)
+            probe = OnnxEvaluator(fp32, symmetry="identity", threads=1, provider="cpu", log=None)
+        except OSError as error:
+            raise SystemExit(f"tabula bench net: {args.weights}: {error.strerror or error}") from None
+        except ValueError as error:  # a file that is not a network (the message names it)
+            raise SystemExit(f"tabula bench net: {error}") from None
         size = probe.board_sizes[-1]
         print(f"# {args.weights}: {probe.metadata.get('architecture', '?')}, {size}x{size}", flush=True)
         int8 = args.int8
@@ -105,7 +115,7 @@ def main(argv: list[str]) -> int:
         try:
             states = (sgf_positions(max(batches + [args.accuracy_positions]), seed=12345, skip_games=500)
                       if size == 19 else [])
-        except OSError:
+        except (OSError, ImportError):  # no archives, or no sgfmill (as on the lent GPU machine)
             states = []
         states = states or random_positions(size, max(batches), seed=12345)
         planes = encode_batch(states[: max(batches)])
@@ -122,7 +132,12 @@ def main(argv: list[str]) -> int:
             for path in paths:
                 if path in GPU_PATHS:
                     if threads == thread_counts[0]:  # the CPU threads do not matter to a GPU path
-                        runners[(path, threads)] = gpu_runner(path, fp32, max(batches))
+                        try:
+                            runners[(path, threads)] = gpu_runner(path, fp32, max(batches))
+                        except Exception as error:  # noqa: BLE001 - one path missing here must not stop the rest
+                            # (a GPU machine with the CPU build of onnxruntime has no onnx-cuda, say)
+                            reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+                            print(f"# {path}: not available here: {reason}", flush=True)
                     continue
                 if path.startswith("onnx"):
                     runners[(path, threads)] = OnnxEvaluator(fp32 if path == "onnx-fp32" else int8,

@@ -281,9 +281,12 @@ def main(argv: list[str]) -> int:
     if args.in_flight < 0:
         parser.error("--in-flight must be 0 (as tabula gtp chooses) or more")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
-    evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
-                        threads=args.net_threads, provider=args.provider, precision=args.precision,
-                        batch_hint=args.batch, log=None)
+    try:
+        evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
+                            threads=args.net_threads, provider=args.provider, precision=args.precision,
+                            batch_hint=args.batch, log=None)
+    except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
+        raise SystemExit(f"tabula bench search: {error}") from None
     config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
                           playouts=args.playouts, early_stop=False).for_network(evaluator.on_gpu)
     args.in_flight = config.batches_in_flight
