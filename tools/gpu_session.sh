@@ -27,6 +27,13 @@ else
   batches_search=(16 32 64 128); playouts=1600; threads=(1 2); flights=(1 2 3); limit=45; raw_seconds=1
 fi
 
+# sgfmill, which tabula gtp imports, is not on the lent machine: a session carries it as a wheel in .whl (see
+# docs/BENCHMARKS.md) and it is installed here, outside the system's packages.
+if ! python3 -c "import sgfmill" 2>/dev/null && ls .whl/sgfmill-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/tabula-site .whl/sgfmill-*.whl \
+    && export PYTHONPATH=/tmp/tabula-site${PYTHONPATH:+:$PYTHONPATH}
+fi
+
 deadline=$((SECONDS + ${BUDGET:-540}))  # the whole part stays inside one 10-minute device call
 step() {  # step SECONDS COMMAND...: run and log one command under a time limit (and the part's budget)
   local seconds=$1 left=$((deadline - SECONDS)); shift
@@ -54,6 +61,11 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   step 30 nproc
   export_nets
   step 240 python3 -m pytest -m gpu tests/test_gpu_backends.py -q
+  # The "done when": tabula gtp picks the GPU by itself and says so on stderr (needs sgfmill, above).
+  printf 'name\nboardsize 19\ngenmove b\ngenmove w\nquit\n' > /tmp/tabula-gtp-input
+  echo "# tabula gtp's input: name, boardsize 19, genmove b, genmove w, quit" | tee -a "$log"
+  step 120 python3 -m tools.cli gtp --weights weights/tabula-6x64-sl.onnx --playouts $((playouts / 2)) \
+      --seed 1 < /tmp/tabula-gtp-input
   for spec in "${specs[@]}"; do
     set -- $spec
     step 120 python3 -m tools.cli bench net "$nets/r$1x$2.onnx" --threads 1 --batches $batches_net --rounds 2 \
