@@ -519,6 +519,11 @@ class Search:
                 return True
         return False
 
+    def _may_reopen(self, run: _Run) -> bool:
+        """Whether a search stopped early could start again: only while some leaf is still in flight."""
+        return (run.stopped_early and not run.stop.is_set() and run.error is None
+                and self._root_pending is not None and bool(self._root_pending.any()))
+
     def _cannot_overtake(self, remaining: float, mask: np.ndarray | None) -> bool:
         n = self.root.n
         if self._root_pending is not None and self.config.virtual_loss:
@@ -531,7 +536,7 @@ class Search:
         if len(n) < 2:
             return True
         second, first = np.partition(n, len(n) - 2)[-2:]
-        return first - second > remaining
+        return bool(first - second > remaining)
 
     def _worker(self, run: _Run) -> None:
         batch_size = max(1, self.config.batch_size)
@@ -545,7 +550,12 @@ class Search:
                 with self._lock:
                     finished = self._finished(run)
                     if finished and not in_flight:
-                        return
+                        if not self._may_reopen(run):
+                            return
+                        # Stopped early while other workers' leaves are at the network: their results (and the
+                        # visit rate they bring under a time limit) can make the best move catchable again.
+                        self._wake.wait(0.005)
+                        continue
                     attempts = 0
                     while (not finished and len(leaves) < batch_size and attempts < 4 * batch_size
                            and not self._finished(run)):

@@ -319,6 +319,39 @@ def test_early_stop_when_the_best_move_cannot_be_overtaken():
     assert result.move == parse_vertex("C3", 5)
 
 
+def test_a_worker_stopped_early_waits_for_leaves_in_flight_elsewhere_and_goes_on_if_the_lead_can_be_caught():
+    """With several workers, the lead can become catchable again when another worker's leaves come back (under a time
+    limit, their visits raise the rate, and so the playouts left). A worker that saw it uncatchable used to exit for
+    good; it now waits while leaves are in flight. Driven by hand: another worker's leaf is held at the network."""
+    from engine.search import _Leaf, _Run
+
+    search = Search(RiggedEvaluator(parse_vertex("C3", 5), 0.95), SearchConfig(threads=2, batch_size=1, visits=0),
+                    rng=np.random.default_rng(0))
+    state = GameState(5)
+    search.run(state, playouts=60, early_stop=False)  # a tree with a clear leader
+    # A run 20 playouts in (early stop looks from 16 on)
+    run = _Run(target=0, deadline=math.inf, stop=threading.Event(), early_stop=True, start=time.monotonic(),
+               started=20, finished=20)
+    search.set_position(state)
+    search._prepare_root(run, noise=False, allowed=None)
+    with search._lock:
+        held = search._descend(run)  # "another worker's" leaf, at the network
+        assert isinstance(held, _Leaf)
+        run.started += 1
+        run.target = run.started + 1  # one playout left: the lead cannot be caught
+    worker = threading.Thread(target=search._worker, args=(run,))
+    worker.start()
+    worker.join(0.2)
+    assert worker.is_alive() and run.stopped_early  # waiting for the held leaf, not gone
+    with search._lock:
+        run.target += 200  # as a higher visit rate would: plenty left, the lead can be caught
+    search._evaluate_batch([held], run)
+    worker.join(5.0)
+    assert not worker.is_alive() and run.started == run.finished > 22 + 16  # it went on searching
+    assert run.finished == run.target or run.stopped_early  # until the target, or the lead was safe again
+    check_tree(search)
+
+
 def test_evaluator_failure_leaves_no_virtual_loss():
     class Failing:
         calls = 0
