@@ -64,3 +64,11 @@ def test_bench_search_on_a_provider_this_machine_lacks_says_so_in_one_line(tiny_
     with pytest.raises(SystemExit) as exit_:
         bench_search.main([str(tiny_onnx), "--provider", "tensorrt"])
     assert str(exit_.value).startswith("tabula bench search: onnxruntime provider 'tensorrt' is not available here")
+
+
+def test_bench_search_plays_on_the_board_the_network_plays(capsys):
+    """A 9×9 network is benchmarked on 9×9 (it used to be asked for 19×19 positions and fail)."""
+    assert bench_search.main(["weights/tabula-4x32-rl9d.onnx", "--moves", "1", "--playouts", "24", "--threads", "1",
+                              "--batch", "4", "--seconds", "0.05", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "self-play on 9x9" in out and re.search(r"playouts/s +\d", out)

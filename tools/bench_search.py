@@ -196,11 +196,16 @@ class TimedSearch(Search):
         return self._timed("batch", lambda: super(TimedSearch, self)._finish_batch(leaves, pending, run))
 
 
+def board_size(evaluator) -> int:
+    """The board the benchmark plays on: 19×19 where the network plays it, else the largest size it plays."""
+    return 19 if 19 in evaluator.board_sizes else max(evaluator.board_sizes)
+
+
 def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: int,
               search_class: type[Search] = Search) -> dict:
     """Search ``moves`` successive positions of one game; returns totals (and the search, as ``search``)."""
     search = search_class(evaluator, config, rng=np.random.default_rng(seed))
-    state = GameState(19)
+    state = GameState(board_size(evaluator))
     totals: dict = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0, positions=[])
     for _ in range(moves):
         hits_before = search.cache.hits
@@ -232,7 +237,7 @@ def leelaz_rate(weights: str, threads: int, moves: int, playouts: int) -> tuple[
 
 def profile(evaluator, config: SearchConfig, playouts: int) -> str:
     search = Search(evaluator, SearchConfig(**{**config.__dict__, "threads": 1}), rng=np.random.default_rng(0))
-    state = GameState(19)
+    state = GameState(board_size(evaluator))
     search.run(state, visits=0, playouts=64, early_stop=False)  # warm up
     profiler = cProfile.Profile()
     profiler.enable()
@@ -290,8 +295,12 @@ def main(argv: list[str]) -> int:
     config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
                           playouts=args.playouts, early_stop=False).for_network(evaluator.on_gpu)
     args.in_flight = config.batches_in_flight
+    if args.leelaz and board_size(evaluator) != 19:
+        parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
+                     f"{board_size(evaluator)}x{board_size(evaluator)}")
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
-          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}")
+          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}; "
+          f"self-play on {board_size(evaluator)}x{board_size(evaluator)}")
     if args.instant_network:
         return instant_network_bound(evaluator, config, args)
     # Rounds alternate search and raw measurements so that load from other processes hits both alike.
