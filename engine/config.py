@@ -65,11 +65,23 @@ class NetConfig:
     """Where the network comes from and how it runs."""
 
     weights: tuple[str, ...] = ()  # ONNX files, each playing the sizes it was made for; () means the shipped ones
-    threads: int = 0  # onnxruntime intra-op threads (0: onnxruntime decides)
+    threads: int = 0  # onnxruntime intra-op threads on the CPU (0: chosen with the search, for_search)
     provider: str = "auto"  # auto | cpu | cuda | tensorrt | torch (see evaluator.OnnxEvaluator)
     precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 | fp32
     max_batch: int = 256  # the largest batch the GPU backends prepare for (TensorRT profile, CUDA graphs)
     cache_dir: str = ""  # TensorRT engine cache; "": evaluator.default_cache_dir()
+
+    def for_search(self, search: SearchConfig, cores: int) -> "NetConfig":
+        """This configuration with ``threads`` 0 resolved for a search on ``cores`` CPUs. Each search thread with
+        one batch in flight runs its own network calls, so as many run at once as there are search threads: they
+        share the cores (``cores // threads`` each) rather than each taking them all, which oversubscribed them
+        (docs/BENCHMARKS.md: 2 search threads on 2 cores, 1 onnxruntime thread each, ran about 20 % more playouts
+        per second than with onnxruntime's default). One network call at a time (one search thread, or batches in
+        flight, which one evaluator thread runs in turn) is left to onnxruntime's default (its physical cores)."""
+        concurrent = max(1, search.threads) if search.batches_in_flight <= 1 else 1
+        if self.threads > 0 or concurrent == 1:
+            return self
+        return replace(self, threads=max(1, cores // concurrent))
 
 
 @dataclass(frozen=True)

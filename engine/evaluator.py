@@ -91,6 +91,14 @@ def _stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def available_cores() -> int:
+    """The CPUs this process may run on: its affinity, which containers and ``taskset`` narrow, else all of them."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def nvidia_gpu_present() -> bool:
     """Whether an NVIDIA GPU is visible here, checked without importing torch or CUDA (it costs microseconds, so a
     CPU machine with torch installed does not pay torch's import on every start)."""
@@ -248,8 +256,9 @@ class OnnxEvaluator:
                     raise ValueError(f"{path}: the torch backend cannot run it: {_first_line(e)}") from None
                 notes.append(f"torch on CUDA failed: {_first_line(e)}")
         if log is not None:
-            log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}, "
-                f"{threads or 'default'} threads" + "".join(f"; {note}" for note in notes))
+            count = f"{threads} thread{'s' if threads != 1 else ''} per network call" if threads else "default threads"
+            log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}, {count}"
+                + "".join(f"; {note}" for note in notes))
 
     def _tensorrt_profile(self, ort, max_batch: int, batch_hint: int):
         """TensorRT's (batch, size) at min, opt and max, from the file's input shape and metadata (read through a

@@ -258,13 +258,13 @@ def default_weights() -> list[Path]:
 
 def from_config(config: EngineConfig) -> SearchGenerator:
     """The ``search`` entry of ``engine.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
-    from .evaluator import NetworkSet, OnnxEvaluator  # onnxruntime loads only when the search player is chosen
+    from .evaluator import NetworkSet, OnnxEvaluator, available_cores  # onnxruntime loads only when chosen
 
     seed = np.random.SeedSequence(config.seed)
     net_seed, search_seed, playout_seed = seed.spawn(3)
     paths = list(config.net.weights) or default_weights()
     net_rngs = [np.random.default_rng(s) for s in net_seed.spawn(len(paths))]
-    net = config.net
+    net = config.net.for_search(config.search, available_cores())
     networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=net.threads, provider=net.provider,
                               precision=net.precision, max_batch=net.max_batch, batch_hint=config.search.batch_size,
                               cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]

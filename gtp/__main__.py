@@ -57,7 +57,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--precision", default=defaults.net.precision, choices=PRECISIONS,
                         help="precision on a GPU (auto: fp16)")
     parser.add_argument("--net-threads", type=int, default=defaults.net.threads,
-                        help="onnxruntime threads on the CPU (0: onnxruntime decides)")
+                        help="onnxruntime threads per network call on the CPU (0: the cores shared among the "
+                             "search threads, or onnxruntime's default for one search thread)")
     parser.add_argument("--ponder", action="store_true", help="think on the opponent's time until the next command")
     parser.add_argument("--resign-winrate", type=float, default=defaults.search.resign_winrate,
                         help="resign below this winrate for several moves in a row (0: never resign)")

@@ -6,12 +6,15 @@ import time
 
 import numpy as np
 
-from engine.config import SearchConfig
+from engine import evaluator as evaluator_module
+from engine import search_player
+from engine.config import EngineConfig, NetConfig, SearchConfig
 from engine.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
 from engine.evaluator import Evaluation, UniformEvaluator
 from engine.game import GameState
 from engine.search_player import SearchGenerator
 from tests.conftest import board_from_ascii
+from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
 from tests.test_search import RiggedEvaluator, ScoreEvaluator
 
 
@@ -191,3 +194,26 @@ def test_pondering_stops_on_interrupt_and_keeps_the_tree():
     assert pondered > 30
     player.generate(state, WHITE, None)
     assert player.last_result.reused_visits == pondered and player.last_result.playouts == 0
+
+
+def test_the_network_calls_of_several_search_threads_share_the_cores():
+    """Each search thread runs its own network calls: with onnxruntime's default each call took every core, and two
+    threads oversubscribed them (about 20 % fewer playouts/s on 2 cores, docs/BENCHMARKS.md)."""
+    def resolved(cores, net_threads=0, **search):
+        return NetConfig(threads=net_threads).for_search(SearchConfig(**search), cores).threads
+
+    assert resolved(2, threads=2) == 1 and resolved(16, threads=2) == 8 and resolved(16, threads=3) == 5
+    assert resolved(1, threads=4) == 1  # never 0, which would mean onnxruntime's default again
+    assert resolved(16, threads=1) == 0  # one call at a time: onnxruntime's own choice
+    assert resolved(16, threads=2, batches_in_flight=2) == 0  # the evaluator's one thread runs the calls in turn
+    assert resolved(16, net_threads=3, threads=2) == 3  # asked for: kept
+
+
+def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monkeypatch, capsys):
+    monkeypatch.setattr(evaluator_module, "available_cores", lambda: 4)
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: False)
+    for search, expected in [(SearchConfig(threads=2), "2 threads per network call"),
+                             (SearchConfig(threads=4), "1 thread per network call"),
+                             (SearchConfig(threads=1), "default threads")]:
+        search_player.from_config(EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)), search=search))
+        assert capsys.readouterr().err.strip().endswith(f"on CPUExecutionProvider, {expected}")

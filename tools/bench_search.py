@@ -1,6 +1,6 @@
 """`tabula bench search WEIGHTS`: search speed against the raw network, measured in one run.
 
-    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch 8] [--net-threads 2]
+    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch 8] [--net-threads 0]
                                  [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
                                  [--leelaz LZ_WEIGHTS.txt] [--profile]
 
@@ -25,8 +25,9 @@ import time
 
 import numpy as np
 
-from engine.config import SearchConfig
-from engine.evaluator import BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, evaluate_async
+from engine.config import NetConfig, SearchConfig
+from engine.evaluator import (BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, available_cores,
+                              evaluate_async)
 from engine.game import GameState
 from engine.search import Search
 
@@ -44,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--in-flight", type=int, default=0,
                         help="batches each search thread keeps at the network at once (batches_in_flight; "
                              "default 0: as tabula gtp, 2 on a GPU and 1 on the CPU)")
-    parser.add_argument("--net-threads", type=int, default=2, help="onnxruntime intra-op threads")
+    parser.add_argument("--net-threads", type=int, default=0,
+                        help="onnxruntime threads per network call (default 0: as tabula gtp chooses)")
     parser.add_argument("--provider", default="cpu", choices=BACKENDS,
                         help="what runs the network (default cpu; auto picks a GPU where there is one)")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS, help="precision on a GPU")
@@ -286,20 +288,22 @@ def main(argv: list[str]) -> int:
     if args.in_flight < 0:
         parser.error("--in-flight must be 0 (as tabula gtp chooses) or more")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
+    config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
+                          playouts=args.playouts, early_stop=False)
+    args.net_threads = NetConfig(threads=args.net_threads).for_search(config, available_cores()).threads
     try:
         evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                             threads=args.net_threads, provider=args.provider, precision=args.precision,
                             batch_hint=args.batch, log=None)
     except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
         raise SystemExit(f"tabula bench search: {error}") from None
-    config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
-                          playouts=args.playouts, early_stop=False).for_network(evaluator.on_gpu)
+    config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
     args.in_flight = config.batches_in_flight
     if args.leelaz and board_size(evaluator) != 19:
         parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
                      f"{board_size(evaluator)}x{board_size(evaluator)}")
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
-          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads}; "
+          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads or 'default'}; "
           f"self-play on {board_size(evaluator)}x{board_size(evaluator)}")
     if args.instant_network:
         return instant_network_bound(evaluator, config, args)
