@@ -91,12 +91,21 @@ def _stderr_log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def available_cores() -> int:
-    """The CPUs this process may run on: its affinity, which containers and ``taskset`` narrow, else all of them."""
+def available_cores(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """The CPUs this process may use: its affinity (which ``taskset`` narrows), else all of them, and no more than
+    a container's CPU quota (cgroup v2 ``cpu.max``: "quota period", or "max" for none)."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    try:
+        with open(cgroup_cpu_max) as handle:
+            quota, period = handle.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, -(-int(quota) // int(period)))  # a quota of 2.5 CPUs runs 3 threads part-time
+    except (OSError, ValueError):  # no cgroup v2 here, or a file we do not understand: the affinity stands
+        pass
+    return max(1, cores)
 
 
 def nvidia_gpu_present() -> bool:
@@ -236,9 +245,9 @@ class OnnxEvaluator:
                 failure = e
                 if start == len(candidates) - 1:
                     break
-                notes.append(f"{chosen[0]} failed: {_first_line(e)}")
+                notes.append(f"{chosen[0]} failed: {first_line(e)}")
         if session is None:
-            raise NetworkFileError(path, f"onnxruntime cannot load it: {_first_line(failure)}")
+            raise NetworkFileError(path, f"onnxruntime cannot load it: {first_line(failure)}")
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
@@ -253,11 +262,14 @@ class OnnxEvaluator:
                 self._start_torch(precision, max_batch, batch_hint)
             except Exception as e:  # no torch, no CUDA, a driver problem, outputs that disagree: all fall back
                 if provider == TORCH:
-                    raise ValueError(f"{path}: the torch backend cannot run it: {_first_line(e)}") from None
-                notes.append(f"torch on CUDA failed: {_first_line(e)}")
+                    raise ValueError(f"{path}: the torch backend cannot run it: {first_line(e)}") from None
+                notes.append(f"torch on CUDA failed: {first_line(e)}")
         if log is not None:
-            count = f"{threads} thread{'s' if threads != 1 else ''} per network call" if threads else "default threads"
-            log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}, {count}"
+            count = ""  # onnxruntime's CPU threads: they matter to nothing else
+            if self.provider == PROVIDERS["cpu"]:
+                count = f", {threads} thread{'s' if threads != 1 else ''} per network call" if threads else \
+                    ", default threads"
+            log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}{count}"
                 + "".join(f"; {note}" for note in notes))
 
     def _tensorrt_profile(self, ort, max_batch: int, batch_hint: int):
@@ -529,7 +541,8 @@ def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.nd
     return float(max(probabilities, np.abs(ref_value.reshape(-1) - value.reshape(-1)).max()))
 
 
-def _first_line(error: BaseException | None) -> str:
+def first_line(error: BaseException | None) -> str:
+    """An error's message as one log line can hold it (its type where it has none)."""
     text = str(error).strip()
     return text.splitlines()[0][:300] if text else type(error).__name__
 

@@ -79,6 +79,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         raise SystemExit(f"tabula gtp: --size must be in {MIN_SIZE}..{MAX_SIZE}")
     if args.batches_in_flight < 0:
         raise SystemExit("tabula gtp: --batches-in-flight must be 0 (2 on a GPU, 1 on the CPU) or more")
+    if args.net_threads < 0:
+        raise SystemExit("tabula gtp: --net-threads must be 0 (chosen with the search threads) or more")
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),

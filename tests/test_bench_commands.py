@@ -28,10 +28,29 @@ def test_bench_net_skips_a_gpu_path_this_machine_cannot_run_and_measures_the_res
     assert re.search(r"onnx-fp32\s+t=1\s+\d+", out) and not re.search(r"torch-cuda-fp16\s+t=1", out)
 
 
+def test_bench_net_drops_a_gpu_path_that_fails_while_measuring_and_keeps_its_figures_so_far(tiny_onnx, capsys,
+                                                                                              monkeypatch):
+    def fails_beyond_batch_1(path, fp32, max_batch):
+        def run(planes):
+            if len(planes) > 1:
+                raise RuntimeError("CUDA out of memory\n(details)")
+            return cpu(planes)
+        return run
+
+    cpu = bench_net.OnnxEvaluator(str(tiny_onnx), symmetry="identity", provider="cpu", log=None).run
+    monkeypatch.setattr(bench_net, "gpu_runner", fails_beyond_batch_1)
+    assert bench_net.main([str(tiny_onnx), "--batches", "1,4", "--threads", "1", "--seconds", "0.02", "--rounds", "1",
+                           "--paths", "onnx-fp32,torch-cuda-fp16", "--accuracy-positions", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "# torch-cuda-fp16: failed at batch 4, dropped: CUDA out of memory\n" in out
+    assert re.search(r"torch-cuda-fp16 t=1 +[1-9]\d* +0\n", out)  # batch 1 measured, batch 4 not
+    assert re.search(r"onnx-fp32\s+t=1\s+\d+\s+\d+", out)
+
+
 def test_bench_net_refuses_an_unknown_path(tiny_onnx, capsys):
     with pytest.raises(SystemExit) as exit_:
         bench_net.main([str(tiny_onnx), "--paths", "onnx-fp32,onnx-gpu"])
-    assert exit_.value.code == 2 and "unknown path onnx-gpu" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "unknown path 'onnx-gpu'" in capsys.readouterr().err
 
 
 def test_bench_search_reports_efficiency(tiny_onnx, capsys):
@@ -50,7 +69,6 @@ def test_bench_search_with_an_instant_network_replays_the_recorded_outputs(tiny_
     assert re.search(r"had not seen: 0 in 128 playouts", out)
     split = re.search(r"descent ([\d.]+), evaluator ([\d.]+) .*expansion and backup (-?[\d.]+)", out)
     assert split and float(split.group(1)) > 0 and float(split.group(2)) > 0
-
 
 
 @pytest.mark.parametrize("module", [bench_net, bench_search], ids=["net", "search"])

@@ -263,7 +263,6 @@ def test_no_gpu_is_seen_when_cuda_visible_devices_hides_them(monkeypatch):
     assert evaluator_module.nvidia_gpu_present() is False
 
 
-
 def test_the_gpu_benchmark_commands_need_neither_the_games_nor_sgfmill(tmp_path, monkeypatch, capsys):
     """The lent GPU machine has no ../shared games and no sgfmill: `export --random` and `bench net` (the first
     commands of the GPU plan in docs/BENCHMARKS.md) fall back to random positions there."""

@@ -226,6 +226,15 @@ def test_batches_in_flight_from_the_command_line() -> None:
         build_config(parse_args(["--batches-in-flight", "-3"]))
 
 
+def test_network_threads_from_the_command_line() -> None:
+    from gtp.__main__ import build_config, parse_args
+
+    assert build_config(parse_args([])).net.threads == 0  # chosen with the search threads
+    assert build_config(parse_args(["--net-threads", "3"])).net.threads == 3
+    with pytest.raises(SystemExit, match="--net-threads must be 0"):
+        build_config(parse_args(["--net-threads", "-1"]))
+
+
 REPLY = re.compile(r"(=|\?)\d*( [^\n]*)?(\n[^\n]+)*\n\n")
 
 

@@ -209,6 +209,20 @@ def test_the_network_calls_of_several_search_threads_share_the_cores():
     assert resolved(16, net_threads=3, threads=2) == 3  # asked for: kept
 
 
+def test_the_cores_counted_are_no_more_than_a_containers_cpu_quota(tmp_path):
+    cpu_max = tmp_path / "cpu.max"
+    mine = evaluator_module.available_cores(str(tmp_path / "none"))  # no cgroup file: the affinity
+    assert mine >= 1
+    cpu_max.write_text("max 100000\n")
+    assert evaluator_module.available_cores(str(cpu_max)) == mine
+    cpu_max.write_text("150000 100000\n")  # 1.5 CPUs
+    assert evaluator_module.available_cores(str(cpu_max)) == min(mine, 2)
+    cpu_max.write_text("50000 100000\n")
+    assert evaluator_module.available_cores(str(cpu_max)) == 1
+    cpu_max.write_text("garbage\n")
+    assert evaluator_module.available_cores(str(cpu_max)) == mine
+
+
 def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monkeypatch, capsys):
     monkeypatch.setattr(evaluator_module, "available_cores", lambda: 4)
     monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: False)

@@ -285,8 +285,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.latency_ms < 0 or (args.latency_ms and not args.instant_network):
         parser.error("--latency-ms is a non-negative wait for --instant-network")
-    if args.in_flight < 0:
-        parser.error("--in-flight must be 0 (as tabula gtp chooses) or more")
+    if args.in_flight < 0 or args.net_threads < 0:
+        parser.error("--in-flight and --net-threads must be 0 (as tabula gtp chooses) or more")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
     config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
                           playouts=args.playouts, early_stop=False)
@@ -302,8 +302,9 @@ def main(argv: list[str]) -> int:
     if args.leelaz and board_size(evaluator) != 19:
         parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
                      f"{board_size(evaluator)}x{board_size(evaluator)}")
+    cpu_threads = "" if evaluator.on_gpu else f", net threads {args.net_threads or 'default'}"
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
-          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}, net threads {args.net_threads or 'default'}; "
+          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}{cpu_threads}; "
           f"self-play on {board_size(evaluator)}x{board_size(evaluator)}")
     if args.instant_network:
         return instant_network_bound(evaluator, config, args)

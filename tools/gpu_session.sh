@@ -21,17 +21,21 @@ export PYTHONUNBUFFERED=1
 
 if [ "${QUICK:-0}" = 1 ]; then
   specs=("1 8 1" "1 16 2" "2 16 3"); big=r2x16; batches_net=1,8,32; batches_search=(8); playouts=48
-  threads=(1 2); flights=(1 2); limit=60; raw_seconds=0.1
+  threads=(1 2); flights=(2 1); limit=60; raw_seconds=0.1
 else
+  # Part 2 in order of what matters most, since the budget may end it early: the batches that can fill an H100
+  # first, 2 in flight (the GPU default) before 1 and 3, one search thread before two; batch 16 last.
   specs=("6 64 1" "10 128 2" "20 256 3"); big=r20x256; batches_net=1,8,16,32,64,128,256
-  batches_search=(16 32 64 128); playouts=1600; threads=(1 2); flights=(1 2 3); limit=45; raw_seconds=1
+  batches_search=(64 32 128 16); playouts=1600; threads=(1 2); flights=(2 1 3); limit=45; raw_seconds=1
 fi
 
 # sgfmill, which tabula gtp imports, is not on the lent machine: a session carries it as a wheel in .whl (see
-# docs/BENCHMARKS.md) and it is installed here, outside the system's packages.
-if ! python3 -c "import sgfmill" 2>/dev/null && ls .whl/sgfmill-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/tabula-site .whl/sgfmill-*.whl \
-    && export PYTHONPATH=/tmp/tabula-site${PYTHONPATH:+:$PYTHONPATH}
+# docs/BENCHMARKS.md; WHEELS names another folder) and it is installed beside the networks, outside the system's
+# packages.
+wheels=${WHEELS:-.whl}
+if ! python3 -c "import sgfmill" 2>/dev/null && ls "$wheels"/sgfmill-*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target "$nets/site" "$wheels"/sgfmill-*.whl \
+    && export PYTHONPATH=$nets/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 
 deadline=$((SECONDS + ${BUDGET:-540}))  # the whole part stays inside one 10-minute device call
@@ -40,7 +44,7 @@ step() {  # step SECONDS COMMAND...: run and log one command under a time limit 
   echo "\$ $*" | tee -a "$log"
   if [ "$left" -lt 10 ]; then echo "# skipped: the part's ${BUDGET:-540} s are spent" | tee -a "$log"; return; fi
   [ "$seconds" -le "$left" ] || seconds=$left
-  timeout "$seconds" "$@" 2>&1 | tee -a "$log"
+  timeout -k 10 "$seconds" "$@" 2>&1 | tee -a "$log"  # -k: a process stuck in the driver ignores SIGTERM
   local rc=${PIPESTATUS[0]}
   [ "$rc" = 0 ] || echo "# exit status $rc$([ "$rc" = 124 ] && echo ": over its ${seconds} s limit")" | tee -a "$log"
 }
@@ -79,16 +83,21 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   ;;
 2)
   export_nets
-  for b in "${batches_search[@]}"; do for t in "${threads[@]}"; do for f in "${flights[@]}"; do
-    step "$limit" python3 -m tools.cli bench search "$nets/$big.onnx" --provider auto --threads "$t" \
-        --in-flight "$f" --batch "$b" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
+  search() {  # search NET THREADS IN_FLIGHT BATCH: one bench search on the GPU
+    step "$limit" python3 -m tools.cli bench search "$nets/$1.onnx" --provider auto --threads "$2" \
+        --in-flight "$3" --batch "$4" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
+  }
+  first=${batches_search[0]}
+  for spec in "${specs[@]}"; do  # every network once, at the likely best setting: the table's core, first
+    set -- $spec
+    search "r$1x$2" 1 "${flights[0]}" "$first"
+  done
+  for b in "${batches_search[@]}"; do for f in "${flights[@]}"; do for t in "${threads[@]}"; do
+    [ "$b/$f/$t" = "$first/${flights[0]}/1" ] || search "$big" "$t" "$f" "$b"
   done; done; done
   for spec in "${specs[@]:0:2}"; do
     set -- $spec
-    for b in "${batches_search[@]}"; do
-      step "$limit" python3 -m tools.cli bench search "$nets/r$1x$2.onnx" --provider auto --threads 1 \
-          --in-flight 2 --batch "$b" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
-    done
+    for b in "${batches_search[@]:1}"; do search "r$1x$2" 1 "${flights[0]}" "$b"; done
   done
   ;;
 *)
