@@ -82,14 +82,14 @@ def accuracy(states, reference: tuple[np.ndarray, np.ndarray],
 def main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    unknown = [repr(p) for p in args.paths.split(",") if p not in CPU_PATHS + GPU_PATHS]
+    paths = args.paths.split(",")
+    unknown = [repr(p) for p in paths if p not in CPU_PATHS + GPU_PATHS]
     if unknown:
         parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
     from tools.export import calibration_planes, quantize_int8, random_positions, sgf_positions
 
     batches = [int(b) for b in args.batches.split(",")]
     thread_counts = [int(t) for t in args.threads.split(",")]
-    paths = args.paths.split(",")
     with tempfile.TemporaryDirectory() as scratch:
         fp32 = args.weights
         try:

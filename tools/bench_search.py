@@ -299,13 +299,14 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"tabula bench search: {error}") from None
     config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
     args.in_flight = config.batches_in_flight
-    if args.leelaz and board_size(evaluator) != 19:
+    size = board_size(evaluator)
+    if args.leelaz and size != 19:
         parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
-                     f"{board_size(evaluator)}x{board_size(evaluator)}")
+                     f"{size}x{size}")
     cpu_threads = "" if evaluator.on_gpu else f", net threads {args.net_threads or 'default'}"
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
           f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}{cpu_threads}; "
-          f"self-play on {board_size(evaluator)}x{board_size(evaluator)}")
+          f"self-play on {size}x{size}")
     if args.instant_network:
         return instant_network_bound(evaluator, config, args)
     # Rounds alternate search and raw measurements so that load from other processes hits both alike.

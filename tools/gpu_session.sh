@@ -66,10 +66,10 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   export_nets
   step 240 python3 -m pytest -m gpu tests/test_gpu_backends.py -q
   # The "done when": tabula gtp picks the GPU by itself and says so on stderr (needs sgfmill, above).
-  printf 'name\nboardsize 19\ngenmove b\ngenmove w\nquit\n' > /tmp/tabula-gtp-input
+  printf 'name\nboardsize 19\ngenmove b\ngenmove w\nquit\n' > "$nets/gtp-input"
   echo "# tabula gtp's input: name, boardsize 19, genmove b, genmove w, quit" | tee -a "$log"
   step 120 python3 -m tools.cli gtp --weights weights/tabula-6x64-sl.onnx --playouts $((playouts / 2)) \
-      --seed 1 < /tmp/tabula-gtp-input
+      --seed 1 < "$nets/gtp-input"
   for spec in "${specs[@]}"; do
     set -- $spec
     step 120 python3 -m tools.cli bench net "$nets/r$1x$2.onnx" --threads 1 --batches $batches_net --rounds 2 \
@@ -90,14 +90,14 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   first=${batches_search[0]}
   for spec in "${specs[@]}"; do  # every network once, at the likely best setting: the table's core, first
     set -- $spec
-    search "r$1x$2" 1 "${flights[0]}" "$first"
+    search "r$1x$2" "${threads[0]}" "${flights[0]}" "$first"
   done
   for b in "${batches_search[@]}"; do for f in "${flights[@]}"; do for t in "${threads[@]}"; do
-    [ "$b/$f/$t" = "$first/${flights[0]}/1" ] || search "$big" "$t" "$f" "$b"
+    [ "$b/$f/$t" = "$first/${flights[0]}/${threads[0]}" ] || search "$big" "$t" "$f" "$b"
   done; done; done
   for spec in "${specs[@]:0:2}"; do
     set -- $spec
-    for b in "${batches_search[@]:1}"; do search "r$1x$2" 1 "${flights[0]}" "$b"; done
+    for b in "${batches_search[@]:1}"; do search "r$1x$2" "${threads[0]}" "${flights[0]}" "$b"; done
   done
   ;;
 *)
