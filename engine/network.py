@@ -9,7 +9,10 @@ heads share one residual trunk (3×3 input conv, then blocks of conv-BN-ReLU-con
   come from global mean and max pooling, so one net plays 9×9, 13×13 and 19×19.
 
 ``forward(planes float32 [B, 18, N, N]) -> (policy logits float32 [B, N*N+1] pass last, value float32 [B] tanh)``;
-the value is from the side to move's view. Checkpoints load with ``weights_only=True`` only: weights are data.
+the value is from the side to move's view. A pooled net with ``aux`` heads adds two outputs, ``score`` float32 [B]
+(the final margin in points, side to move's view) and ``ownership`` float32 [B, N*N] (tanh, +1: the side to move
+will own the point), and trains a third, the opponent's reply (KataGo's auxiliary policy), which is not exported.
+Checkpoints load with ``weights_only=True`` only: weights are data.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ AGZ = "agz"
 POOLED = "pooled"
 SIDE_TO_MOVE = "side_to_move"
 BLACK_VIEW = "black"  # Leela Zero v2 files (ELF OpenGo): the value head predicts black's outcome
+SCORE_SCALE = 10.0  # the score head's raw output is in tens of points, so that it trains at unit scale
+OUTPUTS = ("policy", "value")
+AUX_OUTPUTS = ("score", "ownership")
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ class NetSpec:
     value_hidden: int = 256  # width of the value head's hidden layer
     head_channels: int = 32  # pooled head: channels of the 1×1 head convolutions
     value_perspective: str = SIDE_TO_MOVE  # side_to_move | black (imported ELF nets)
+    aux: bool = False  # pooled head only: score, ownership and opponent-reply heads
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -53,6 +60,8 @@ class NetSpec:
             raise ValueError(f"unknown value perspective {self.value_perspective!r}")
         if self.blocks < 0 or self.filters < 1:
             raise ValueError("blocks must be >= 0 and filters >= 1")
+        if self.aux and self.head != POOLED:
+            raise ValueError("auxiliary heads need the pooled head")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,22 +120,37 @@ class PooledHead(nn.Module):
         self.value_conv = ConvBN(spec.filters, channels, 1)
         self.value_fc1 = nn.Linear(3 * channels, spec.value_hidden)
         self.value_fc2 = nn.Linear(spec.value_hidden, 1)
+        self.aux = spec.aux
+        if spec.aux:
+            self.reply_points = nn.Conv2d(channels, 1, 1)
+            self.reply_pass = nn.Linear(2 * channels, 1)
+            self.ownership_points = nn.Conv2d(channels, 1, 1)
+            self.score_fc = nn.Linear(spec.value_hidden, 1)
 
-    def forward(self, x: torch.Tensor, size: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``size``: float [B, 1], the board's side length."""
+    def forward(self, x: torch.Tensor, size: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``size``: float [B, 1], the board's side length. Raw outputs: value before tanh, ownership before tanh,
+        score in tens of points."""
         p = F.relu(self.policy_conv(x))
         pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
-        policy = torch.cat([self.policy_points(p).flatten(1), self.policy_pass(pooled)], dim=1)
+        out = {"policy": torch.cat([self.policy_points(p).flatten(1), self.policy_pass(pooled)], dim=1)}
         v = F.relu(self.value_conv(x))
         mean = v.mean(dim=(2, 3))
         # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
-        pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
-        hidden = F.relu(self.value_fc1(pooled))
-        return policy, self.value_fc2(hidden)[:, 0]
+        value_pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
+        hidden = F.relu(self.value_fc1(value_pooled))
+        out["value"] = self.value_fc2(hidden)[:, 0]
+        if self.aux:
+            out["reply"] = torch.cat([self.reply_points(p).flatten(1), self.reply_pass(pooled)], dim=1)
+            # ownership reads the value branch's per-point features: who owns a point is what the value sums up
+            out["ownership"] = self.ownership_points(v).flatten(1)
+            out["score"] = self.score_fc(hidden)[:, 0]
+        return out
 
 
 class TabulaNet(nn.Module):
-    """The residual network. ``forward(planes [B, 18, N, N]) -> (policy logits [B, N*N+1], value [B] in [-1, 1])``."""
+    """The residual network. ``forward(planes [B, 18, N, N]) -> (policy logits [B, N*N+1], value [B] in [-1, 1])``,
+    plus (score [B] in points, ownership [B, N*N] in [-1, 1]) with aux heads; ``train_outputs`` gives every head's
+    raw output for the losses."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -135,18 +159,24 @@ class TabulaNet(nn.Module):
         self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
         self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
 
-    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Raw head outputs: policy and reply logits, value and ownership before tanh, score in tens of points."""
         x = self.tower(F.relu(self.input(planes)))
         if self.spec.head == AGZ:
             policy, value = self.head(x)
-        else:
-            # Planes 16 and 17 together are all ones: their sum is the number of points, without reading the shape.
-            size = torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3)))[:, None]
-            policy, value = self.head(x, size)
-        value = torch.tanh(value)
+            return {"policy": policy, "value": value}
+        # Planes 16 and 17 together are all ones: their sum is the number of points, without reading the shape.
+        size = torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3)))[:, None]
+        return self.head(x, size)
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.train_outputs(planes)
+        value = torch.tanh(out["value"])
         if self.spec.value_perspective == BLACK_VIEW:
             value = value * (2.0 * planes[:, 16, 0, 0] - 1.0)
-        return policy, value
+        if not self.spec.aux:
+            return out["policy"], value
+        return out["policy"], value, SCORE_SCALE * out["score"], torch.tanh(out["ownership"])
 
 
 # -- checkpoints -----------------------------------------------------------------------------------------------
@@ -208,7 +238,7 @@ def random_network(spec: NetSpec, seed: int, calibration: Sequence[np.ndarray] =
 
 def _scale_outputs(model: TabulaNet, calibration: Sequence[np.ndarray]) -> None:
     with torch.no_grad():
-        policy, _ = model(torch.from_numpy(np.ascontiguousarray(calibration[0])))
+        policy = model(torch.from_numpy(np.ascontiguousarray(calibration[0])))[0]
         spread = float(policy[:, :-1].std(dim=1).mean())
         head = model.head
         last = head.policy_fc if isinstance(head, AgzHead) else head.policy_points
@@ -239,13 +269,18 @@ def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
         "input": "planes float32 [batch, 18, N, N], y = 0 the bottom row",
         "policy": "logits float32 [batch, N*N+1], point y*N+x, pass last",
         "value": "tanh float32 [batch], side to move's view, in [-1, 1]",
+        **({"score": "float32 [batch], the final margin in points, side to move's view",
+            "ownership": "tanh float32 [batch, N*N], +1 owned by the side to move at the end"}
+           if model.spec.aux else {}),
         "precision": precision,
         "provenance": provenance,
     }
 
 
 def default_board_sizes(spec: NetSpec) -> list[int]:
-    return [spec.board_size] if spec.head == AGZ else [9, 13, 19]
+    """The sizes a network is declared to play: its own for the agz head; for the pooled head every size a GTP
+    client can ask for (2 to 25), since its convolutions and pooling apply to any board."""
+    return [spec.board_size] if spec.head == AGZ else list(range(2, 26))
 
 
 def export_onnx(model: TabulaNet, path: str | os.PathLike, provenance: str,
@@ -270,15 +305,17 @@ def export_onnx(model: TabulaNet, path: str | os.PathLike, provenance: str,
         warnings.simplefilter("ignore")
         # The TorchScript exporter is fast and, without constant folding, keeps parameter names (batch norms are
         # fused by onnxruntime at load time instead), which ``load_onnx`` relies on.
-        torch.onnx.export(model, (example,), path, input_names=["planes"], output_names=["policy", "value"],
-                          dynamic_axes={"planes": dynamic, "policy": {0: "batch"}, "value": {0: "batch"}},
+        names = list(OUTPUTS + (AUX_OUTPUTS if spec.aux else ()))
+        axes = {"planes": dynamic, **{name: {0: "batch"} for name in names}}
+        torch.onnx.export(model, (example,), path, input_names=["planes"], output_names=names, dynamic_axes=axes,
                           opset_version=17, do_constant_folding=False, dynamo=False)
     proto = onnx.load(path)
     set_metadata(proto, onnx_metadata(model, sizes, provenance))
     onnx.save(proto, path)
     if check:
         onnx.checker.check_model(path)
-        for s in sizes:
+        # every size a pooled net declares runs the same graph: check the ends and the usual sizes
+        for s in sorted({sizes[0], sizes[-1]} | ({9, 13, 19} & set(sizes))):
             compare_with_onnx(model, path, s)
 
 
@@ -298,10 +335,11 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
     planes[:, 16:18] = 0.0
     planes[:, 16 + rng.integers(0, 2, 3)] = 1.0
     with torch.no_grad():
-        policy, value = model(torch.from_numpy(planes))
+        expected = model(torch.from_numpy(planes))
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    onnx_policy, onnx_value = session.run(["policy", "value"], {"planes": planes})
-    diff = max(float(np.abs(onnx_policy - policy.numpy()).max()), float(np.abs(onnx_value - value.numpy()).max()))
+    names = list(OUTPUTS + (AUX_OUTPUTS if model.spec.aux else ()))
+    actual = session.run(names, {"planes": planes})
+    diff = max(float(np.abs(a - e.numpy()).max()) for a, e in zip(actual, expected))
     if not diff <= tolerance:
         raise RuntimeError(f"{path}: onnxruntime and torch differ by {diff:g} on {size}x{size}")
     return diff

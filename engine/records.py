@@ -12,7 +12,9 @@ record: each one is dropped with a reason that ``FilterReport`` counts. Policy f
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import random
 import re
 import tarfile
 import zipfile
@@ -20,10 +22,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import numpy as np
 from sgfmill import sgf
 
 from .board import IllegalMoveError
-from .coords import BLACK, PASS, WHITE, from_rowcol
+from .coords import BLACK, EMPTY, PASS, WHITE, from_rowcol
 from .game import SIMPLE_KO, GameState, Rules
 
 SGF_SUFFIXES = (".sgf",)
@@ -85,6 +88,10 @@ class Record:
     winner: int = 0
     result_kind: int = OTHER
     value_weight: float = 1.0  # 0: the result is no value target (time, forfeit, handicap, unknown)
+    margin: float = math.nan  # black's winning margin in points for games decided by counting (RE[B+3.5]: 3.5)
+    # The final position's owner of each point (int8 [N*N], black +1, white -1, 0 dame or seki), black's view, for
+    # games counted to the end whose owners agree with the recorded margin; None for all others.
+    ownership: "np.ndarray | None" = None
 
     def key(self) -> bytes:
         """16-byte identity of the game for deduplication and the train/validation split: size, setup and moves."""
@@ -138,6 +145,49 @@ def parse_result(text: str | None) -> tuple[int, int]:
     except ValueError:
         raise RecordError(REASON_BAD_RESULT, word) from None
     return winner, SCORE
+
+
+def result_margin(text: str | None) -> float:
+    """Black's margin from an SGF ``RE`` decided by counting (``B+3.5`` → 3.5, ``W+0.5`` → -0.5, a draw 0); NaN for
+    every other result (resignation, time, forfeit, none)."""
+    try:
+        winner, kind = parse_result(text)
+    except RecordError:
+        return math.nan
+    if kind == DRAW:
+        return 0.0
+    if kind != SCORE:
+        return math.nan
+    margin = float(_RESULT.match(text.strip()).group(2))
+    return margin if winner == BLACK else -margin
+
+
+def final_ownership(record: Record, rng: random.Random, playouts: int = 8,
+                    tolerance: float = 3.0) -> np.ndarray | None:
+    """The owners of the points at the end of a counted game (int8 [N*N], black +1, white -1, 0 neither), or None
+    when they cannot be trusted.
+
+    Dead stones are the strings that random playouts from the final position give to the opponent (as
+    ``final_status_list`` judges them); the rest is counted by area. The labels are kept only when that count agrees
+    with the recorded margin within ``tolerance`` points, so a game stopped before its dead stones were settled, or
+    a seki the playouts misjudge, gives no ownership target. Area and territory counting differ by a point or two
+    (prisoners, dame parity), hence the tolerance.
+    """
+    from .playout import dead_stones, ownership  # playout sits above records' other needs
+
+    if math.isnan(record.margin):
+        return None
+    state = record.replay()
+    owned = ownership(state, rng, playouts)
+    board = state.board.copy()
+    for point in dead_stones(state, owned):
+        board.color[board.geometry.padded[point]] = EMPTY  # area_owners reads only the colours
+    owners = np.asarray(board.area_owners(), dtype=np.int8)[np.asarray(board.geometry.padded)]
+    labels = np.select([owners == BLACK, owners == WHITE], [1, -1], 0).astype(np.int8)
+    area_margin = float(labels.sum()) - record.komi
+    if abs(area_margin - record.margin) > tolerance:
+        return None
+    return labels
 
 
 def parse_record(name: str, data: bytes, rules: RecordFilter = RecordFilter()) -> Record:
@@ -200,7 +250,8 @@ def _parse_record(name: str, data: bytes, rules: RecordFilter) -> Record:
     if len(moves) < rules.min_moves:
         raise RecordError(REASON_SHORT, f"{len(moves)} moves")
     record = Record(name=name, size=size, komi=komi, moves=moves, setup=setup,
-                    handicap=handicap or len(setup), winner=winner, result_kind=kind, value_weight=value_weight)
+                    handicap=handicap or len(setup), winner=winner, result_kind=kind, value_weight=value_weight,
+                    margin=result_margin(result_text) if value_weight > 0 else math.nan)
     record.replay(Rules(komi=komi, superko=rules.superko))  # raises IllegalMoveError
     return record
 
@@ -317,5 +368,5 @@ def is_validation(key: bytes, fraction: float) -> bool:
 
 
 __all__ = ["Record", "RecordError", "RecordFilter", "RecordReader", "FilterReport", "REASONS", "RESULT_KIND_NAMES",
-           "iter_sgf_files", "iter_records", "parse_record", "parse_result", "is_validation",
+           "iter_sgf_files", "iter_records", "parse_record", "parse_result", "result_margin", "final_ownership", "is_validation",
            "SCORE", "RESIGN", "TIME", "FORFEIT", "DRAW", "OTHER"]

@@ -118,7 +118,7 @@ class TorchRunner:
         with self._lock, torch.inference_mode():
             if not self.cuda_graphs:
                 x = host.to(device=self.device, dtype=self.dtype).contiguous(memory_format=torch.channels_last)
-                policy, value = self.model(x)
+                policy, value = self.model(x)[:2]
             else:
                 bucket = self.buckets[bisect.bisect_left(self.buckets, count)]
                 graph, x, policy, value = self._graph(bucket, planes.shape[-1])
@@ -149,7 +149,7 @@ class TorchRunner:
         # Each graph keeps its own memory pool (torch's default). Graphs replayed one at a time could share one
         # and save memory, but a few MiB per graph is nothing beside an H100's memory.
         with torch.cuda.graph(graph):
-            policy, value = self.model(x)
+            policy, value = self.model(x)[:2]
         return graph, x, policy, value
 
 

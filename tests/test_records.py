@@ -1,6 +1,7 @@
 """Reading game records: every archive kind, exact counts per drop reason, results, dedup and the split."""
 import hashlib
 
+import numpy as np
 import pytest
 
 from engine.coords import BLACK, PASS, WHITE
@@ -111,3 +112,42 @@ def test_split_is_deterministic_and_near_the_fraction():
     assert not any(is_validation(key, 0.0) for key in keys)
     many = [hashlib.blake2b(b"%d" % i, digest_size=16).digest() for i in range(10000)]
     assert 900 <= sum(is_validation(key, 0.1) for key in many) <= 1100
+
+
+# -- counted margins and final ownership (the score and ownership targets) ----------------------------------------
+
+
+def test_result_margin_is_blacks_margin_for_counted_games_only():
+    import math
+    from engine.records import result_margin
+    assert result_margin("B+3.5") == 3.5
+    assert result_margin("W+0.5") == -0.5
+    assert result_margin("0") == 0.0
+    for text in ("B+R", "W+T", "B+F", "W+", None, "Void", "nonsense"):
+        assert math.isnan(result_margin(text))
+
+
+def _walls_record(result: str):
+    """7x7: black's wall on column D, white's on column E; black owns A-D (28 points), white E-G (21)."""
+    from engine.coords import from_rowcol
+    moves = []
+    for row in range(7):
+        moves += [from_rowcol((row, 3), 7), from_rowcol((row, 4), 7)]
+    return parse_record("walls", game_sgf(moves, size=7, result=result, komi=0.5), RecordFilter(size=7, min_moves=1))
+
+
+def test_final_ownership_labels_a_finished_game_that_agrees_with_its_result():
+    import random
+    from engine.records import final_ownership
+    record = _walls_record("B+6.5")
+    assert record.margin == 6.5
+    labels = final_ownership(record, random.Random(0))
+    expected = np.array([1 if x <= 3 else -1 for y in range(7) for x in range(7)], dtype=np.int8)
+    assert np.array_equal(labels, expected)
+
+
+def test_final_ownership_is_withheld_when_the_count_disagrees_with_the_result():
+    import random
+    from engine.records import final_ownership
+    assert final_ownership(_walls_record("W+12.5"), random.Random(0)) is None
+    assert final_ownership(_walls_record("B+R"), random.Random(0)) is None

@@ -106,7 +106,7 @@ def same_state(a: dict, b: dict) -> None:
 
 
 def comparable(lines: list[dict]) -> list[dict]:
-    return [{k: v for k, v in line.items() if k not in ("elapsed_s", "samples_per_s")} for line in lines]
+    return [{k: v for k, v in line.items() if k not in ("elapsed_s", "samples_per_s", "cpu_s")} for line in lines]
 
 
 def test_resuming_in_chunks_equals_an_uninterrupted_run(data_dir, tmp_path):
@@ -235,3 +235,79 @@ def test_a_new_run_can_start_from_another_runs_weights(data_dir, tmp_path):
         if key.endswith("conv.weight") or key.endswith("fc1.weight"):
             torch.testing.assert_close(a[key], b[key], rtol=0, atol=0)
     assert json.load(open(os.path.join(second, "config.json")))["init"] == source
+
+
+# -- the size-independent network's run: auxiliary targets, cosine schedule, weight average, kept checkpoint -------
+
+
+@pytest.fixture(scope="module")
+def counted_data_dir(tmp_path_factory):
+    """Shards whose games carry a counted margin and a final ownership, as `tabula prepare` writes for counted games."""
+    directory = tmp_path_factory.mktemp("counted")
+    records = learnable_records(30, moves=40)
+    for i, record in enumerate(records):
+        record.margin = float(i % 7) - 3.5
+        if i % 2 == 0:
+            record.ownership = np.where(np.arange(361) % 19 < 9, 1, -1).astype(np.int8)
+    write_shard(str(directory / "train-0000.tshard"), records[:24])
+    write_shard(str(directory / "val-0000.tshard"), records[24:])
+    return str(directory)
+
+
+def test_cosine_schedule_warms_up_then_decays_to_its_floor():
+    config = TrainConfig(data="d", out="o", lr=0.1, steps=1000, warmup_steps=100, schedule="cosine",
+                         final_lr_fraction=0.01)
+    assert learning_rate(config, 0) == pytest.approx(0.001)
+    assert learning_rate(config, 99) == pytest.approx(0.1)
+    assert learning_rate(config, 100) == pytest.approx(0.1)
+    assert learning_rate(config, 550) == pytest.approx(0.1 * (0.01 + 0.99 * 0.5))
+    assert learning_rate(config, 1000) == pytest.approx(0.001)
+    rates = [learning_rate(config, s) for s in range(100, 1001, 50)]
+    assert all(a >= b for a, b in zip(rates, rates[1:]))
+
+
+def test_an_aux_run_lowers_every_loss_and_exports_score_and_ownership(counted_data_dir, tmp_path):
+    import onnxruntime as ort
+    out = str(tmp_path / "aux")
+    config = tiny(counted_data_dir, out, head="pooled", aux=True, steps=60, lr=1e-2, val_every=60, export=True,
+                  ema_decay=0.9, schedule="cosine")
+    train(config, log=quiet)
+    lines = [line for line in read_metrics(out) if line["kind"] == "train"]
+    for name in ("reply_loss", "score_loss", "ownership_loss"):
+        assert lines[-1][name] < lines[0][name], name
+    val = [line for line in read_metrics(out) if line["kind"] == "val"][-1]
+    assert {"val_reply_loss", "val_score_loss", "val_ownership_loss", "val_score_mae"} <= set(val)
+    session = ort.InferenceSession(os.path.join(out, "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["policy", "value", "score", "ownership"]
+    planes = np.zeros((2, 18, 13, 13), np.float32)
+    planes[:, 16] = 1.0
+    policy, value, score, ownership = session.run(None, {"planes": planes})
+    assert policy.shape == (2, 170) and value.shape == (2,) and score.shape == (2,) and ownership.shape == (2, 169)
+    assert np.all(np.abs(ownership) <= 1.0)
+
+
+def test_a_run_resumes_from_its_kept_checkpoint_on_a_new_machine(data_dir, tmp_path):
+    """The run directory is lost (a replaced machine); the checkpoint kept under git resumes it exactly."""
+    whole, lost, keep = str(tmp_path / "whole"), str(tmp_path / "lost"), str(tmp_path / "keep")
+    train(tiny(data_dir, whole, ema_decay=0.8), log=quiet)
+    train(tiny(data_dir, lost, ema_decay=0.8, keep=keep, chunk_steps=10), log=quiet)
+    import shutil
+    shutil.rmtree(lost)
+    assert sorted(os.listdir(keep)) == ["checkpoint.pt", "config.json", "metrics.jsonl"]
+    train(tiny(data_dir, lost, ema_decay=0.8, keep=keep), log=quiet)
+    a = load_training_checkpoint(os.path.join(whole, "checkpoint.pt"))
+    b = load_training_checkpoint(os.path.join(keep, "checkpoint.pt"))
+    same_state(a, b)
+    for name, value in a["ema_state_dict"].items():
+        torch.testing.assert_close(value, b["ema_state_dict"][name], rtol=0, atol=0)
+    assert comparable(read_metrics(whole)) == comparable(read_metrics(lost))
+
+
+def test_a_resumed_run_refuses_other_data(data_dir, tmp_path):
+    """Batch s is a function of (seed, s) and the shards: other shards would silently change the run."""
+    out = str(tmp_path / "run")
+    train(tiny(data_dir, out, chunk_steps=2), log=quiet)
+    other = str(tmp_path / "other.tshard")
+    write_shard(other, learnable_records(12, moves=40))
+    with pytest.raises(SystemExit, match="other data"):
+        train(tiny(data_dir, out), log=quiet, make_sampler=lambda paths: PositionSampler([other]))

@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
                         torch.set_num_threads(threads)
                         with torch.inference_mode(), torch.autocast("cpu", dtype=dtype or torch.float32,
                                                                     enabled=dtype is not None):
-                            return model(torch.from_numpy(x))
+                            return model(torch.from_numpy(x))[:2]
                     runners[(path, threads)] = run
         # Paths take turns within each round and the best round counts, so that a burst of load on this shared
         # machine does not land on one path only.
@@ -189,7 +189,7 @@ def main(argv: list[str]) -> int:
                                                log=None).run(sample_planes)
         if model is not None and "torch-bf16" in paths:
             with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
-                policy, value = model(torch.from_numpy(sample_planes))
+                policy, value = model(torch.from_numpy(sample_planes))[:2]
             costs["torch-bf16"] = (policy.float().numpy(), value.float().numpy())
         for (path, threads), run in runners.items():
             if path in GPU_PATHS:

@@ -162,7 +162,7 @@ def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_s
 
     config = dataclasses.replace(train_config(directory, rl, selfplay),
                                  chunk_steps=max(1, target_step - trained_steps(directory)))
-    train(config, log=log, make_sampler=ReplaySampler)
+    train(config, log=log, make_sampler=ReplaySampler, fixed_data=False)
     return trained_steps(directory)
 
 
