@@ -12,12 +12,16 @@ from .game import Rules
 
 @dataclass(frozen=True)
 class SearchConfig:
-    """The tree search (filled in by the search issue)."""
+    """The tree search."""
 
     visits: int = 400  # stop after this many visits at the root (0: no limit)
     playouts: int = 0  # stop after this many new playouts this move (0: no limit)
     threads: int = 2  # worker threads descending the tree
-    batch_size: int = 8  # leaves per network call
+    batch_size: int = 8  # leaves per network call, at most
+    # Shrink the batch for small searches: every leaf in flight is a visit chosen without the results still to
+    # come (a collision under virtual loss), so at most 1/16 of a search's playouts are in flight at once.
+    adaptive_batch: bool = True
+    root_symmetries: bool = True  # the root's priors and value are the mean over the 8 symmetries
     # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network
     # (a GPU) runs the earlier batch, where threads that each wait for their own batch mostly queue for the GIL.
     # 0: chosen with the network, 2 where it runs on a GPU and 1 on the CPU (for_network).
@@ -26,8 +30,12 @@ class SearchConfig:
     fpu_reduction: float = 0.5  # unvisited child's value = parent's net value - this · √(visited prior mass)
     fpu_root_reduction: float = 0.5  # the same at the root (0 with noise, as in self-play)
     virtual_loss: int = 3  # losses added per in-flight leaf on every edge of its path
-    lcb: bool = True  # choose the best lower confidence bound among well-visited moves, not just most visits
+    # The most visited move, unless another one's lower confidence bound is above the most visited one's mean: only
+    # then does the bound separate the moves (LCB over close values ranks them by noise).
+    lcb: bool = True
     lcb_min_visit_ratio: float = 0.1  # a move needs this share of the top visits to be chosen by LCB
+    # ... and is never chosen by it when both its prior and its visits are below this share of the top move's
+    lcb_veto_ratio: float = 0.5
     early_stop: bool = True  # stop when the most visited move cannot be overtaken in the remaining budget
     cache_entries: int = 50_000  # network results kept by position hash (about 1-2 KB each on 19x19)
     max_nodes: int = 150_000  # stop searching once this many nodes are expanded (about 7 KB each on 19x19)
@@ -56,7 +64,9 @@ class SearchConfig:
 class TimeConfig:
     """How the clock is spent."""
 
-    lag_buffer_s: float = 0.5  # kept back on every move for transport and start-up delays
+    # Kept back from every period and from the main time for network lag and start-up delays (KataGo's lagBuffer,
+    # Leela Zero's --lagbuffer): a server's clock runs while the move travels.
+    lag_buffer_s: float = 1.0
     max_time_per_move_s: float = 0.0  # 0: no cap beyond the clock
 
 

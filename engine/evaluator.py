@@ -28,6 +28,7 @@ from .game import GameState, legal_masks
 
 METADATA_FORMAT_VERSION = "1"
 SYMMETRY_MODES = ("random", "identity", "average")
+AVERAGE = "average"
 PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
     "tensorrt": "TensorrtExecutionProvider",
     "cuda": "CUDAExecutionProvider",
@@ -395,6 +396,14 @@ class OnnxEvaluator:
         prepared = self._prepare(states)
         return self._finish(prepared, *self._run(prepared.planes))
 
+    def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:
+        """``evaluate`` with the mean over the 8 symmetries, whatever this evaluator's symmetry mode (the search's
+        root: eight times the work for one position)."""
+        if not states:
+            return _empty_evaluation()
+        prepared = self._prepare(states, AVERAGE)
+        return self._finish(prepared, *self._run(prepared.planes))
+
     def evaluate_async(self, states: Sequence[GameState]) -> "PendingEvaluation":
         """``evaluate`` in two halves: features and masks now, in the caller's thread; the network on this
         evaluator's network thread; softmax and symmetry undone when ``result()`` is asked for.
@@ -414,7 +423,8 @@ class OnnxEvaluator:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="network")
             return self._executor
 
-    def _prepare(self, states: Sequence[GameState]) -> "_Prepared":
+    def _prepare(self, states: Sequence[GameState], mode: str | None = None) -> "_Prepared":
+        mode = mode or self.symmetry
         count = len(states)
         size = states[0].size
         if size not in self.board_sizes:
@@ -423,22 +433,22 @@ class OnnxEvaluator:
                 f"not {size}x{size}")
         masks = legal_masks(states)
         symmetries = None
-        if self.symmetry == "identity":
+        if mode == "identity":
             planes = encode_batch(states)
-        elif self.symmetry == "random":
+        elif mode == "random":
             with self._rng_lock:
                 symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
             planes = encode_batch(states, symmetries)
         else:
             planes = encode_batch(states)
             planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
-        return _Prepared(planes, masks, symmetries, count)
+        return _Prepared(planes, masks, symmetries, count, mode)
 
     def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray) -> Evaluation:
         masks, count = prepared.masks, prepared.count
-        if self.symmetry == "identity":
+        if prepared.mode == "identity":
             policy = masked_softmax(logits, masks)
-        elif self.symmetry == "random":
+        elif prepared.mode == "random":
             policy = masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
         else:
             policy = np.zeros(masks.shape, dtype=np.float32)
@@ -458,6 +468,7 @@ class _Prepared:
     masks: np.ndarray  # bool [B, N*N+1]
     symmetries: np.ndarray | None  # int [B] for "random"
     count: int
+    mode: str  # identity | random | average
 
 
 def _empty_evaluation() -> Evaluation:
@@ -472,6 +483,13 @@ class PendingEvaluation:
 
     def result(self) -> Evaluation:
         return self._finish()
+
+
+def evaluate_all_symmetries(evaluator: Evaluator, states: Sequence[GameState]) -> Evaluation:
+    """``evaluator.evaluate_averaged`` (the mean over the 8 symmetries) where the evaluator has one; otherwise its
+    ``evaluate`` (stand-ins in tests, which have no symmetries to average)."""
+    averaged = getattr(evaluator, "evaluate_averaged", None)
+    return averaged(states) if averaged is not None else evaluator.evaluate(states)
 
 
 def evaluate_async(evaluator: Evaluator, states: Sequence[GameState]) -> PendingEvaluation:
@@ -517,6 +535,11 @@ class NetworkSet:
         if not states:
             return PendingEvaluation(_empty_evaluation)
         return evaluate_async(self.network_for(states[0].size), states)
+
+    def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:
+        if not states:
+            return _empty_evaluation()
+        return evaluate_all_symmetries(self.network_for(states[0].size), states)
 
 
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU

@@ -24,6 +24,7 @@ log = logging.getLogger("tabula.search")
 
 DEFAULT_TIME_S = 5.0  # a move's budget when neither the clock nor the configuration limits it
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
+SETTLED_OWNERSHIP = 0.5  # see _settled
 
 
 def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[int, float] | None = None,
@@ -49,6 +50,19 @@ def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[i
         if fallback:
             return max(fallback, key=lambda m: priors.get(m, 0.0)) if priors else fallback[0]
     return move
+
+
+def _settled(state: GameState, owned: np.ndarray, point: int) -> bool:
+    """Whether an empty point is inside one side's territory: its empty region touches stones of that colour only,
+    and the random playouts give it to that side too (at least ``SETTLED_OWNERSHIP`` of black's-view ownership),
+    so that a region whose walls are still in doubt does not count."""
+    board = state.board
+    owner = board.area_owners()[board.geometry.padded[point]]
+    if owner == BLACK:
+        return float(owned[point]) >= SETTLED_OWNERSHIP
+    if owner == WHITE:
+        return float(owned[point]) <= -SETTLED_OWNERSHIP
+    return False
 
 
 class SearchGenerator:
@@ -186,15 +200,27 @@ class SearchGenerator:
 
         A Tromp-Taylor count calls our dead stones alive: a weak network that passes while it leads by that count
         lets the opponent kill everything (a 9x9 match saw B+73.5 after white passed at move 18 "ahead"). So
-        before passing, the lead is also estimated from random-playout ownership, and the smaller lead decides."""
+        before passing, the lead is also estimated from random-playout ownership, and the smaller lead decides.
+
+        After the opponent's pass, a move on a point that is already settled (inside either side's territory:
+        ``_settled``) changes nothing under area counting and costs a point
+        under territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move becomes a pass, or a
+        resignation where the count says the game is lost and resigning is on."""
         color = state.to_move
         opponent_passed = bool(state.moves) and state.moves[-1] == (3 - color, PASS)
-        lead = state.area_score() * (1.0 if color == BLACK else -1.0)
-        if (move == PASS and lead >= 0) or (opponent_passed and lead > 0):
+        sign = 1.0 if color == BLACK else -1.0
+        counted = lead = state.area_score() * sign
+        owned = None
+        if (move == PASS and lead >= 0) or opponent_passed:
             owned = playout.ownership(state, self.playout_rng, PASS_CHECK_PLAYOUTS)
-            estimated = (float(owned.sum()) - state.rules.komi) * (1.0 if color == BLACK else -1.0)
+            estimated = (float(owned.sum()) - state.rules.komi) * sign
             lead = min(lead, estimated)
-        return pass_rules(state, result, move, self.search.root_priors(), lead=lead)
+        move = pass_rules(state, result, move, self.search.root_priors(), lead=lead)
+        # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
+        cleaning_up = counted < 0 < estimated if owned is not None else False
+        if opponent_passed and move not in (PASS, RESIGN) and not cleaning_up and _settled(state, owned, move):
+            return RESIGN if lead < 0 and self.config.resign_winrate > 0 else PASS
+        return move
 
     def _should_resign(self, state: GameState, color: int, result: SearchResult) -> bool:
         """Leela Zero's rule, made patient: the winrate under the threshold for ``resign_consecutive`` moves in a

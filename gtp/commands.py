@@ -59,6 +59,7 @@ import os
 import queue
 import stat
 import threading
+import time
 import typing
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator
@@ -622,6 +623,13 @@ def _no_fischer(words: tuple[str, ...]) -> list[str]:
 def kata_time_settings(session: Session, *words: str) -> str:
     session.player.set_time_settings(TimeSettings.from_kgs(list(words)))
     return ""
+
+
+@TABLE.command("cputime", family="time")
+def cputime(session: Session) -> str:
+    """GoGui's ``cputime``: the CPU seconds this engine process has used, all threads (the network's included);
+    gogui-twogtp records it per game and reads 0 from engines without it."""
+    return f"{time.process_time():.3f}"
 
 
 @TABLE.command("time_left", family="time")

@@ -256,3 +256,19 @@ def test_fuzz_replies_are_well_formed(lines: list[str]) -> None:
             assert REPLY.fullmatch(reply), (line, reply)
         if session.quit:
             break
+
+
+def test_cputime_counts_this_process_cpu_seconds(session) -> None:
+    first = float(session.dispatch("cputime")[2:].strip())
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    second = float(session.dispatch("cputime")[2:].strip())
+    assert 0.0 <= first and second >= first + 0.04
+
+
+def test_time_settings_0_1_0_means_no_time_limit(session) -> None:
+    from engine.timecontrol import NONE
+    assert session.dispatch("time_settings 300 0 0") == "=\n\n"
+    assert session.dispatch("time_settings 0 1 0") == "=\n\n"
+    assert session.player.time_settings.kind == NONE

@@ -5,6 +5,7 @@ import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from engine.config import SearchConfig
 from engine.coords import BLACK, PASS, WHITE, parse_vertex
 from engine.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
 from engine.game import GameState, Rules
-from engine.search import _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
+from engine.search import Candidate, _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
 from tests.conftest import board_from_ascii
 
 
@@ -494,14 +495,30 @@ def test_noise_changes_root_priors_for_one_run_only():
     assert np.allclose(search.root.prior, clean)
 
 
-def test_lcb_prefers_the_certain_move():
+def test_lcb_bounds_stay_below_the_means():
     config = SearchConfig(threads=1, visits=300, lcb=True, early_stop=False)
     search = Search(ScoreEvaluator(), config, rng=np.random.default_rng(2))
     result = search.run(GameState(5))
-    best = result.candidates[0]
-    floor = config.lcb_min_visit_ratio * max(c.visits for c in result.candidates)
-    assert all(best.lcb >= c.lcb for c in result.candidates if c.visits >= floor)
     assert all(-1.0 <= c.lcb <= c.value + 1e-9 for c in result.candidates)
+
+
+def candidate(move: int, visits: int, value: float, lcb: float, prior: float = 0.3) -> Candidate:
+    return Candidate(move=move, visits=visits, value=value, prior=prior, lcb=lcb, pv=[move])
+
+
+@pytest.mark.parametrize("other, promoted", [
+    (candidate(2, 80, 0.51, 0.42), False),  # means 0.01 apart: the bound does not separate them, most visits wins
+    (candidate(2, 60, 0.75, 0.55), True),  # its lower bound is above the top move's mean: clearly better
+    (candidate(2, 30, 0.75, 0.55, prior=0.01), False),  # network and visits both rate it far below: never
+    (candidate(2, 5, 0.90, 0.60), False),  # too few visits (under a tenth of the top move's)
+])
+def test_lcb_changes_the_move_only_where_the_bound_separates_the_moves(other, promoted):
+    search = Search(UniformEvaluator(), SearchConfig())
+    top = candidate(1, 100, 0.50, 0.40, prior=0.5)
+    third = candidate(3, 20, 0.30, 0.10)
+    order = search._lcb_order([top, other, third])
+    assert order[0] is (other if promoted else top)
+    assert sorted(c.move for c in order) == [1, 2, 3]
 
 
 def test_own_eyes_are_never_searched_and_a_board_of_eyes_is_passed():
@@ -554,3 +571,62 @@ def test_empty_boards_of_two_sizes_do_not_share_a_cache_entry():
     search.run(GameState(19))
     result = search.run(GameState(9))
     assert all(0 <= c.move <= 81 for c in result.candidates)
+
+
+class SymmetryAwareEvaluator:
+    """Uniform priors one position at a time; its mean over the 8 symmetries prefers one move and a value."""
+
+    def __init__(self, favourite: int, value: float):
+        self.favourite, self.value = favourite, value
+        self.averaged_calls = 0
+        self.batch_sizes: list[int] = []
+
+    def evaluate(self, states):
+        self.batch_sizes.append(len(states))
+        return UniformEvaluator().evaluate(states)
+
+    def evaluate_averaged(self, states):
+        self.averaged_calls += 1
+        evaluation = UniformEvaluator().evaluate(states)
+        policy = evaluation.policy * 0.1
+        policy[:, self.favourite] += 0.9
+        return Evaluation(policy / policy.sum(axis=1, keepdims=True), np.full(len(states), self.value, np.float32))
+
+
+def test_the_root_takes_its_priors_and_value_from_all_eight_symmetries():
+    favourite = parse_vertex("C3", 5)
+    evaluator = SymmetryAwareEvaluator(favourite, 0.25)
+    search = Search(evaluator, SearchConfig(threads=1, visits=40), rng=np.random.default_rng(0))
+    result = search.run(GameState(5))
+    root = search.root
+    assert root.averaged and root.value == pytest.approx(0.25)
+    assert root.prior[list(root.moves).index(favourite)] > 0.8
+    assert root.prior.sum() == pytest.approx(1.0)
+    assert result.move == favourite
+    # the next move's root comes from the reused tree and is averaged in its turn, once
+    state = GameState(5)
+    state.play(favourite)
+    search.run(state)
+    assert evaluator.averaged_calls == 2 and search.root.averaged
+    search.run(state, visits=80)
+    assert evaluator.averaged_calls == 2
+
+
+def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
+    evaluator = SymmetryAwareEvaluator(parse_vertex("C3", 5), 0.25)
+    search = Search(evaluator, SearchConfig(threads=1, visits=40, root_symmetries=False))
+    search.run(GameState(5))
+    assert evaluator.averaged_calls == 0 and not search.root.averaged
+
+
+@pytest.mark.parametrize("visits, threads, largest", [(48, 1, 3), (100, 1, 6), (100, 2, 3), (2000, 2, 8)])
+def test_small_searches_use_small_batches(visits, threads, largest):
+    """At most 1/16 of a search's playouts in flight at once: a 100-visit search with batches of 8 and virtual
+    loss spent half its visits on a move of prior 0.81 (79 at batch 1)."""
+    evaluator = SymmetryAwareEvaluator(0, 0.0)
+    config = SearchConfig(threads=threads, batch_size=8, visits=visits, early_stop=False)
+    Search(evaluator, config, rng=np.random.default_rng(1)).run(GameState(9))
+    assert max(evaluator.batch_sizes) == largest
+    fixed = SymmetryAwareEvaluator(0, 0.0)
+    Search(fixed, replace(config, adaptive_batch=False), rng=np.random.default_rng(1)).run(GameState(9))
+    assert max(fixed.batch_sizes) == 8

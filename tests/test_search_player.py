@@ -92,6 +92,48 @@ def test_no_pass_while_the_lead_rests_on_dead_stones():
     assert player.generate(state, WHITE, None) not in (PASS, RESIGN)
 
 
+LOST_AFTER_WHITES_PASS = """
+        . . . . . . .
+        . . . . . . .
+        O O O O O O O
+        X X X X X X X
+        . . . . . . .
+        . . . . . . .
+        . . . . . . ."""
+
+
+def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territory():
+    """Under territory counting (KGS, OGS Japanese rules, GNU Go as referee) every stone played inside the
+    opponent's territory after its pass is a point lost, and it changes nothing."""
+    state = board_from_ascii(LOST_AFTER_WHITES_PASS, to_move=WHITE, komi=7.5)
+    state.play(PASS)  # white passes; black trails by 0.5
+    invasion = parse_vertex("D7", 7)  # deep in white's area: the network's favourite
+    player = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
+    assert player.search.run(state).move == invasion  # what the search alone would do
+    assert player.generate(state, BLACK, None) == PASS
+    resigning = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1)
+    assert resigning.generate(state, BLACK, None) == RESIGN
+
+
+def test_after_the_opponents_pass_dead_stones_are_still_removed():
+    """Where only the opponent's dead stones make the plain count a loss, the moves that capture them are played:
+    a Tromp-Taylor referee counts stones left on the board."""
+    state = board_from_ascii("""
+        . . . . . . .
+        . . . . . . .
+        . X X X X X .
+        . X . O . X .
+        . X . . O X .
+        . X X X X X .
+        . . . . . . .""", to_move=WHITE, komi=42.5)
+    state.play(PASS)
+    assert state.area_score() < 0  # white "leads" by the plain count, which counts its dead stones
+    capture = parse_vertex("C4", 7)  # inside black's wall, beside the dead white stone
+    player = generator(RiggedEvaluator(capture, 0.9), resign_winrate=0.1)
+    move = player.generate(state, BLACK, None)
+    assert move not in (PASS, RESIGN) and state.legal(move)
+
+
 def test_passing_is_fine_when_it_does_not_lose():
     state = board_from_ascii("""
         . X . X .
