@@ -75,17 +75,20 @@ def test_never_pass_into_a_lost_count():
     assert state.legal(move)
 
 
-def test_no_pass_while_the_lead_rests_on_dead_stones():
-    # White's lone stones inside black's wall are dead, but Tromp-Taylor counts them and the points beside them
-    # (white leads by that count); any referee that removes dead stones gives black the board.
-    state = board_from_ascii("""
+DEAD_WHITE_STONES_IN_BLACKS_WALL = """
         . . . . . . .
         . . . . . . .
         . X X X X X .
         . X . O . X .
         . X . . O X .
         . X X X X X .
-        . . . . . . .""", to_move=WHITE, komi=42.5)
+        . . . . . . ."""
+
+
+def test_no_pass_while_the_lead_rests_on_dead_stones():
+    # White's lone stones inside black's wall are dead, but Tromp-Taylor counts them and the points beside them
+    # (white leads by that count); any referee that removes dead stones gives black the board.
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=WHITE, komi=42.5)
     assert state.area_score() < 0  # white "leads"
     player = generator(RiggedEvaluator(PASS, 0.99), visits=2)
     assert player.search.run(state).move == PASS  # what the search alone would do
@@ -118,14 +121,7 @@ def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territor
 def test_after_the_opponents_pass_dead_stones_are_still_removed():
     """Where only the opponent's dead stones make the plain count a loss, the moves that capture them are played:
     a Tromp-Taylor referee counts stones left on the board."""
-    state = board_from_ascii("""
-        . . . . . . .
-        . . . . . . .
-        . X X X X X .
-        . X . O . X .
-        . X . . O X .
-        . X X X X X .
-        . . . . . . .""", to_move=WHITE, komi=42.5)
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=WHITE, komi=42.5)
     state.play(PASS)
     assert state.area_score() < 0  # white "leads" by the plain count, which counts its dead stones
     capture = parse_vertex("C4", 7)  # inside black's wall, beside the dead white stone
