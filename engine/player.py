@@ -175,6 +175,7 @@ class Player:
         self.history: list[GameState] = []
         self.loaded: _LoadedLine | None = None
         self.result = ""
+        self.black_name = self.white_name = ""  # a new game is not the loaded file's game: its players go too
         self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
 
     def set_komi(self, komi: float) -> None:

@@ -19,6 +19,8 @@ def test_readme_has_two_commands_and_ci_runs_the_test_one():
     assert "pytest" in test
     ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test in ci_lines
+    for command in (start, test):  # Debian's Python refuses pip outside a virtual environment (PEP 668)
+        assert "python3 -m venv .venv && . .venv/bin/activate" in command
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:

@@ -4,6 +4,7 @@ clock it must never overrun."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from tools import soak
 from tools.match import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
-TABULA = "python3 -m gtp --visits 16 --threads 1"
+PYTHON = sys.executable  # the interpreter running the tests (a virtual environment's), not whatever python3 is
+TABULA = f"{PYTHON} -m gtp --visits 16 --threads 1"
 
 
 @pytest.fixture(autouse=True)
@@ -68,7 +70,7 @@ def test_no_loss_on_time_against_gnugo(tmp_path, gnugo, clock, capsys):
     status = soak.main(["--", "--out", str(out), "--games", "1", "--size", "9", "--parallel", "1",
                         "--max-moves", "40", "--scoring", "tromp-taylor", "--no-engine-scores", *clock,
                         "--names", "tabula", "gnugo-1",
-                        "--engines", "python3 -m gtp --visits 0 --threads 1", f"{gnugo} --mode gtp --level 1"])
+                        "--engines", f"{PYTHON} -m gtp --visits 0 --threads 1", f"{gnugo} --mode gtp --level 1"])
     records = read_results(out / "results.jsonl")
     assert status == 0 and len(records) == 1
     assert all(r["fault"] is None and "time" not in r["reason"] for r in records), records
