@@ -22,8 +22,8 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_policy,
-                       transform_planes)
+from .features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_planes,
+                       inverse_transform_policy, transform_planes)
 from .game import GameState, legal_masks
 
 METADATA_FORMAT_VERSION = "1"
@@ -57,6 +57,9 @@ class UnsupportedBoardSizeError(ValueError):
 class Evaluation:
     policy: np.ndarray  # float32 [B, N*N+1], pass last, 0 on illegal moves, rows sum to 1
     value: np.ndarray  # float32 [B], side to move's view, in [-1, 1]
+    # From networks with score and ownership heads (None otherwise), side to move's view:
+    score: np.ndarray | None = None  # float32 [B], the final margin in points
+    ownership: np.ndarray | None = None  # float32 [B, N*N] in [-1, 1], +1: the side to move will own the point
 
 
 class Evaluator(Protocol):
@@ -252,6 +255,9 @@ class OnnxEvaluator:
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
+        outputs = {o.name for o in session.get_outputs()}
+        # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
+        self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
         self.board_sizes: tuple[int, ...] = self._validate()
         self.provider: str = session.get_providers()[0]
         if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
@@ -298,11 +304,12 @@ class OnnxEvaluator:
                                            precision="fp16" if precision == "auto" else precision,
                                            max_batch=max_batch)
         for size in self.board_sizes:
-            difference = outputs_difference(self._run, runner.run, size)
+            difference = outputs_difference(self.run, runner.run, size)
             if difference > GPU_TOLERANCE:
                 raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
         runner.prepare(self.board_sizes, batch_hint)
         self._runner = runner.run
+        self.has_score_and_ownership = False  # the torch backend runs the policy and value only
         self._session = None  # the CPU copy of the weights is no longer needed
         self.provider = runner.describe()
 
@@ -365,7 +372,7 @@ class OnnxEvaluator:
             planes = np.zeros((1, NUM_PLANES, size, size), dtype=np.float32)
             planes[:, 16] = 1.0
             try:
-                policy, value = self._run(planes)
+                policy, value = self._run(planes)[:2]
             except Exception as e:
                 raise self._fail(f"a trial evaluation on {size}x{size} failed: {str(e).splitlines()[0][:300]}") \
                     from None
@@ -382,12 +389,16 @@ class OnnxEvaluator:
         """Raw network: planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
         if self._runner is not None:
             return self._runner(planes)
+        if self.has_score_and_ownership:
+            policy, value, score, ownership = self._session.run(["policy", "value", "score", "ownership"],
+                                                                {self._input_name: planes})
+            return policy, value.reshape(-1), score.reshape(-1), ownership.reshape(len(planes), -1)
         policy, value = self._session.run(["policy", "value"], {self._input_name: planes})
         return policy, value.reshape(-1)
 
     def run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The raw network on encoded planes, no symmetry and no masking (benchmarks and tests)."""
-        return self._run(np.ascontiguousarray(planes, dtype=np.float32))
+        return self._run(np.ascontiguousarray(planes, dtype=np.float32))[:2]
 
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
         """Evaluate positions of one board size: policy masked to legal moves and pass, value side to move's view."""
@@ -444,20 +455,38 @@ class OnnxEvaluator:
             planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
         return _Prepared(planes, masks, symmetries, count, mode)
 
-    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray) -> Evaluation:
+    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
+                score: np.ndarray | None = None, ownership: np.ndarray | None = None) -> Evaluation:
         masks, count = prepared.masks, prepared.count
         if prepared.mode == "identity":
             policy = masked_softmax(logits, masks)
         elif prepared.mode == "random":
             policy = masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
+            if ownership is not None:
+                ownership = _unturned_points(ownership, prepared.symmetries)
         else:
             policy = np.zeros(masks.shape, dtype=np.float32)
             for s in range(NUM_SYMMETRIES):
                 policy += masked_softmax(inverse_transform_policy(logits[s * count: (s + 1) * count], s), masks)
             policy /= NUM_SYMMETRIES
             value = value.reshape(NUM_SYMMETRIES, count).mean(axis=0)
-        return Evaluation(policy=policy.astype(np.float32, copy=False),
-                          value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
+            if score is not None:
+                score = score.reshape(NUM_SYMMETRIES, count).mean(axis=0)
+                ownership = np.mean([_unturned_points(ownership[s * count: (s + 1) * count], s)
+                                     for s in range(NUM_SYMMETRIES)], axis=0)
+        evaluation = Evaluation(policy=policy.astype(np.float32, copy=False),
+                                value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
+        if score is not None:
+            evaluation.score = score.astype(np.float32, copy=False)
+            evaluation.ownership = np.clip(ownership, -1.0, 1.0).astype(np.float32, copy=False)
+        return evaluation
+
+
+def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:
+    """Per-point outputs [B, N*N] of planes seen under ``symmetry`` (one, or one per row), in the board's frame."""
+    size = int(round(values.shape[-1] ** 0.5))
+    planes = values.reshape(len(values), 1, size, size)
+    return inverse_transform_planes(planes, symmetry).reshape(len(values), -1)
 
 
 @dataclass

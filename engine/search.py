@@ -34,6 +34,7 @@ _UNEXPANDED, _PENDING, _EXPANDED, _TERMINAL = range(4)
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _PV_DEPTH = 24  # longest principal variation reported
+_OWNERSHIP_DEPTH = 12  # plies of the tree averaged into the ownership; deeper nodes count with their subtree's root
 
 
 def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
@@ -73,8 +74,8 @@ class Node:
     the first-play urgency where ``n == 0``) and ``pu`` (float32 [k]: ``prior / (1 + n)``).
     """
 
-    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "q", "pu", "n_sum", "visits", "value",
-                 "visited_prior", "children", "blocked", "averaged")
+    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "q", "pu", "n_sum", "visits", "value",
+                 "score", "ownership", "visited_prior", "children", "blocked", "averaged")
 
     def __init__(self) -> None:
         self.status = _UNEXPANDED
@@ -83,11 +84,15 @@ class Node:
         self.n: np.ndarray | None = None
         self.w: np.ndarray | None = None
         self.w2: np.ndarray | None = None
+        self.s: np.ndarray | None = None  # score sums of each edge (points, this node's side-to-move view)
+        self.s2: np.ndarray | None = None  # ... and sums of squares
         self.q: np.ndarray | None = None
         self.pu: np.ndarray | None = None
         self.n_sum = 0.0
         self.visits = 0
         self.value = 0.0
+        self.score = 0.0  # the net's final margin (points, side to move's view); the count at a finished game
+        self.ownership: np.ndarray | None = None  # the net's ownership, black's view (float16 [N*N]), if it has one
         self.visited_prior = 0.0
         self.children: dict[int, Node] = {}
         self.blocked: np.ndarray | None = None
@@ -112,6 +117,8 @@ class _Entry:
     moves: np.ndarray  # int16 [k] policy indices with nonzero prior, pass always included
     prior: np.ndarray  # float32 [k]
     value: float  # side to move's view
+    score: float = 0.0  # side to move's view, points (0 from networks without a score head)
+    ownership: np.ndarray | None = None  # float16 [N*N], black's view
 
 
 class TranspositionTable:
@@ -162,6 +169,8 @@ class Candidate:
     lcb: float
     pv: list[int]  # starts with ``move``
     order: int = 0  # rank in the order the search would choose (0: its move)
+    score: float = 0.0  # mean final margin after this move, points, the root side to move's view
+    score_stdev: float = 0.0  # spread of that margin over the move's visits
 
     @property
     def winrate(self) -> float:
@@ -280,12 +289,14 @@ class Search:
         self.root = Node()
         self.root_state: GameState | None = None
         self._ancestors: list[_Link] = []  # kept earlier roots, oldest first, for undo
-        self._gain = [0, 0.0, 0.0]  # visits, value sum, square sum backed up through the root since it became root
+        # visits, value sum, square sum, score sum, score square sum backed up through the root since it became root
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
         self._root_pending: np.ndarray | None = None  # int32 [k]: leaves in flight below each root edge
         self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
         self._rules = None
         self._nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
         self._current: _Run | None = None
+        self.has_score = False  # the network gives a score and ownership (set by its first such answer)
 
     # -- positioning and reuse -----------------------------------------------------------------------------------
 
@@ -356,7 +367,7 @@ class Search:
         previous, self.root = self.root, node
         self._refresh(previous)  # its unvisited children lose the root's first-play reduction
         self.root_state = state.copy()
-        self._gain = [0, 0.0, 0.0]
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
         self._root_pending = None if node.moves is None else np.zeros(len(node.moves), dtype=np.int32)
         self._clean_root_prior = None
 
@@ -369,15 +380,18 @@ class Search:
 
     def _flush_gain(self) -> None:
         """Add what was backed up through the root to the edges above it, so kept ancestors stay consistent."""
-        visits, value, squares = self._gain
-        self._gain = [0, 0.0, 0.0]
+        visits, value, squares, score, score_squares = self._gain
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
         if not visits or not self._ancestors:
             return
         edges = [edge for link in self._ancestors for edge in link.edges]
         for node, idx in reversed(edges):
             value = -value  # the parent's view
+            score = -score
             self._update(node, idx, visits, value)
             node.w2[idx] += squares
+            node.s[idx] += score
+            node.s2[idx] += score_squares
             node.visits += visits
 
     def clear(self) -> None:
@@ -387,7 +401,7 @@ class Search:
             self.root = Node()
             self.root_state = None
             self._ancestors = []
-            self._gain = [0, 0.0, 0.0]
+            self._gain = [0, 0.0, 0.0, 0.0, 0.0]
             self._nodes = 0
 
     # -- running -------------------------------------------------------------------------------------------------
@@ -505,6 +519,7 @@ class Search:
             if total > 0:
                 root.prior = (prior / total).astype(np.float32)
             root.value = entry.value
+            root.score, root.ownership = entry.score, entry.ownership
             root.averaged = True
 
     def _work_all(self, run: _Run, on_progress, interval_s: float) -> None:
@@ -674,21 +689,22 @@ class Search:
                 child = node.children[idx] = Node()
             node = child
         if node.status == _TERMINAL:
-            self._backup(path, node, node.value)
+            self._backup(path, node, node.value, node.score)
             return _DONE
         if node.status == _PENDING:
             self._undo(path)
             return _COLLISION
         if state.passes >= 2 and path:
             node.status = _TERMINAL
-            node.value = terminal_value(state)
-            self._backup(path, node, node.value)
+            node.score = state.area_score() * (1.0 if state.to_move == BLACK else -1.0)
+            node.value = 1.0 if node.score > 0 else -1.0 if node.score < 0 else 0.0
+            self._backup(path, node, node.value, node.score)
             return _DONE
         key = (state.size, state.hash)  # empty boards of every size share hash 0
         entry = self.cache.get(key)
         if entry is not None:
             self._expand(node, entry)
-            self._backup(path, node, entry.value)
+            self._backup(path, node, entry.value, entry.score)
             return _DONE
         node.status = _PENDING
         return _Leaf(node, path, state, key)
@@ -727,7 +743,7 @@ class Search:
             for leaf, entry in zip(leaves, entries):
                 self.cache.put(leaf.key, entry)
                 self._expand(leaf.node, entry)
-                self._backup(leaf.path, leaf.node, entry.value)
+                self._backup(leaf.path, leaf.node, entry.value, entry.score)
             run.finished += len(leaves)
             run.batches += 1
             run.evaluated += len(leaves)
@@ -755,8 +771,14 @@ class Search:
         ends = np.cumsum(np.count_nonzero(present, axis=1)).tolist()
         entries = []
         start = 0
-        for end, value in zip(ends, values.tolist()):
-            entries.append(_Entry(columns[start:end], priors[start:end], value))
+        scores = [0.0] * len(states) if evaluation.score is None else np.asarray(evaluation.score).tolist()
+        owners: list[np.ndarray | None] = [None] * len(states)
+        if evaluation.ownership is not None:
+            self.has_score = True
+            black = np.array([1.0 if state.to_move == BLACK else -1.0 for state in states], dtype=np.float32)
+            owners = list((np.asarray(evaluation.ownership, dtype=np.float32) * black[:, None]).astype(np.float16))
+        for end, value, score, owner in zip(ends, values.tolist(), scores, owners):
+            entries.append(_Entry(columns[start:end], priors[start:end], value, score, owner))
             start = end
         return entries
 
@@ -764,8 +786,10 @@ class Search:
         k = len(entry.moves)
         node.moves = entry.moves
         node.prior = entry.prior
-        node.n, node.w, node.w2 = np.zeros((3, k), dtype=np.float32)  # one allocation: this runs for every leaf
+        node.n, node.w, node.w2, node.s, node.s2 = np.zeros((5, k), dtype=np.float32)  # one allocation a leaf
         node.value = entry.value
+        node.score = entry.score
+        node.ownership = entry.ownership
         node.pu = entry.prior.copy()
         node.q = np.full(k, entry.value, dtype=np.float32)  # no child visited: the urgency is the node's value
         node.status = _EXPANDED
@@ -820,21 +844,30 @@ class Search:
             if node is root:
                 self._root_pending[idx] -= 1
 
-    def _backup(self, path: list[tuple[Node, int]], leaf: Node, value: float) -> None:
-        """Replace the virtual loss along ``path`` by ``value`` (the leaf's side-to-move view)."""
+    def _backup(self, path: list[tuple[Node, int]], leaf: Node, value: float, score: float = 0.0) -> None:
+        """Replace the virtual loss along ``path`` by ``value`` and add ``score`` (both the leaf's side-to-move
+        view)."""
         vl = self.config.virtual_loss
         leaf.visits += 1
         gain = self._gain
+        sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
         gain[0] += 1
-        gain[1] += value if len(path) % 2 == 0 else -value
+        gain[1] += sign * value
         gain[2] += value * value
+        gain[3] += sign * score
+        gain[4] += score * score
         root = self.root
         update = self._update
         for node, idx in reversed(path):
             value = -value  # the parent's view of its child's outcome
+            score = -score
             update(node, idx, 1 - vl, value + vl)
             squares = node.w2
             squares[idx] = squares.item(idx) + value * value
+            scores = node.s
+            scores[idx] = scores.item(idx) + score
+            squares = node.s2
+            squares[idx] = squares.item(idx) + score * score
             node.visits += 1
             if node is root:
                 self._root_pending[idx] -= 1
@@ -871,9 +904,12 @@ class Search:
                 lcb = -1.0  # one visit says nothing
             move = int(root.moves[idx])
             move = PASS if move == size * size else move
+            score = float(root.s[idx]) / count
+            spread = math.sqrt(max(0.0, float(root.s2[idx]) / count - score * score))
             result.append(Candidate(move=move, visits=int(round(count)), value=mean,
                                     prior=float(root.prior[idx]), lcb=max(-1.0, lcb),
-                                    pv=[move] + self._pv(root.children.get(int(idx)))))
+                                    pv=[move] + self._pv(root.children.get(int(idx))), score=score,
+                                    score_stdev=spread))
         result.sort(key=lambda c: (-c.visits, -c.value))
         if self.config.lcb and len(result) > 1:
             result = self._lcb_order(result)
@@ -897,6 +933,25 @@ class Search:
             return result
         best = max(promoted, key=lambda c: c.lcb)
         return [best] + [c for c in result if c is not best]
+
+    def ownership(self) -> np.ndarray | None:
+        """The final owner of each point averaged over the search tree (float32 [N*N] in [-1, 1], black's view), as
+        KataGo averages it: each node's own ownership weighs one visit and each child's average as many as the
+        child has. None when the network has no ownership head. Thread-safe, usable mid-search."""
+        with self._lock:
+            if self.root.ownership is None:
+                return None
+            return self._tree_ownership(self.root, _OWNERSHIP_DEPTH).astype(np.float32)
+
+    def _tree_ownership(self, node: Node, depth: int) -> np.ndarray:
+        total = node.ownership.astype(np.float64)
+        weight = 1.0
+        if depth > 0:
+            for child in node.children.values():
+                if child.ownership is not None and child.visits > 0:
+                    total = total + child.visits * self._tree_ownership(child, depth - 1)
+                    weight += child.visits
+        return total / weight
 
     def _pv(self, node: Node | None) -> list[int]:
         """The most visited line below ``node``."""

@@ -155,6 +155,16 @@ class SearchGenerator:
         return self.search.run(state, visits=0, playouts=0, stop=stop, early_stop=False,
                                on_progress=on_progress, progress_interval_s=interval_s)
 
+    @property
+    def has_score(self) -> bool:
+        """Whether the network has score and ownership heads (known after its first evaluation)."""
+        return self.search.has_score
+
+    def tree_ownership(self) -> np.ndarray | None:
+        """The search tree's ownership of each point (float32 [N*N], black's view), or None without an ownership
+        head. Usable during a search."""
+        return self.search.ownership()
+
     def stop(self) -> None:
         """End the running search early (GoGui's interrupt); its best move so far is played."""
         self.search.stop()

@@ -1,5 +1,6 @@
-"""Analysis commands for GUIs: lz-analyze / lz-genmove_analyze (Leela Zero's line format), analyze /
-genmove_analyze (Sabaki's spec), GoGui's analyze commands and interrupt, and pondering between commands.
+"""Analysis commands for GUIs: lz-analyze / lz-genmove_analyze (Leela Zero's line format), kata-analyze /
+kata-genmove_analyze (KataGo's format, with score and ownership), analyze / genmove_analyze (Sabaki's spec: Leela
+Zero's lines plus KataGo's scoreLead), GoGui's analyze commands and interrupt, and pondering between commands.
 
 Layer: gtp (registers into ``gtp.commands.TABLE`` when imported). Every command here needs the search player.
 """
@@ -10,6 +11,8 @@ import threading
 from typing import Callable, Iterator
 
 import numpy as np
+
+from dataclasses import dataclass
 
 from engine.coords import BLACK, PASS, format_vertex, parse_color
 from engine.game import GameState
@@ -25,34 +28,65 @@ _POLL_S = 0.05  # how often a waiting stream looks at the interrupt
 
 # -- formatting and arguments -------------------------------------------------------------------------------------
 
-def format_info(candidates: list[Candidate], size: int) -> str:
+def format_info(candidates: list[Candidate], size: int, score_lead: bool = False) -> str:
     """One Leela Zero analysis line: every candidate as ``info move V visits N winrate W prior P lcb L order O
-    pv V...``, winrate/prior/lcb as integers ×10000 from the side to move's view."""
+    pv V...``, winrate/prior/lcb as integers ×10000 from the side to move's view. ``score_lead`` adds KataGo's
+    ``scoreLead`` (points, side to move's view) after the winrate, which Sabaki reads from ``analyze`` lines."""
     parts = []
     for c in candidates:
         pv = " ".join(format_vertex(m, size) for m in c.pv)
+        score = f"scoreLead {c.score:.2f} " if score_lead else ""
         parts.append(f"info move {format_vertex(c.move, size)} visits {c.visits} "
-                     f"winrate {_per10k(c.winrate)} prior {_per10k(c.prior)} lcb {_per10k(c.lcb_winrate)} "
+                     f"winrate {_per10k(c.winrate)} {score}prior {_per10k(c.prior)} lcb {_per10k(c.lcb_winrate)} "
                      f"order {c.order} pv {pv}")
     return " ".join(parts)
+
+
+def format_kata_info(candidates: list[Candidate], size: int, score: bool,
+                     ownership: np.ndarray | None = None) -> str:
+    """One KataGo ``kata-analyze`` line: ``info move V visits N utility U winrate W scoreMean S scoreStdev D
+    scoreLead L prior P lcb C order K pv V...`` per candidate, win rates and priors in [0, 1], scores in points,
+    everything from the side to move's view; the score fields only from a network with a score head. Then, with
+    ``ownership`` (side to move's view, flat points with y = 0 the bottom row), ``ownership`` and one value per
+    point in KataGo's order: rows from the top (A19 on 19x19) to the bottom, each from left to right."""
+    parts = []
+    for c in candidates:
+        pv = " ".join(format_vertex(m, size) for m in c.pv)
+        scores = (f"scoreMean {c.score:.3f} scoreStdev {c.score_stdev:.3f} scoreLead {c.score:.3f} "
+                  if score else "")
+        parts.append(f"info move {format_vertex(c.move, size)} visits {c.visits} utility {c.value:.5f} "
+                     f"winrate {_unit(c.winrate):.5f} {scores}prior {_unit(c.prior):.5f} "
+                     f"lcb {_unit(c.lcb_winrate):.5f} order {c.order} pv {pv}")
+    if ownership is not None:
+        rows = np.asarray(ownership, dtype=np.float64).reshape(size, size)[::-1]
+        parts.append("ownership " + " ".join(f"{v:.4f}" for v in rows.reshape(-1)))
+    return " ".join(parts)
+
+
+def _unit(x: float) -> float:
+    return min(1.0, max(0.0, x))
 
 
 def _per10k(x: float) -> int:
     return int(round(min(1.0, max(0.0, x)) * 10000))
 
 
-def parse_analyze_args(words: tuple[str, ...], default_color: int) -> tuple[int, float]:
-    """``[color] [interval]`` or ``[color] interval N`` (Leela Zero also takes ``minmoves N``, ignored here).
-    Returns (colour, interval in seconds); GtpError("syntax error") for anything else."""
-    color = default_color
-    interval_cs = DEFAULT_INTERVAL_CS
+def _leading_color(words: tuple[str, ...], default_color: int) -> tuple[int, list[str]]:
+    """The colour an analysis command names first (or ``default_color``), and the words after it."""
     rest = list(words)
     if rest:
         try:
-            color = parse_color(rest[0])
-            rest.pop(0)
+            return parse_color(rest[0]), rest[1:]
         except ValueError:
             pass
+    return default_color, rest
+
+
+def parse_analyze_args(words: tuple[str, ...], default_color: int) -> tuple[int, float]:
+    """``[color] [interval]`` or ``[color] interval N`` (Leela Zero also takes ``minmoves N``, ignored here).
+    Returns (colour, interval in seconds); GtpError("syntax error") for anything else."""
+    interval_cs = DEFAULT_INTERVAL_CS
+    color, rest = _leading_color(words, default_color)
     try:
         while rest:
             word = rest.pop(0).lower()
@@ -67,6 +101,53 @@ def parse_analyze_args(words: tuple[str, ...], default_color: int) -> tuple[int,
     if interval_cs < 0:
         raise GtpError("syntax error")
     return color, max(interval_cs, 1) / 100.0
+
+
+@dataclass(frozen=True)
+class KataOptions:
+    """What ``kata-analyze`` was asked for."""
+
+    color: int
+    interval_s: float
+    max_moves: int = 0  # 0: every visited move
+    ownership: bool = False
+
+
+# KataGo's keys that take more than one value; every other unknown key takes one, and is ignored as KataGo does
+_KATA_KEY_WORDS = {"allow": 3, "avoid": 3}
+
+
+def parse_kata_args(words: tuple[str, ...], default_color: int) -> KataOptions:
+    """``[color] [interval] KEY VALUE ...`` of kata-analyze: ``interval``, ``maxmoves``, ``minmoves`` (accepted,
+    as candidates come from the visits), ``ownership true|false``; keys Tabula does not support
+    (``ownershipStdev``, ``pvVisits``, ``movesOwnership``, ``rootInfo``, ``allow``, ``avoid`` ...) are skipped with
+    their values. GtpError("syntax error") for a value that is not a number or a boolean where one is needed."""
+    interval_cs, max_moves, ownership = DEFAULT_INTERVAL_CS, 0, False
+    color, rest = _leading_color(words, default_color)
+    if rest and rest[0].lstrip("-").isdigit():
+        interval_cs = int(rest.pop(0))
+    try:
+        while rest:
+            key = rest.pop(0)
+            lowered = key.lower()
+            if lowered == "interval":
+                interval_cs = int(rest.pop(0))
+            elif lowered == "maxmoves":
+                max_moves = int(rest.pop(0))
+            elif lowered == "minmoves":
+                int(rest.pop(0))
+            elif lowered == "ownership":
+                value = rest.pop(0).lower()
+                if value not in ("true", "false"):
+                    raise ValueError(value)
+                ownership = value == "true"
+            else:
+                del rest[:_KATA_KEY_WORDS.get(lowered, 1)]
+    except (ValueError, IndexError) as error:
+        raise GtpError("syntax error") from error
+    if interval_cs < 0 or max_moves < 0:
+        raise GtpError("syntax error")
+    return KataOptions(color, max(interval_cs, 1) / 100.0, max_moves, ownership)
 
 
 def _generator(session: Session) -> SearchGenerator:
@@ -84,7 +165,11 @@ def _position(session: Session, color: int) -> GameState:
     return state
 
 
-def _drain(updates: queue.Queue, session: Session, size: int, on_input: Callable[[], bool]) -> Iterator[str]:
+Formatter = Callable[[list[Candidate]], str]
+
+
+def _drain(updates: queue.Queue, session: Session, format_line: Formatter,
+           on_input: Callable[[], bool]) -> Iterator[str]:
     """Analysis lines from a search thread's ``updates`` (candidate lists; an exception, raised here; None at its
     end). While input waits, ``on_input()`` is called: True stops reading at once, False reads on to the end
     without showing more lines."""
@@ -100,16 +185,44 @@ def _drain(updates: queue.Queue, session: Session, size: int, on_input: Callable
         if isinstance(item, BaseException):
             raise item
         if item and not session.interrupt.is_set():
-            yield format_info(item, size)
+            yield format_line(item)
 
 
 # -- lz-analyze / analyze -----------------------------------------------------------------------------------------
 
-def _analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
+def _lz_format(generator: SearchGenerator, size: int, score_lead: bool) -> Formatter:
+    return lambda candidates: format_info(candidates, size, score_lead and generator.has_score)
+
+
+def _kata_format(generator: SearchGenerator, size: int, color: int, ownership: bool) -> Formatter:
+    def line(candidates: list[Candidate]) -> str:
+        owned = generator.tree_ownership() if ownership else None
+        if owned is not None and color != BLACK:
+            owned = -owned  # KataGo reports the side to move's view
+        return format_kata_info(candidates, size, generator.has_score, owned)
+    return line
+
+
+def _request(session: Session, words: tuple[str, ...], kata: bool, score_lead: bool
+             ) -> tuple[SearchGenerator, int, float, Formatter]:
+    """The search player, the colour to analyse for, the interval and the line format of an analysis command."""
     generator = _generator(session)
-    color, interval_s = parse_analyze_args(words, session.player.state.to_move)
+    to_move = session.player.state.to_move
+    size = session.player.size
+    if not kata:
+        color, interval_s = parse_analyze_args(words, to_move)
+        return generator, color, interval_s, _lz_format(generator, size, score_lead)
+    options = parse_kata_args(words, to_move)
+    format_line = _kata_format(generator, size, options.color, options.ownership)
+    if options.max_moves:
+        full, format_line = format_line, lambda candidates: full(candidates[:options.max_moves])
+    return generator, options.color, options.interval_s, format_line
+
+
+def _analyze(session: Session, words: tuple[str, ...], kata: bool = False, score_lead: bool = False
+             ) -> Iterator[str]:
+    generator, color, interval_s, format_line = _request(session, words, kata, score_lead)
     state = _position(session, color)
-    size = state.size
 
     def lines() -> Iterator[str]:
         updates: queue.Queue = queue.Queue()
@@ -126,7 +239,7 @@ def _analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
         thread = threading.Thread(target=work, name="analysis", daemon=True)
         thread.start()
         try:
-            yield from _drain(updates, session, size, on_input=lambda: True)  # input ends the analysis
+            yield from _drain(updates, session, format_line, on_input=lambda: True)  # input ends the analysis
         finally:
             stop.set()
             thread.join()
@@ -142,16 +255,23 @@ def lz_analyze(session: Session, *words: str) -> Iterator[str]:
 
 @TABLE.command("analyze", streaming=True, family="analysis")
 def analyze(session: Session, *words: str) -> Iterator[str]:
-    """Sabaki's ``analyze <color> <interval>``: the same lines as lz-analyze."""
-    return _analyze(session, words)
+    """Sabaki's ``analyze <color> <interval>``: the lines of lz-analyze, with KataGo's ``scoreLead`` where the
+    network has a score head."""
+    return _analyze(session, words, score_lead=True)
+
+
+@TABLE.command("kata-analyze", streaming=True, family="analysis")
+def kata_analyze(session: Session, *words: str) -> Iterator[str]:
+    """``kata-analyze [color] [interval] [KEY VALUE ...]``: KataGo's analysis lines (``ownership true`` adds the
+    ownership of every point) every interval until input."""
+    return _analyze(session, words, kata=True)
 
 
 # -- lz-genmove_analyze / genmove_analyze --------------------------------------------------------------------------
 
-def _genmove_analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
-    generator = _generator(session)
-    color, interval_s = parse_analyze_args(words, session.player.state.to_move)
-    size = session.player.size
+def _genmove_analyze(session: Session, words: tuple[str, ...], kata: bool = False, score_lead: bool = False
+                     ) -> Iterator[str]:
+    generator, color, interval_s, format_line = _request(session, words, kata, score_lead)
 
     def lines() -> Iterator[str]:
         updates: queue.Queue = queue.Queue()
@@ -173,7 +293,7 @@ def _genmove_analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
             return False
 
         try:
-            yield from _drain(updates, session, size, on_input=play_now)
+            yield from _drain(updates, session, format_line, on_input=play_now)
         finally:
             thread.join()
             generator.on_progress = None
@@ -181,8 +301,8 @@ def _genmove_analyze(session: Session, words: tuple[str, ...]) -> Iterator[str]:
             # The search's final candidates, so that a move found faster than one interval still shows its analysis.
             final = generator.last_result
             if final is not None and final.candidates:
-                yield format_info(final.candidates, size)
-            yield f"play {format_vertex(chosen[0], size)}"
+                yield format_line(final.candidates)
+            yield f"play {format_vertex(chosen[0], session.player.size)}"
 
     return lines()
 
@@ -195,8 +315,15 @@ def lz_genmove_analyze(session: Session, *words: str) -> Iterator[str]:
 
 @TABLE.command("genmove_analyze", streaming=True, family="analysis")
 def genmove_analyze(session: Session, *words: str) -> Iterator[str]:
-    """Sabaki's ``genmove_analyze <color> <interval>``."""
-    return _genmove_analyze(session, words)
+    """Sabaki's ``genmove_analyze <color> <interval>``, with ``scoreLead`` as in ``analyze``."""
+    return _genmove_analyze(session, words, score_lead=True)
+
+
+@TABLE.command("kata-genmove_analyze", streaming=True, family="analysis")
+def kata_genmove_analyze(session: Session, *words: str) -> Iterator[str]:
+    """``kata-genmove_analyze [color] [interval] [KEY VALUE ...]``: genmove with kata-analyze lines, ending with
+    ``play <vertex>``."""
+    return _genmove_analyze(session, words, kata=True)
 
 
 # -- GoGui ----------------------------------------------------------------------------------------------------------
@@ -205,6 +332,8 @@ GOGUI_COMMANDS = [
     "dboard/Policy/tabula-policy",
     "gfx/Visits/tabula-visits",
     "gfx/Winrate/tabula-winrate",
+    "gfx/Score lead/tabula-score-lead",
+    "gfx/Ownership/tabula-ownership",
     "var/Principal variation/tabula-pv",
 ]
 
@@ -253,15 +382,43 @@ def tabula_visits(session: Session) -> str:
     return f"INFLUENCE {influence}\nLABEL {labels}"
 
 
+def _labelled(candidates: list[Candidate], size: int, label: Callable[[Candidate], str]) -> str:
+    """GoGui gfx: a label on every candidate on the board, and a square on the chosen one."""
+    board = [c for c in candidates if c.move != PASS]
+    if not board:
+        return ""
+    labels = " ".join(f"{format_vertex(c.move, size)} {label(c)}" for c in board)
+    return f"LABEL {labels}\nSQUARE {format_vertex(board[0].move, size)}"
+
+
 @TABLE.command("tabula-winrate", family="analysis")
 def tabula_winrate(session: Session) -> str:
     """Winrate (side to move, percent) of each candidate as GoGui gfx labels; the chosen move is marked."""
     candidates, size = _searched(session)
-    board = [c for c in candidates if c.move != PASS]
-    if not board:
-        return ""
-    labels = " ".join(f"{format_vertex(c.move, size)} {100 * c.winrate:.0f}" for c in board)
-    return f"LABEL {labels}\nSQUARE {format_vertex(board[0].move, size)}"
+    return _labelled(candidates, size, lambda c: f"{100 * c.winrate:.0f}")
+
+
+@TABLE.command("tabula-score-lead", family="analysis")
+def tabula_score_lead(session: Session) -> str:
+    """Score lead (points, side to move's view) of each candidate as GoGui gfx labels; the chosen move is marked.
+    Needs a network with a score head."""
+    generator = _generator(session)
+    candidates, size = _searched(session)
+    if not generator.has_score:
+        raise GtpError("the network has no score head")
+    return _labelled(candidates, size, lambda c: f"{c.score:+.1f}")
+
+
+@TABLE.command("tabula-ownership", family="analysis")
+def tabula_ownership(session: Session) -> str:
+    """Who owns each point at the end, averaged over the search tree, as GoGui's INFLUENCE (positive: black,
+    negative: white). Needs a network with an ownership head."""
+    generator = _generator(session)
+    _, size = _searched(session)
+    owned = generator.tree_ownership()
+    if owned is None:
+        raise GtpError("the network has no ownership head")
+    return "INFLUENCE " + " ".join(f"{format_vertex(point, size)} {owned[point]:.2f}" for point in range(size * size))
 
 
 @TABLE.command("tabula-pv", family="analysis")

@@ -70,3 +70,15 @@ def tiny_pooled_onnx(tiny_pooled_model, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("net") / "tiny_pooled.onnx"
     export_onnx(tiny_pooled_model, path, provenance="tests: random seed 2", board_sizes=[9, 13, 19])
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_aux_onnx(tmp_path_factory) -> Path:
+    """A size-independent network with score and ownership heads (1 block × 8 channels, random weights)."""
+    from engine.network import POOLED, NetSpec, export_onnx, random_network
+
+    spec = NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8, aux=True)
+    model = random_network(spec, seed=3, calibration=calibration(9))
+    path = tmp_path_factory.mktemp("net") / "tiny_aux.onnx"
+    export_onnx(model, path, provenance="tests: random seed 3")
+    return path

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from engine.config import EngineConfig, SearchConfig
-from engine.coords import parse_vertex
+from engine.config import EngineConfig, NetConfig, SearchConfig
+from engine.coords import BLACK, parse_vertex
 from engine.player import Player
 from engine.search_player import SearchGenerator
 from gtp.__main__ import load_extensions
@@ -18,7 +18,8 @@ from gtp.analysis import install_pondering, parse_analyze_args
 from gtp.commands import Session
 from gtp.protocol import GtpError
 from tests.conftest import make_session
-from tests.test_search import ScoreEvaluator
+from tests.conftest_network import tiny_aux_onnx  # noqa: F401
+from tests.test_search import LeadEvaluator, ScoreEvaluator
 
 VERTEX = re.compile(r"^(pass|[A-HJ-Z]([1-9]|1[0-9]|2[0-5]))$", re.IGNORECASE)
 
@@ -55,12 +56,14 @@ def parse_info_line(line: str) -> list[dict]:
     return moves
 
 
-def search_session(size: int = 9, **search) -> Session:
+def search_session(size: int = 9, evaluator=None, **search) -> Session:
+    """A session whose search player uses ``evaluator`` (default: ScoreEvaluator, a little slow)."""
     load_extensions()
     settings = dict(threads=1, visits=60)
     settings.update(search)
     config = dataclasses.replace(EngineConfig(board_size=size), search=SearchConfig(**settings))
-    generator = SearchGenerator(ScoreEvaluator(delay_s=0.001), config.search, rng=np.random.default_rng(0))
+    evaluator = evaluator if evaluator is not None else ScoreEvaluator(delay_s=0.001)
+    generator = SearchGenerator(evaluator, config.search, rng=np.random.default_rng(0))
     return Session(player=Player(generator, size=size), config=config)
 
 
@@ -183,3 +186,121 @@ def test_genmove_analyze_with_the_next_command_already_waiting_still_says_its_mo
     lines = "".join(out).split("\n")
     assert lines[0] == "=" and lines[-3].startswith("play ") and lines[-2:] == ["", ""]
     assert session.player.state.moves[-1][1] == parse_vertex(lines[-3].split()[1], 9)
+
+
+# -- kata-analyze: KataGo's format, score lead and ownership --------------------------------------------------------
+
+KATA_KEYS = ["move", "visits", "utility", "winrate", "scoreMean", "scoreStdev", "scoreLead", "prior", "lcb", "order"]
+
+
+class BottomRowEvaluator(LeadEvaluator):
+    """Black leads by 4.5; black owns the bottom row (y = 0) for sure and nothing else is decided."""
+
+    def evaluate(self, states):
+        evaluation = super().evaluate(states)
+        size = states[0].size
+        owned = np.zeros((len(states), size * size), np.float32)
+        owned[:, :size] = 1.0
+        sign = np.array([1.0 if s.to_move == BLACK else -1.0 for s in states], np.float32)
+        evaluation.ownership = owned * sign[:, None]
+        return evaluation
+
+
+def lead_session(size: int = 9, **search) -> Session:
+    return search_session(size, BottomRowEvaluator(4.5, 0.0), **search)
+
+
+def parse_kata_line(line: str, size: int) -> tuple[list[dict], list[float] | None]:
+    """KataGo's grammar: ``info KEY VALUE ... pv V ...`` per move, then optionally ``ownership`` and N*N floats."""
+    ownership = None
+    if " ownership " in f" {line} ":
+        line, _, values = f" {line} ".partition(" ownership ")
+        ownership = [float(v) for v in values.split()]
+        assert len(ownership) == size * size and all(-1.0 <= v <= 1.0 for v in ownership)
+    moves = parse_info_line(line.strip())
+    for m in moves:
+        assert [k for k in m if k != "pv"] == KATA_KEYS, m
+        assert 0.0 <= float(m["winrate"]) <= 1.0 and 0.0 <= float(m["prior"]) <= 1.0
+        assert -1.0 <= float(m["utility"]) <= 1.0 and float(m["scoreStdev"]) >= 0.0
+    return moves, ownership
+
+
+def test_kata_analyze_reports_score_lead_and_ownership_from_the_side_to_moves_view():
+    session = lead_session()
+    session.dispatch("play b E5")
+    lines = stream(session, "kata-analyze w interval 10 ownership true", 0.4)
+    assert lines[0] == "=" and lines[-2:] == ["", ""] and len(lines) >= 4
+    moves, ownership = parse_kata_line(lines[-3], 9)
+    assert moves and ownership is not None
+    for m in moves:
+        assert float(m["scoreLead"]) == pytest.approx(-4.5, abs=0.01)  # white to move trails by 4.5
+        assert m["scoreMean"] == m["scoreLead"]
+    # KataGo's order: the top row (A9..J9) first, the bottom row (A1..J1) last; white's view of black's row
+    assert ownership[:9] == [0.0] * 9 and ownership[-9:] == [-1.0] * 9
+
+
+def test_kata_analyze_without_ownership_maxmoves_and_unknown_keys():
+    session = lead_session()
+    lines = stream(session, "kata-analyze b 10 maxmoves 2 ownershipStdev true pvVisits true avoid w D4 1 "
+                   "minmoves 5", 0.3)
+    assert lines[0] == "="
+    for line in lines[1:-2]:
+        moves, ownership = parse_kata_line(line, 9)
+        assert ownership is None and 1 <= len(moves) <= 2
+        assert all(float(m["scoreLead"]) == pytest.approx(4.5, abs=0.01) for m in moves)
+
+
+def test_kata_analyze_argument_errors():
+    session = lead_session()
+    for bad in ("kata-analyze b -5", "kata-analyze b 10 ownership maybe", "kata-analyze b 10 maxmoves x",
+                "kata-analyze b interval"):
+        assert session.dispatch(bad) == "? syntax error\n\n", bad
+    assert make_session(size=9).dispatch("kata-analyze 10").startswith("? analysis needs the search player")
+
+
+def test_kata_genmove_analyze_ends_with_play():
+    session = lead_session(visits=80)
+    lines = session.dispatch("kata-genmove_analyze b 1 ownership true").split("\n")
+    assert lines[0] == "=" and lines[-3].startswith("play ")
+    moves, ownership = parse_kata_line(lines[-4], 9)
+    assert moves and ownership[-9:] == [1.0] * 9  # black to move owns its row
+    assert len(session.player.state.moves) == 1
+
+
+def test_sabaki_analyze_lines_carry_score_lead_where_the_network_has_one():
+    lines = stream(lead_session(), "analyze b 10", 0.3)
+    for line in lines[1:-2]:
+        for m in parse_info_line(line):
+            assert float(m["scoreLead"]) == pytest.approx(4.5, abs=0.01) and m["winrate"].isdigit()
+    # lz-analyze stays Leela Zero's format (Lizzie), and networks without a score head send no scoreLead
+    check_lz_lines(stream(lead_session(), "lz-analyze b 10", 0.3))
+    check_lz_lines(stream(search_session(), "analyze b 10", 0.3))
+
+
+def test_kata_analyze_with_a_network_that_has_score_and_ownership_heads(tiny_aux_onnx):
+    """The whole path from the ONNX outputs: symmetries undone on the ownership, black's view in the tree."""
+    load_extensions()
+    config = EngineConfig(board_size=9, player="search", seed=5,
+                          search=SearchConfig(threads=1, visits=40),
+                          net=NetConfig(weights=(str(tiny_aux_onnx),)))
+    session = Session(player=Player.from_config(config), config=config)
+    lines = session.dispatch("kata-genmove_analyze b 1 ownership true").split("\n")
+    moves, ownership = parse_kata_line(lines[-4], 9)
+    assert moves and len(set(ownership)) > 1
+    assert all(abs(float(m["scoreLead"])) < 400 for m in moves)
+
+
+def test_gogui_score_lead_and_ownership_views():
+    session = lead_session()
+    assert "gfx/Score lead/tabula-score-lead" in session.dispatch("gogui-analyze_commands")
+    reply = session.dispatch("tabula-score-lead")
+    assert reply.startswith("= LABEL ") and "\nSQUARE " in reply
+    labels = reply.split("\n")[0].split()[2:]
+    assert labels and all(float(v) == pytest.approx(4.5, abs=0.05) for v in labels[1::2])
+    words = session.dispatch("tabula-ownership").split()
+    assert words[:2] == ["=", "INFLUENCE"] and len(words[2:]) == 2 * 81
+    values = dict(zip(words[2::2], map(float, words[3::2])))
+    assert values["A1"] == 1.0 and values["J1"] == 1.0 and values["E5"] == 0.0  # black's row, black positive
+    plain = search_session()  # a network without the heads says so
+    assert plain.dispatch("tabula-ownership") == "? the network has no ownership head\n\n"
+    assert plain.dispatch("tabula-score-lead") == "? the network has no score head\n\n"

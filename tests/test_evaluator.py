@@ -283,3 +283,35 @@ def test_network_set_routes_each_size_to_its_network(tiny_onnx, tiny_onnx_9, tin
     with pytest.raises(UnsupportedBoardSizeError, match="7x7.*9x9, 13x13, 19x19"):
         networks.evaluate([GameState(7)])
     assert networks.evaluate([]).value.shape == (0,)
+
+
+def test_score_and_ownership_come_back_in_the_boards_frame(tiny_aux_onnx):
+    """A position evaluated under symmetry s gives the ownership the network computed on the turned planes,
+    turned back; the average mode averages the eight."""
+    import onnxruntime as ort
+
+    from engine.features import encode, inverse_transform_planes
+
+    state = random_game(9, 30, seed=4)[-1]
+    session = ort.InferenceSession(str(tiny_aux_onnx), providers=["CPUExecutionProvider"])
+    raw = {}
+    for s in range(8):
+        planes = transform_planes(encode(state)[None], s)
+        _, _, score, owned = session.run(None, {"planes": planes})
+        raw[s] = (float(score[0]), inverse_transform_planes(owned.reshape(1, 1, 9, 9), s).reshape(81))
+    drawn = int(np.random.default_rng(11).integers(0, 8, 1)[0])
+    evaluator = OnnxEvaluator(tiny_aux_onnx, symmetry="random", rng=np.random.default_rng(11), log=None)
+    assert evaluator.has_score_and_ownership
+    result = evaluator.evaluate([state])
+    assert result.score[0] == pytest.approx(raw[drawn][0], abs=1e-4)
+    np.testing.assert_allclose(result.ownership[0], raw[drawn][1], atol=1e-5)
+    averaged = evaluator.evaluate_averaged([state])
+    np.testing.assert_allclose(averaged.ownership[0], np.mean([raw[s][1] for s in range(8)], axis=0), atol=1e-5)
+    assert averaged.score[0] == pytest.approx(np.mean([raw[s][0] for s in range(8)]), abs=1e-4)
+
+
+def test_networks_without_score_heads_give_none(tiny_onnx):
+    evaluator = OnnxEvaluator(tiny_onnx, log=None)
+    assert not evaluator.has_score_and_ownership
+    result = evaluator.evaluate([GameState(19)])
+    assert result.score is None and result.ownership is None

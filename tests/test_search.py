@@ -630,3 +630,49 @@ def test_small_searches_use_small_batches(visits, threads, largest):
     fixed = SymmetryAwareEvaluator(0, 0.0)
     Search(fixed, replace(config, adaptive_batch=False), rng=np.random.default_rng(1)).run(GameState(9))
     assert max(fixed.batch_sizes) == 8
+
+
+class LeadEvaluator:
+    """Uniform priors, value 0; black always leads by ``lead`` points and owns every point by ``owned`` (black's
+    view), reported from the side to move's view as a network with score and ownership heads does."""
+
+    def __init__(self, lead: float, owned: float):
+        self.lead, self.owned = lead, owned
+
+    def evaluate(self, states):
+        base = UniformEvaluator().evaluate(states)
+        sign = np.array([1.0 if s.to_move == BLACK else -1.0 for s in states], dtype=np.float32)
+        points = states[0].size ** 2
+        return Evaluation(base.policy, np.zeros(len(states), np.float32), score=self.lead * sign,
+                          ownership=np.full((len(states), points), self.owned, np.float32) * sign[:, None])
+
+
+def test_scores_are_backed_up_from_the_movers_view():
+    for to_move, sign in ((BLACK, 1.0), (WHITE, -1.0)):
+        state = GameState(7)
+        state.to_move = to_move
+        search = Search(LeadEvaluator(3.5, 0.25), SearchConfig(threads=1, visits=120, early_stop=False),
+                        rng=np.random.default_rng(0))
+        result = search.run(state)
+        assert search.has_score
+        for c in result.candidates:
+            assert c.score == pytest.approx(sign * 3.5, abs=1e-4) and c.score_stdev == pytest.approx(0, abs=1e-2)
+        assert np.allclose(search.ownership(), 0.25, atol=1e-3)  # black's view, whoever is to move
+
+
+def test_a_reused_tree_keeps_its_scores_consistent():
+    search = Search(LeadEvaluator(-2.0, -0.5), SearchConfig(threads=2, visits=200, early_stop=False),
+                    rng=np.random.default_rng(3))
+    state = GameState(7)
+    search.run(state)
+    state.play(search.run(state).move)
+    result = search.run(state, visits=300)
+    assert all(c.score == pytest.approx(2.0, abs=1e-4) for c in result.candidates)  # white to move leads by 2
+    assert np.allclose(search.ownership(), -0.5, atol=1e-3)
+
+
+def test_without_score_heads_there_is_no_ownership():
+    search = Search(UniformEvaluator(), SearchConfig(threads=1, visits=30))
+    result = search.run(GameState(5))
+    assert not search.has_score and search.ownership() is None
+    assert all(c.score == 0.0 for c in result.candidates)

@@ -77,7 +77,7 @@ class ReplayedNetwork(OnnxEvaluator):
         self.recording = True
         self.latency_s = 0.0  # a replayed call's wait: a GPU's latency, modelled (the GIL is free meanwhile)
         self.misses = 0
-        self._outputs: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
+        self._outputs: dict[tuple[int, int, bool], tuple[np.ndarray, float]] = {}
         super().__init__(*args, **kwargs)
 
     def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,8 +96,12 @@ class ReplayedNetwork(OnnxEvaluator):
         pending = super().evaluate_async(states)
         return PendingEvaluation(lambda: self._replayed(states, pending.result()))
 
-    def _replayed(self, states, result: Evaluation) -> Evaluation:
-        keys = [(s.hash, s.size) for s in states]
+    def evaluate_averaged(self, states):
+        """The search's root under all 8 symmetries, recorded and replayed apart from the one-symmetry outputs."""
+        return self._replayed(states, super().evaluate_averaged(states), averaged=True)
+
+    def _replayed(self, states, result: Evaluation, averaged: bool = False) -> Evaluation:
+        keys = [(s.hash, s.size, averaged) for s in states]
         if self.recording:
             # One output per position: a position met again (a transposition in the same batch, or a later
             # recording pass) gets what it got first, as the replay will give it, or the trees would drift apart.
