@@ -25,6 +25,7 @@ log = logging.getLogger("tabula.search")
 DEFAULT_TIME_S = 5.0  # a move's budget when neither the clock nor the configuration limits it
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
 SETTLED_OWNERSHIP = 0.5  # see _settled
+OWNERSHIP_PLAYOUTS = 200  # the search behind the ownership of final_status_list with a network that has the head
 
 
 def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[int, float] | None = None,
@@ -136,8 +137,15 @@ class SearchGenerator:
         return move
 
     def ownership(self, state: GameState) -> np.ndarray:
-        """float32 [N*N] in [-1, 1], black's view, from random playouts of the position (our networks have no
-        ownership head)."""
+        """float32 [N*N] in [-1, 1], black's view: with a network that has an ownership head, the average over a
+        short search's tree (final_status_list, final_score and cleanup judge dead stones by it); otherwise from
+        random playouts of the position."""
+        # A network tells whether it has the head by its first answer.
+        if self.search.has_score or self.search.evaluator.evaluate([state]).ownership is not None:
+            self.search.run(state, visits=0, playouts=OWNERSHIP_PLAYOUTS, early_stop=False)
+            owned = self.search.ownership()
+            if owned is not None:
+                return owned
         return playout.ownership(state, self.playout_rng, self.config.ownership_playouts)
 
     # -- pondering, analysis and stopping ------------------------------------------------------------------------

@@ -269,3 +269,18 @@ def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monke
                              (SearchConfig(threads=1), "default threads")]:
         search_player.from_config(EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)), search=search))
         assert capsys.readouterr().err.strip().endswith(f"on CPUExecutionProvider, {expected}")
+
+
+def test_dead_stones_come_from_the_networks_ownership_where_it_has_one():
+    """A network with an ownership head judges the stones (the search's tree average); random playouts would
+    call the lone white stones inside black's wall dead, the rigged network says they live."""
+    from tests.test_search import LeadEvaluator
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
+    playouts = generator(UniformEvaluator())
+    dead_by_playouts = search_player.playout.dead_stones(state, playouts.ownership(state))
+    assert len(dead_by_playouts) == 2
+    networked = generator(LeadEvaluator(-10.0, -1.0))  # white owns everything, it says
+    owned = networked.ownership(state)
+    assert np.allclose(owned, -1.0, atol=1e-3)
+    assert sorted(search_player.playout.dead_stones(state, owned)) == sorted(
+        p for p in range(49) if state.color_at(p) == BLACK)
