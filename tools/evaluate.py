@@ -5,6 +5,11 @@ reads the network's policy masked to legal moves (``OnnxEvaluator``, identity sy
 (side to move's view) with the game's result (+1 win, -1 loss, 0 draw) over the positions of games whose result is a
 value target (not time, forfeit or handicap; see engine/records.py). Records are filtered as `tabula prepare` does;
 the filter report goes to stderr, the figures to stdout in ``name: value`` lines.
+
+``--visits N`` also searches every ``--every``-th position with N visits at the default search settings, as
+``tabula gtp`` plays (a random symmetry per leaf, the root averaged over all 8), and reports how often the search's
+move is the move played (``search_top1``) beside the raw policy's on the same positions (``policy_top1_searched``):
+a search should never predict strong players' moves worse than its network alone.
 """
 from __future__ import annotations
 
@@ -14,7 +19,10 @@ import time
 
 import numpy as np
 
+from engine.config import SearchConfig
+from engine.coords import PASS
 from engine.evaluator import OnnxEvaluator
+from engine.search import Search
 from engine.game import SIMPLE_KO, GameState, Rules
 from engine.records import RecordFilter, is_validation, iter_records
 
@@ -31,6 +39,7 @@ class Scores:
         self.top5 = 0
         self.value_sq = 0.0
         self.value_positions = 0
+        self.positions_seen = 0  # positions met so far, evaluated or still in the batch
 
     def add(self, policy: np.ndarray, value: np.ndarray, targets: np.ndarray, z: np.ndarray,
             weight: np.ndarray) -> None:
@@ -61,7 +70,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
     parser.add_argument("--provider", default="cpu", help="auto | cpu | cuda | tensorrt")
     parser.add_argument("--min-moves", type=int, default=30)
+    parser.add_argument("--visits", type=int, default=0, help="also search positions with this many visits")
+    parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
+    parser.add_argument("--search-threads", type=int, default=2, help="search threads (with --visits)")
     return parser.parse_args(argv)
+
+
+class SearchScores:
+    """How often a search's move, and the raw policy's best move, is the move played, on the same positions."""
+
+    def __init__(self, weights: str, visits: int, threads: int, provider: str):
+        evaluator = OnnxEvaluator(weights, symmetry="random", rng=np.random.default_rng(0), provider=provider,
+                                  log=None)
+        self.raw = OnnxEvaluator(weights, symmetry="identity", provider=provider, log=None)
+        self.search = Search(evaluator, SearchConfig(visits=visits, threads=threads), rng=np.random.default_rng(1))
+        self.positions = self.search_hits = self.policy_hits = 0
+
+    def add(self, state: GameState, target: int) -> None:
+        move = self.search.run(state).move
+        self.search_hits += (state.size * state.size if move == PASS else move) == target
+        self.policy_hits += int(np.argmax(self.raw.evaluate([state]).policy[0])) == target
+        self.positions += 1
+
+    def lines(self) -> list[str]:
+        positions = max(self.positions, 1)
+        return [f"searched_positions: {self.positions}", f"search_top1: {self.search_hits / positions:.4f}",
+                f"policy_top1_searched: {self.policy_hits / positions:.4f}"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     size = evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
+    searches = SearchScores(args.weights, args.visits, args.search_threads, args.provider) if args.visits else None
     states: list[GameState] = []
     targets: list[int] = []
     values: list[float] = []
@@ -98,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
             state.to_move = color
             position = state.copy()
             states.append(position)
-            targets.append(record.size * record.size if move < 0 else move)
+            target = record.size * record.size if move < 0 else move
+            targets.append(target)
+            if searches is not None and scores.positions_seen % args.every == 0:
+                searches.add(position, target)
+            scores.positions_seen += 1
             values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
             weights.append(record.value_weight)
             state.play(move, color)
@@ -109,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     flush()
     print(reader.report.format(), file=sys.stderr)
     print(f"tabula eval: {time.time() - started:.1f} s", file=sys.stderr)
-    print("\n".join(scores.lines()))
+    print("\n".join(scores.lines() + (searches.lines() if searches is not None else [])))
     return 0
 
 
