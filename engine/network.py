@@ -187,13 +187,17 @@ def save_checkpoint(model: TabulaNet, path: str | os.PathLike, **extra: object) 
     torch.save({"spec": model.spec.to_dict(), "state_dict": model.state_dict(), **extra}, path)
 
 
-def load_checkpoint(path: str | os.PathLike) -> TabulaNet:
-    """Load a checkpoint written by ``save_checkpoint``. Never unpickles arbitrary objects."""
+def load_checkpoint(path: str | os.PathLike, averaged: bool = True) -> TabulaNet:
+    """Load a checkpoint written by ``save_checkpoint`` or ``tabula train``: with ``averaged``, the run's moving
+    average of the weights where it keeps one (what it validates and exports). Never unpickles arbitrary objects."""
     path = os.fspath(path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
         model = TabulaNet(NetSpec.from_dict(data["spec"]))
-        model.load_state_dict(data["state_dict"])
+        state = data["state_dict"]
+        if averaged and "ema_state_dict" in data:
+            state = {**state, **data["ema_state_dict"]}
+        model.load_state_dict(state)
     except NetworkFileError:
         raise
     except Exception as e:  # torch raises many types for bad files; one typed error names the file

@@ -318,3 +318,15 @@ def test_a_resumed_run_refuses_other_data(data_dir, tmp_path):
     write_shard(other, learnable_records(12, moves=40))
     with pytest.raises(SystemExit, match="other data"):
         train(tiny(data_dir, out), log=quiet, make_sampler=lambda paths: PositionSampler([other]))
+
+
+def test_a_checkpoint_exports_its_averaged_weights(data_dir, tmp_path):
+    out = str(tmp_path / "run")
+    train(tiny(data_dir, out, ema_decay=0.5, steps=6), log=quiet)
+    state = load_training_checkpoint(os.path.join(out, "checkpoint.pt"))
+    averaged = load_checkpoint(os.path.join(out, "checkpoint.pt")).state_dict()
+    raw = load_checkpoint(os.path.join(out, "checkpoint.pt"), averaged=False).state_dict()
+    name = "input.conv.weight"
+    torch.testing.assert_close(averaged[name], state["ema_state_dict"][name])
+    torch.testing.assert_close(raw[name], state["state_dict"][name])
+    assert not torch.equal(averaged[name], raw[name])
