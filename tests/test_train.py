@@ -202,7 +202,11 @@ def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
     assert evaluate.main([onnx_path, archives["tar.gz"], "--max-games", "4"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     names = [line.split(":")[0] for line in lines]
-    assert names == ["games", "positions", "top1", "top5", "value_mse", "value_positions"]
+    assert names == ["games", "positions", "top1", "top5", "value_mse", "value_positions", "resign_games",
+                     "resign_false_0.02", "resign_false_0.05", "resign_false_0.10", "resign_false_0.15",
+                     "resign_false_0.20"]
+    shares = [float(line.split()[1]) for line in lines[7:]]
+    assert all(0.0 <= a <= b <= 1.0 for a, b in zip(shares, shares[1:]))  # a higher threshold throws more away
     assert lines[0] == "games: 4" and 0.0 <= float(lines[2].split()[1]) <= float(lines[3].split()[1]) <= 1.0
     # the search's move prediction beside the raw policy's, on every 25th position
     assert evaluate.main([onnx_path, archives["tar.gz"], "--max-games", "4", "--visits", "8", "--every", "25",
@@ -330,3 +334,16 @@ def test_a_checkpoint_exports_its_averaged_weights(data_dir, tmp_path):
     torch.testing.assert_close(averaged[name], state["ema_state_dict"][name])
     torch.testing.assert_close(raw[name], state["state_dict"][name])
     assert not torch.equal(averaged[name], raw[name])
+
+
+def test_resign_false_positives_count_games_the_winner_would_have_resigned():
+    from tools.evaluate import Scores
+    scores = Scores()
+    scores.resign_games = 2
+    # game 1: the winner (its rows: winner=True) sat at winrate 3% for 3 moves after move 10; game 2: never low
+    rows = [(1, True, 12, 10, -0.94), (1, False, 13, 10, 0.9), (1, True, 14, 10, -0.95), (1, True, 16, 10, -0.99),
+            (2, True, 12, 10, 0.5), (2, True, 14, 10, -0.95), (2, True, 16, 10, 0.2), (2, True, 18, 10, -0.99),
+            (1, True, 2, 10, -1.0)]
+    scores.resign_rows = rows
+    lines = dict(line.split(": ") for line in scores.resign_lines())
+    assert lines["resign_false_0.05"] == "0.5000" and lines["resign_false_0.02"] == "0.0000"

@@ -6,6 +6,11 @@ reads the network's policy masked to legal moves (``OnnxEvaluator``, identity sy
 value target (not time, forfeit or handicap; see engine/records.py). Records are filtered as `tabula prepare` does;
 the filter report goes to stderr, the figures to stdout in ``name: value`` lines.
 
+Resignation (``resign_false_T`` lines): at each threshold T of ``RESIGN_THRESHOLDS``, the share of games with a
+result in which the eventual winner's own winrate (the network's value) stayed under T for ``RESIGN_CONSECUTIVE``
+of its moves in a row, after the first quarter of the board's points: the games that resigning at T would have
+thrown away (AlphaGo Zero keeps this under 5%). The model card quotes them; ``--resign-winrate`` defaults follow.
+
 ``--visits N`` also searches every ``--every``-th position with N visits at the default search settings, as
 ``tabula gtp`` plays (a random symmetry per leaf, the root averaged over all 8), and reports how often the search's
 move is the move played (``search_top1``) beside the raw policy's on the same positions (``policy_top1_searched``):
@@ -27,6 +32,8 @@ from engine.game import SIMPLE_KO, GameState, Rules
 from engine.records import RecordFilter, is_validation, iter_records
 
 TOP_K = 5
+RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
+RESIGN_CONSECUTIVE = 3  # as SearchConfig.resign_consecutive
 
 
 class Scores:
@@ -40,9 +47,16 @@ class Scores:
         self.value_sq = 0.0
         self.value_positions = 0
         self.positions_seen = 0  # positions met so far, evaluated or still in the batch
+        # per position of a game with a result: (game number, the mover is the winner, move number, value)
+        self.resign_rows: list[tuple[int, bool, int, float]] = []
+        self.resign_games = 0
 
     def add(self, policy: np.ndarray, value: np.ndarray, targets: np.ndarray, z: np.ndarray,
-            weight: np.ndarray) -> None:
+            weight: np.ndarray, where: list[tuple[int, int, int]]) -> None:
+        """``where``: (game number, move number, first move resignation may happen) of each position."""
+        for (game, move_number, skip), result, mover_value in zip(where, z.tolist(), value.tolist()):
+            if result != 0.0:  # games whose result is a value target, draws aside
+                self.resign_rows.append((game, result > 0, move_number, skip, mover_value))
         top = np.argsort(-policy, axis=1, kind="stable")[:, :TOP_K]
         self.positions += len(targets)
         self.top1 += int((top[:, 0] == targets).sum())
@@ -55,7 +69,23 @@ class Scores:
         mse = self.value_sq / self.value_positions if self.value_positions else float("nan")
         return [f"games: {self.games}", f"positions: {self.positions}",
                 f"top1: {self.top1 / positions:.4f}", f"top5: {self.top5 / positions:.4f}",
-                f"value_mse: {mse:.4f}", f"value_positions: {self.value_positions}"]
+                f"value_mse: {mse:.4f}", f"value_positions: {self.value_positions}"] + self.resign_lines()
+
+    def resign_lines(self) -> list[str]:
+        """``resign_false_T: share`` for every threshold (see the module docstring)."""
+        thrown = {t: set() for t in RESIGN_THRESHOLDS}
+        runs: dict[tuple[int, float], int] = {}
+        for game, winner, move_number, skip, value in self.resign_rows:
+            if not winner:
+                continue
+            for t in RESIGN_THRESHOLDS:
+                key = (game, t)
+                runs[key] = runs.get(key, 0) + 1 if (value + 1.0) / 2.0 < t and move_number >= skip else 0
+                if runs[key] >= RESIGN_CONSECUTIVE:
+                    thrown[t].add(game)
+        games = max(self.resign_games, 1)
+        return [f"resign_games: {self.resign_games}"] + [
+            f"resign_false_{t:.2f}: {len(thrown[t]) / games:.4f}" for t in RESIGN_THRESHOLDS]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -109,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     targets: list[int] = []
     values: list[float] = []
     weights: list[float] = []
+    where: list[tuple[int, int, int]] = []
     started = time.time()
 
     def flush() -> None:
@@ -116,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             return
         evaluation = evaluator.evaluate(states)
         scores.add(evaluation.policy, evaluation.value, np.asarray(targets), np.asarray(values, dtype=np.float32),
-                   np.asarray(weights, dtype=np.float32))
+                   np.asarray(weights, dtype=np.float32), where)
+        where.clear()
         states.clear()
         targets.clear()
         values.clear()
@@ -126,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.split != "all" and is_validation(record.key(), args.val_fraction) != (args.split == "val"):
             continue
         scores.games += 1
+        scores.resign_games += record.value_weight > 0 and record.winner != 0
         state = GameState(record.size, Rules(komi=record.komi, superko=SIMPLE_KO))
         for color, point in record.setup:
             state.place_setup(point, color)
@@ -140,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             scores.positions_seen += 1
             values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
             weights.append(record.value_weight)
+            values[-1] *= 1.0 if record.value_weight > 0 else 0.0  # no result, no resignation question
+            where.append((scores.games, len(position.moves), record.size * record.size // 4))
             state.play(move, color)
             if len(states) >= args.batch:
                 flush()
