@@ -5,8 +5,8 @@
 
 Layer: above features; numpy and onnxruntime only, so that the GTP engine starts fast. torch is imported (through
 ``torch_backend``) only where a GPU is present that onnxruntime cannot use, or where it is asked for.
-``OnnxEvaluator`` runs a network file; ``NetworkSet`` routes each board size to its network; ``CachedEvaluator``
-wraps any evaluator with an LRU cache.
+``OnnxEvaluator`` runs a network file; ``NetworkSet`` routes each board size to its network. Network results are
+cached in one place, the search's transposition table.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
@@ -25,8 +24,8 @@ import numpy as np
 from .features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_planes,
                        inverse_transform_policy, transform_planes)
 from .game import GameState, legal_masks
+from .netfile import METADATA_FORMAT_VERSION, NetworkFileError
 
-METADATA_FORMAT_VERSION = "1"
 SYMMETRY_MODES = ("random", "identity", "average")
 AVERAGE = "average"
 PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
@@ -38,15 +37,6 @@ TORCH = "torch"  # the torch CUDA backend (engine/torch_backend.py), for GPUs th
 BACKENDS = ("auto", *PROVIDERS, TORCH)
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # of the GPU backends; onnxruntime on the CPU always runs the file's
 DEFAULT_MAX_BATCH = 256
-
-
-class NetworkFileError(ValueError):
-    """A network file that cannot be used: names the file and what is wrong with it."""
-
-    def __init__(self, path: str, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
 
 
 class UnsupportedBoardSizeError(ValueError):
@@ -599,60 +589,3 @@ def first_line(error: BaseException | None) -> str:
     return text.splitlines()[0][:300] if text else type(error).__name__
 
 
-class CachedEvaluator:
-    """An LRU cache of evaluations keyed by ``GameState.hash`` (stones, side to move, ko) and board size.
-
-    Positions with the same stones but different histories share an entry, as in Leela Zero's NNCache; the policy
-    is re-masked to the asking position's legal moves. Thread-safe.
-    """
-
-    def __init__(self, inner: Evaluator, capacity: int = 200_000):
-        if capacity < 1:
-            raise ValueError("capacity must be at least 1")
-        self.inner = inner
-        self.capacity = capacity
-        self.hits = 0
-        self.misses = 0
-        self._entries: OrderedDict[tuple[int, int], tuple[np.ndarray, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
-        count = len(states)
-        keys = [(s.hash, s.size) for s in states]
-        found: list[tuple[np.ndarray, float] | None] = [None] * count
-        with self._lock:
-            for i, key in enumerate(keys):
-                entry = self._entries.get(key)
-                if entry is not None:
-                    self._entries.move_to_end(key)
-                    found[i] = entry
-        missing: dict[tuple[int, int], int] = {}
-        for i, key in enumerate(keys):
-            if found[i] is None and key not in missing:
-                missing[key] = i
-        if missing:
-            fresh = self.inner.evaluate([states[i] for i in missing.values()])
-            computed = {key: (fresh.policy[j], float(fresh.value[j])) for j, key in enumerate(missing)}
-            with self._lock:
-                for key, entry in computed.items():
-                    self._entries[key] = entry
-                    self._entries.move_to_end(key)
-                while len(self._entries) > self.capacity:
-                    self._entries.popitem(last=False)
-            for i, key in enumerate(keys):
-                if found[i] is None:
-                    found[i] = computed[key]
-        with self._lock:
-            self.misses += len(missing)
-            self.hits += count - len(missing)
-        policy = np.stack([entry[0] for entry in found])  # type: ignore[index]
-        value = np.array([entry[1] for entry in found], dtype=np.float32)  # type: ignore[index]
-        if missing and len(missing) == count:
-            return Evaluation(policy, value)
-        # Entries computed for another history may allow a move that a superko rule now forbids.
-        policy = policy * legal_masks(states)
-        policy /= policy.sum(axis=1, keepdims=True)
-        return Evaluation(policy.astype(np.float32, copy=False), value)

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .evaluator import METADATA_FORMAT_VERSION, NetworkFileError
+from .netfile import METADATA_FORMAT_VERSION, NetworkFileError
 from .features import INPUT_ENCODING, NUM_PLANES
 from .leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
 

@@ -1,4 +1,4 @@
-"""OnnxEvaluator: masking, normalisation, symmetries, metadata checks, clear errors on bad files; CachedEvaluator."""
+"""OnnxEvaluator: masking, normalisation, symmetries, metadata checks, clear errors on bad files."""
 from __future__ import annotations
 
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from engine.coords import parse_vertex
-from engine.evaluator import (CachedEvaluator, NetworkFileError, NetworkSet, OnnxEvaluator, UniformEvaluator,
+from engine.evaluator import (NetworkFileError, NetworkSet, OnnxEvaluator, UniformEvaluator,
                               UnsupportedBoardSizeError, choose_providers, evaluate_async, legal_mask,
                               masked_softmax)
 from engine.features import encode_batch, inverse_transform_policy, transform_planes
@@ -238,21 +238,6 @@ def test_corrupt_truncated_and_missing_files(tiny_onnx, tmp_path):
 def test_bad_arguments(tiny_onnx):
     with pytest.raises(ValueError, match="symmetry"):
         OnnxEvaluator(tiny_onnx, symmetry="sometimes", log=None)
-
-
-# -- cache ------------------------------------------------------------------------------------------------------------
-
-
-def test_cache_returns_the_same_and_counts(evaluator):
-    cached = CachedEvaluator(evaluator, capacity=8)
-    states = random_game(19, 5, seed=9)
-    first = cached.evaluate(states)
-    second = cached.evaluate(states + states[:2])
-    assert (cached.misses, cached.hits) == (len(states), len(states) + 2)
-    assert np.allclose(second.policy[: len(states)], first.policy, atol=1e-6)
-    assert np.array_equal(second.value[: len(states)], first.value)
-    cached.evaluate(random_game(19, 20, seed=10))
-    assert len(cached) == 8
 
 
 def test_uniform_evaluator_unchanged():
