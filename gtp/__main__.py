@@ -20,7 +20,7 @@ from .commands import Session, serve
 
 # Modules that register further command families into commands.TABLE when imported (e.g. "gtp.analysis").
 # A module listed here but not yet written is skipped.
-EXTENSION_MODULES: list[str] = ["gtp.extensions", "gtp.analysis"]
+EXTENSION_MODULES: list[str] = ["gtp.analysis"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SEARCH_LOGGER = "tabula.search"  # logs the per-move search summary (visits, winrate, PV, playouts/s) at INFO
 
@@ -98,12 +98,9 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
 
 
 def load_extensions() -> None:
+    """Register the command families that live outside gtp/commands.py."""
     for module in EXTENSION_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as error:
-            if error.name != module:
-                raise
+        importlib.import_module(module)
 
 
 def configure_logging(level: str | None) -> None:

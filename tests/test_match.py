@@ -351,11 +351,6 @@ def test_gnugo_tiny_match(tmp_path, gnugo, capsys):
     assert "GNU Go 3.8 [0] vs GNU Go 3.8 [1]" in capsys.readouterr().out
 
 
-def gtp_main_exists() -> bool:
-    return (ROOT / "gtp" / "__main__.py").exists()
-
-
-@pytest.mark.skipif(not gtp_main_exists(), reason="gtp/__main__.py is not written yet")
 def test_tabula_random_against_gnugo(tmp_path, gnugo):
     out = tmp_path / "m"
     # Cut short and counted by our rules: GNU Go's final_score on an unfinished game can take seconds.
