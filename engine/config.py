@@ -42,15 +42,9 @@ class SearchConfig:
     eye_filter: bool = True  # never search moves that fill one's own single-point eye (see Board.is_own_eye)
     reuse_tree: bool = True  # keep the matching subtree between moves
     reuse_undo_plies: int = 4  # keep ancestors of the root this many plies up, for undo and re-sent games
-    ponder: bool = False  # search on the opponent's time until the next command arrives
     noise: bool = False  # Dirichlet noise at the root (self-play)
     dirichlet_alpha: float = 0.03  # alpha on 19x19, scaled by 361/N² on other sizes
     noise_weight: float = 0.25  # share of the noise in the root priors
-    temperature_moves: int = 0  # moves played in proportion to visits^(1/temperature) for the first k moves
-    temperature: float = 1.0
-    resign_winrate: float = 0.10  # resign below this winrate (0: never)
-    resign_consecutive: int = 3  # ... for this many of our moves in a row
-    ownership_playouts: int = 64  # random playouts behind ownership() and final_status_list
 
     def for_network(self, on_gpu: bool) -> "SearchConfig":
         """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where
@@ -58,6 +52,23 @@ class SearchConfig:
         if self.batches_in_flight > 0:
             return self
         return replace(self, batches_in_flight=2 if on_gpu else 1)
+
+
+@dataclass(frozen=True)
+class PlayConfig:
+    """How a search's result becomes the move played (engine.decision.MoveDecider), the same for GTP, self-play
+    and gating: temperature, passing, resignation; and what the player does around the search."""
+
+    temperature_moves: int = 0  # moves played in proportion to visits^(1/temperature) for the first k moves
+    temperature: float = 1.0
+    resign_winrate: float = 0.10  # resign below this winrate (0: never)
+    resign_consecutive: int = 3  # ... for this many of our moves in a row
+    resign_after: float = 0.25  # ... and never in the first this share of the board's points in moves
+    # Before passing, also count the lead as a referee removing dead stones would (random playouts), and after the
+    # opponent's pass play no stones inside settled territory. Off in self-play, which scores by Tromp-Taylor.
+    referee_aware: bool = True
+    ponder: bool = False  # search on the opponent's time until the next command arrives
+    ownership_playouts: int = 64  # random playouts behind ownership() and final_status_list without a network head
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,7 @@ class NetConfig:
 class EngineConfig:
     rules: Rules = field(default_factory=Rules)
     search: SearchConfig = field(default_factory=SearchConfig)
+    play: PlayConfig = field(default_factory=PlayConfig)
     time: TimeConfig = field(default_factory=TimeConfig)
     net: NetConfig = field(default_factory=NetConfig)
     player: str = "search"  # move generator: search (the network, default) | random (the baseline)

@@ -106,6 +106,15 @@ class GameState:
         other.peak_stones = self.peak_stones
         return other
 
+    def with_to_move(self, color: int) -> "GameState":
+        """This position with ``color`` to move: itself when it already is, else a copy (GTP may ask either colour
+        to move, whoever moved last)."""
+        if self.to_move == color:
+            return self
+        other = self.copy()
+        other.to_move = color
+        return other
+
     def _superko_key(self, stone_hash: int, to_move: int) -> int:
         if self.rules.superko == SITUATIONAL and to_move == WHITE:
             return stone_hash ^ self.board.geometry.zobrist_white_to_move

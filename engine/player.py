@@ -17,6 +17,7 @@ import numpy as np
 from . import playout, sgf
 from .board import IllegalMoveError
 from .config import EngineConfig, TimeConfig
+from .decision import opponent_passed
 from .coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
 from .game import GameState, Rules, handicap_points
 from .timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
@@ -233,9 +234,8 @@ class Player:
         return self._choose(color, cleanup=False, budget=self.budget_s(color))
 
     def _choose(self, color: int, cleanup: bool, budget: float | None) -> int:
-        state = self._to_move(color)
-        opponent_passed = bool(state.moves) and state.moves[-1] == (3 - color, PASS)
-        if opponent_passed and not cleanup and nearly_out_of_time(
+        state = self.state.with_to_move(color)
+        if opponent_passed(state) and not cleanup and nearly_out_of_time(
                 self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s):
             return PASS  # end the game on the board rather than play on into a loss on time
         generate_cleanup = getattr(self.generator, "generate_cleanup", None)
@@ -249,14 +249,6 @@ class Player:
             raise RuntimeError(f"{self.generator.name} generated an illegal move "
                                f"{format_vertex(move, self.size)} for {color_name(color)}")
         return move
-
-    def _to_move(self, color: int) -> GameState:
-        """The current state with ``color`` to move (a copy when GTP asks for the other colour)."""
-        if self.state.to_move == color:
-            return self.state
-        state = self.state.copy()
-        state.to_move = color
-        return state
 
     # -- handicap ------------------------------------------------------------------------------------------------
 

@@ -60,7 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="onnxruntime threads per network call on the CPU (0: the cores shared among the "
                              "search threads, or onnxruntime's default for one search thread)")
     parser.add_argument("--ponder", action="store_true", help="think on the opponent's time until the next command")
-    parser.add_argument("--resign-winrate", type=float, default=defaults.search.resign_winrate,
+    parser.add_argument("--resign-winrate", type=float, default=defaults.play.resign_winrate,
                         help="resign below this winrate for several moves in a row (0: never resign)")
     parser.add_argument("--no-lcb", action="store_true",
                         help="choose the most visited move instead of the best lower confidence bound")
@@ -86,8 +86,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         rules=Rules(komi=args.komi, superko=args.superko),
         search=dataclasses.replace(defaults.search, visits=args.visits, playouts=args.playouts,
                                    threads=args.threads, batch_size=args.batch_size,
-                                   batches_in_flight=args.batches_in_flight, ponder=args.ponder,
-                                   resign_winrate=args.resign_winrate, lcb=not args.no_lcb),
+                                   batches_in_flight=args.batches_in_flight, lcb=not args.no_lcb),
+        play=dataclasses.replace(defaults.play, ponder=args.ponder, resign_winrate=args.resign_winrate),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
         net=dataclasses.replace(defaults.net, weights=tuple(args.weights), provider=args.provider,
                                 precision=args.precision, threads=args.net_threads),

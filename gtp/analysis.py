@@ -15,7 +15,6 @@ import numpy as np
 from dataclasses import dataclass
 
 from engine.coords import BLACK, PASS, format_vertex, parse_color
-from engine.game import GameState
 from engine.search import Candidate
 from engine.search_player import SearchGenerator
 
@@ -157,14 +156,6 @@ def _generator(session: Session) -> SearchGenerator:
     return generator
 
 
-def _position(session: Session, color: int) -> GameState:
-    state = session.player.state
-    if state.to_move != color:
-        state = state.copy()
-        state.to_move = color
-    return state
-
-
 Formatter = Callable[[list[Candidate]], str]
 
 
@@ -222,7 +213,7 @@ def _request(session: Session, words: tuple[str, ...], kata: bool, score_lead: b
 def _analyze(session: Session, words: tuple[str, ...], kata: bool = False, score_lead: bool = False
              ) -> Iterator[str]:
     generator, color, interval_s, format_line = _request(session, words, kata, score_lead)
-    state = _position(session, color)
+    state = session.player.state.with_to_move(color)
 
     def lines() -> Iterator[str]:
         updates: queue.Queue = queue.Queue()
@@ -442,7 +433,7 @@ def install_pondering(session: Session) -> None:
 
     Sets ``session.idle_task``: the GTP loop runs it whenever no input waits, and it returns at the next line."""
     generator = session.player.generator
-    if not session.config.search.ponder or not isinstance(generator, SearchGenerator):
+    if not session.config.play.ponder or not isinstance(generator, SearchGenerator):
         return
 
     def ponder(interrupt: threading.Event) -> None:

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from engine.config import EngineConfig, NetConfig, SearchConfig
+from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
 from engine.coords import BLACK, parse_vertex
 from engine.player import Player
 from engine.search_player import SearchGenerator
@@ -60,10 +60,11 @@ def search_session(size: int = 9, evaluator=None, **search) -> Session:
     """A session whose search player uses ``evaluator`` (default: ScoreEvaluator, a little slow)."""
     load_extensions()
     settings = dict(threads=1, visits=60)
-    settings.update(search)
-    config = dataclasses.replace(EngineConfig(board_size=size), search=SearchConfig(**settings))
+    settings.update({k: v for k, v in search.items() if k != "ponder"})
+    config = dataclasses.replace(EngineConfig(board_size=size), search=SearchConfig(**settings),
+                                 play=PlayConfig(ponder=search.get("ponder", False)))
     evaluator = evaluator if evaluator is not None else ScoreEvaluator(delay_s=0.001)
-    generator = SearchGenerator(evaluator, config.search, rng=np.random.default_rng(0))
+    generator = SearchGenerator(evaluator, config.search, rng=np.random.default_rng(0), play=config.play)
     return Session(player=Player(generator, size=size), config=config)
 
 

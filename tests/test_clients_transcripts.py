@@ -18,7 +18,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from engine.config import SearchConfig, TimeConfig
+from engine.config import PlayConfig, SearchConfig, TimeConfig
 from engine.coords import PASS, RESIGN
 from engine.evaluator import UniformEvaluator
 from engine.player import Player
@@ -77,8 +77,8 @@ class Scripted:
 
 def test_chat_summarises_a_search_and_announces_the_end_of_the_game() -> None:
     chat: list[str] = []
-    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=24, threads=1, resign_winrate=0.0),
-                                rng=np.random.default_rng(1))
+    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=24, threads=1),
+                                rng=np.random.default_rng(1), play=PlayConfig(resign_winrate=0.0))
     session = Session(player=Player(generator, size=9), chat=chat.append)
     assert session.dispatch("genmove b").startswith("= ")
     assert len(chat) == 1
@@ -184,9 +184,8 @@ def test_interrupt_line_stops_a_stream_and_gets_no_reply(stream_table: CommandTa
 
 
 def test_interrupt_line_ends_a_genmove_search_early() -> None:
-    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=0, playouts=0, threads=1,
-                                                                 resign_winrate=0.0),
-                                rng=np.random.default_rng(2))
+    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=0, playouts=0, threads=1),
+                                rng=np.random.default_rng(2), play=PlayConfig(resign_winrate=0.0))
     player = Player(generator, size=9, time_config=TimeConfig(lag_buffer_s=0.0, max_time_per_move_s=60.0))
     piped = Piped(Session(player=player))
     try:

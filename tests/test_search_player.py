@@ -1,6 +1,7 @@
 """SearchGenerator: pass rules, resignation, cleanup, temperature, ownership and pondering."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
@@ -8,7 +9,7 @@ import numpy as np
 
 from engine import evaluator as evaluator_module
 from engine import search_player
-from engine.config import EngineConfig, NetConfig, SearchConfig
+from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
 from engine.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
 from engine.evaluator import Evaluation, UniformEvaluator
 from engine.game import GameState
@@ -32,9 +33,12 @@ class BlackLosesEvaluator:
 
 
 def generator(evaluator, **config) -> SearchGenerator:
-    settings = dict(threads=1, visits=60)
-    settings.update(config)
-    return SearchGenerator(evaluator, SearchConfig(**settings), rng=np.random.default_rng(0))
+    """A search player over ``evaluator``; ``config`` names fields of SearchConfig and of PlayConfig alike."""
+    play_fields = {f.name for f in dataclasses.fields(PlayConfig)}
+    search = dict(threads=1, visits=60)
+    search.update({k: v for k, v in config.items() if k not in play_fields})
+    play = PlayConfig(**{k: v for k, v in config.items() if k in play_fields})
+    return SearchGenerator(evaluator, SearchConfig(**search), rng=np.random.default_rng(0), play=play)
 
 
 def played(size: int, moves: list[str]) -> GameState:
@@ -195,8 +199,8 @@ def test_cleanup_captures_dead_stones_before_passing():
 def test_temperature_samples_opening_moves():
     moves = set()
     for seed in range(6):
-        player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1, visits=40, temperature_moves=4),
-                                 rng=np.random.default_rng(seed))
+        player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1, visits=40),
+                                 rng=np.random.default_rng(seed), play=PlayConfig(temperature_moves=4))
         moves.add(player.generate(GameState(5), BLACK, None))
     assert len(moves) > 1
 

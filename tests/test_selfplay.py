@@ -13,8 +13,9 @@ from engine.coords import PASS
 from engine.evaluator import UniformEvaluator
 from engine.game import GameState, Rules
 from engine.replay import ReplaySampler, ReplayStore, game_files, read_game
+from engine.decision import pass_rules
 from engine.search import Candidate
-from tools.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask, pass_rules,
+from tools.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask,
                             play_gating_game, play_selfplay_game, prune_target, selfplay_tasks, visit_target)
 
 SIZE = 5

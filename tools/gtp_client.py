@@ -71,6 +71,9 @@ class GtpEngine:
         self.label = label or Path(self.argv[0]).name
         self.stderr_path = Path(stderr_path) if stderr_path else None
         self.broken = False
+        # The last reply as the engine wrote it: its lines (status and id included, line ends and the closing
+        # blank line removed), for callers that must read it exactly, e.g. as gogui-regress does.
+        self.last_reply: list[str] = []
         self._next_id = 1
         self._lines: queue.Queue[str | None] = queue.Queue()
         self._stderr: IO[bytes] | int
@@ -194,6 +197,7 @@ class GtpEngine:
         deadline = None if timeout_s is None else start + timeout_s
         body: list[str] = []
         status = ""
+        self.last_reply = []
         while True:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
@@ -225,10 +229,12 @@ class GtpEngine:
                                          f"expected {command_id}")
                 status = head
                 body.append(rest)
+                self.last_reply.append(raw.rstrip("\r\n"))
                 continue
             if not line.strip():
                 return status, "\n".join(body).strip()
             body.append(line)
+            self.last_reply.append(raw.rstrip("\r\n"))
 
     def _exit_note(self) -> str:
         try:

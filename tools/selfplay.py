@@ -16,6 +16,7 @@ import hashlib
 import math
 import multiprocessing
 import os
+import random
 import sys
 import tempfile
 import time
@@ -25,12 +26,12 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from engine.config import SearchConfig
-from engine.coords import BLACK, PASS, WHITE
+from engine.config import PlayConfig, SearchConfig
+from engine.coords import BLACK, PASS, RESIGN, WHITE
+from engine.decision import MoveDecider
 from engine.game import GameState, Rules
 from engine.replay import ReplayStore, SelfPlayGame
 from engine.search import Candidate, Search, SearchResult
-from engine.search_player import pass_rules
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,18 @@ class SelfPlayConfig:
     max_moves_factor: float = 2.0  # a game is scored after this many × N² moves
     batch_size: int = 8  # leaves per network call (one search thread)
 
+    def play_config(self, resign_winrate: float) -> PlayConfig:
+        """How a self-play move is chosen from its search: drawn by visits for the first moves, passes and
+        resignations as in matches, but scored by Tromp-Taylor (no referee-aware counts)."""
+        return PlayConfig(temperature_moves=self.temperature_moves, temperature=1.0, resign_winrate=resign_winrate,
+                          resign_consecutive=self.resign_consecutive, referee_aware=False)
+
     def search_config(self, visits: int, noise: bool) -> SearchConfig:
         """The search of one move: full searches get noise and no early stop, so their visits are a target."""
         return SearchConfig(visits=visits, threads=1, batch_size=self.batch_size, c_puct=self.c_puct,
                             fpu_root_reduction=0.0 if noise else SearchConfig.fpu_root_reduction,
                             lcb=False, early_stop=not noise, noise=noise, dirichlet_alpha=self.dirichlet_alpha,
-                            noise_weight=self.noise_weight, resign_winrate=0.0, cache_entries=20_000)
+                            noise_weight=self.noise_weight, cache_entries=20_000)
 
 
 # -- the search's visit distribution as a target ----------------------------------------------------------------
@@ -99,15 +106,6 @@ def visit_target(candidates: Sequence[Candidate], size: int, c_puct: float,
     ordered = sorted(counts.items(), key=lambda item: -item[1])
     moves = np.array([size * size if m == PASS else m for m, _ in ordered], dtype=np.int64)
     return moves, np.array([v for _, v in ordered], dtype=np.int64)
-
-
-def sample_move(result: SearchResult, rng: np.random.Generator) -> int:
-    """A root move drawn in proportion to its visits (temperature 1)."""
-    candidates = [c for c in result.candidates if c.visits > 0]
-    if not candidates:
-        return result.move
-    visits = np.array([c.visits for c in candidates], dtype=np.float64)
-    return candidates[int(rng.choice(len(candidates), p=visits / visits.sum()))].move
 
 
 # -- networks in worker processes -------------------------------------------------------------------------------
@@ -192,8 +190,8 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     state = GameState(config.size, Rules(komi=config.komi))
     targets: list[tuple[np.ndarray, np.ndarray] | None] = []
     values: list[float] = []
-    hopeless = {BLACK: 0, WHITE: 0}
-    skip = config.size * config.size // 4
+    resign = task.resign_threshold if task.resign_enabled else 0.0
+    decider = MoveDecider(config.play_config(resign), rng, random.Random(task.seed))
     max_moves = int(config.max_moves_factor * config.size * config.size)
     winner, result_text = 0, ""
     start = time.monotonic()
@@ -202,19 +200,15 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
         is_full = fast is None or rng.random() < config.full_fraction
         search = full if is_full else fast
         result = search.run(state)
-        value = result.candidates[0].value if result.candidates else 0.0
-        move = sample_move(result, rng) if len(state.moves) < config.temperature_moves else result.move
-        move = pass_rules(state, result, move)
-        if task.resign_enabled and task.resign_threshold > 0 and len(state.moves) >= skip:
-            hopeless[color] = hopeless[color] + 1 if (value + 1) / 2 < task.resign_threshold else 0
-            if hopeless[color] >= config.resign_consecutive:
-                winner = 3 - color
-                result_text = f"{'B' if winner == BLACK else 'W'}+R"
-                break
+        decision = decider.decide(state, result)
+        if decision.move == RESIGN:
+            winner = 3 - color
+            result_text = f"{'B' if winner == BLACK else 'W'}+R"
+            break
         targets.append(visit_target(result.candidates, config.size, config.c_puct, config.prune_targets)
                        if is_full else None)
-        values.append(value)
-        state.play(move)
+        values.append(decision.value)
+        state.play(decision.move)
     if not result_text:
         score = state.area_score()
         winner = BLACK if score > 0 else WHITE if score < 0 else 0
@@ -250,17 +244,17 @@ def play_gating_game(task: GatingTask) -> dict:
                 for color, net in nets.items()}
     state = GameState(config.size, Rules(komi=config.komi))
     max_moves = int(config.max_moves_factor * config.size * config.size)
-    hopeless = {BLACK: 0, WHITE: 0}
+    # A fixed, safe resignation: the side to move sure of its loss (winrate under 2.5%, a value under -0.95) for
+    # three moves in a row; gating needs only the winner. The first moves are drawn so that the games differ.
+    deciders = {color: MoveDecider(PlayConfig(temperature_moves=task.opening_moves, resign_winrate=0.025,
+                                              resign_consecutive=3, referee_aware=False), rng,
+                                   random.Random(task.seed))
+                for color in (BLACK, WHITE)}
     winner, result_text = 0, ""
     while not state.is_game_over() and len(state.moves) < max_moves:
         color = state.to_move
-        result = searches[color].run(state)
-        move = sample_move(result, rng) if len(state.moves) < task.opening_moves else result.move
-        move = pass_rules(state, result, move)
-        value = result.candidates[0].value if result.candidates else 0.0
-        # A fixed, safe resignation: both sides sure for several moves (gating needs only the winner).
-        hopeless[color] = hopeless[color] + 1 if value < -0.95 else 0
-        if hopeless[color] >= 3 and len(state.moves) > config.size * config.size // 4:
+        move = deciders[color].decide(state, searches[color].run(state)).move
+        if move == RESIGN:
             winner, result_text = 3 - color, f"{'B' if color == WHITE else 'W'}+R"
             break
         state.play(move)
@@ -473,7 +467,7 @@ def dataclass_from_args(cls: type, args: argparse.Namespace, base: object | None
     return dataclasses.replace(base, **given)
 
 
-__all__ = ["SelfPlayConfig", "SelfPlayTask", "GatingTask", "NetBlob", "prune_target", "visit_target", "pass_rules",
+__all__ = ["SelfPlayConfig", "SelfPlayTask", "GatingTask", "NetBlob", "prune_target", "visit_target",
            "play_selfplay_game", "play_gating_game", "LocalWorkers", "RayWorkers", "make_workers", "run_selfplay",
            "selfplay_tasks"]
 
