@@ -29,13 +29,31 @@ MAX_ABS_KOMI = 1000.0  # beyond this a komi is a typo, whatever the board size
 UNDO_SNAPSHOT_MOVES = 128  # a loaded game keeps a position every this many moves; undo replays fewer than this
 
 
+Progress = Callable[[list], None]  # called with a search's candidates (engine.search.Candidate) as it goes
+
+
 class MoveGenerator(Protocol):
-    """A strategy that picks moves. ``state.to_move == color`` on every call; the state must not be changed."""
+    """A strategy that picks moves. ``state.to_move == color`` on every call; the state must not be changed.
+
+    Everything the player and GTP use is declared here; a strategy without a capability says so in its value
+    (``board_sizes`` None, ``last_search`` None), it is never probed for."""
 
     name: str
+    board_sizes: tuple[int, ...] | None  # the sizes it plays; None: every size
+    last_search: object | None  # the search behind the latest generated move (an engine.search.SearchResult)
 
-    def generate(self, state: GameState, color: int, budget_s: float | None) -> int:
-        """A legal move (flat int), PASS or RESIGN. ``budget_s``: seconds it may take; None means no limit."""
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
+        """A legal move (flat int), PASS or RESIGN. ``budget_s``: seconds it may take; None means no limit.
+        ``on_progress``: called with the candidates every ``progress_interval_s`` while a search runs."""
+        ...
+
+    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+        """kgs-genmove_cleanup's move: like ``generate``, but capturing the opponent's dead stones first."""
+        ...
+
+    def stop(self) -> None:
+        """End a running search early (GoGui's interrupt), from any thread; nothing where nothing runs."""
         ...
 
     def ownership(self, state: GameState) -> np.ndarray:
@@ -47,13 +65,22 @@ class RandomGenerator:
     """Uniformly random legal moves that never fill an own single-point eye; passes when none are left."""
 
     name = "random"
+    board_sizes = None
+    last_search = None  # it never searches
 
     def __init__(self, rng: random.Random, ownership_playouts: int = playout.DEFAULT_OWNERSHIP_PLAYOUTS):
         self.rng = rng
         self.ownership_playouts = ownership_playouts
 
-    def generate(self, state: GameState, color: int, budget_s: float | None) -> int:
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
         return playout.random_move(state, self.rng)
+
+    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+        return playout.cleanup_move(state, color, self.ownership(state), self.rng)
+
+    def stop(self) -> None:
+        pass  # its moves take no time
 
     def ownership(self, state: GameState) -> np.ndarray:
         return playout.ownership(state, self.rng, self.ownership_playouts)
@@ -78,7 +105,7 @@ GENERATORS: dict[str, Callable[[EngineConfig], MoveGenerator]] = {
 
 def first_size(generator: MoveGenerator, preferred: int = 19) -> int:
     """The board a new engine starts on: ``preferred`` where the generator plays it, else its smallest size."""
-    playable = getattr(generator, "board_sizes", None)
+    playable = generator.board_sizes
     return preferred if not playable or preferred in playable else min(playable)
 
 
@@ -138,6 +165,7 @@ class Player:
         self.move_overhead_s = 0.0
         self.black_name = ""
         self.white_name = ""
+        self.last_search: object | None = None  # the search behind the latest genmove (None: it did not search)
         self._size = size
         self.set_size(size)
 
@@ -163,7 +191,7 @@ class Player:
         """A new empty game on a ``size`` board; ValueError if the size is not supported."""
         if not isinstance(size, int) or not (MIN_SIZE <= size <= MAX_SIZE):
             raise ValueError(f"unacceptable size {size!r}")
-        playable = getattr(self.generator, "board_sizes", None)  # a network plays only the sizes it was made for
+        playable = self.generator.board_sizes  # a network plays only the sizes it was made for
         if playable is not None and size not in playable:
             raise ValueError(f"unacceptable size {size}: {self.generator.name} plays "
                              f"{', '.join(f'{s}x{s}' for s in playable)}")
@@ -209,14 +237,17 @@ class Player:
             raise CannotUndoError("cannot undo")
         self.result = ""
 
-    def genmove(self, color: int, cleanup: bool = False) -> int:
+    def genmove(self, color: int, cleanup: bool = False, on_progress: Progress | None = None,
+                progress_interval_s: float = 1.0) -> int:
         """Choose a move for ``color``, play it (RESIGN is returned without playing) and charge its time.
 
         ``cleanup`` (kgs-genmove_cleanup): do not pass while the opponent has dead stones on the board.
+        ``on_progress``: the search's candidates every ``progress_interval_s`` while it runs (genmove_analyze).
+        ``last_search`` then holds the search behind the move, or None when none ran.
         """
         start = self.clock()
         budget = self.budget_s(color)
-        move = self._choose(color, cleanup, budget)
+        move = self._choose(color, cleanup, budget, on_progress, progress_interval_s)
         elapsed = self.clock() - start
         self.clocks[color].charge(self.time_settings, elapsed)
         if budget is not None:
@@ -233,16 +264,18 @@ class Player:
         """The move ``genmove`` would choose, without playing it or charging the clock."""
         return self._choose(color, cleanup=False, budget=self.budget_s(color))
 
-    def _choose(self, color: int, cleanup: bool, budget: float | None) -> int:
+    def _choose(self, color: int, cleanup: bool, budget: float | None, on_progress: Progress | None = None,
+                progress_interval_s: float = 1.0) -> int:
         state = self.state.with_to_move(color)
+        self.last_search = None
         if opponent_passed(state) and not cleanup and nearly_out_of_time(
                 self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s):
             return PASS  # end the game on the board rather than play on into a loss on time
-        generate_cleanup = getattr(self.generator, "generate_cleanup", None)
-        if cleanup and generate_cleanup is not None:
-            move = generate_cleanup(state, color, budget)
+        if cleanup:
+            move = self.generator.generate_cleanup(state, color, budget)
         else:
-            move = self.generator.generate(state, color, budget)
+            move = self.generator.generate(state, color, budget, on_progress, progress_interval_s)
+        self.last_search = self.generator.last_search
         if cleanup and move in (PASS, RESIGN):
             move = playout.cleanup_move(state, color, self.generator.ownership(state), self.rng)
         if move not in (PASS, RESIGN) and not state.legal(move, color):

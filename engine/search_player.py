@@ -31,7 +31,7 @@ class SearchGenerator:
     """Implements ``engine.player.MoveGenerator`` with a PUCT search.
 
     Fixed for its life: ``search`` (the tree, reused from move to move), ``config`` (the search's), ``play`` and the
-    ``decider`` that applies it. ``last_result`` is the latest search's result (analysis, logs).
+    ``decider`` that applies it. ``last_search`` is the search behind the latest generated move (chat, analysis).
     Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be called from any thread.
     """
 
@@ -46,10 +46,7 @@ class SearchGenerator:
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
         self.search = Search(evaluator, self.config, self.rng)
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
-        self.last_result: SearchResult | None = None
-        # Analysis during genmove (lz-genmove_analyze): called with the candidates every interval.
-        self.on_progress: Callable[[list[Candidate]], None] | None = None
-        self.progress_interval_s = 1.0
+        self.last_search: SearchResult | None = None
         self._stop = threading.Event()
 
     @property
@@ -59,13 +56,17 @@ class SearchGenerator:
 
     # -- MoveGenerator ---------------------------------------------------------------------------------------------
 
-    def generate(self, state: GameState, color: int, budget_s: float | None) -> int:
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Callable[[list[Candidate]], None] | None = None,
+                 progress_interval_s: float = 1.0) -> int:
         """A move for ``color`` (the side to move in ``state``): the search, then ``MoveDecider``'s temperature,
-        pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only)."""
+        pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only).
+        ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze)."""
         state = state.with_to_move(color)
         sampling = len(state.moves) < self.play.temperature_moves
         result = self._search(state, budget_s, noise=self.config.noise,
-                              early_stop=self.config.early_stop and not sampling)
+                              early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
+                              progress_interval_s=progress_interval_s)
         move = self.decider.decide(state, result, self.search.root_priors()).move
         self._log(state, result, move)
         return move
@@ -76,6 +77,7 @@ class SearchGenerator:
         Dead stones are judged by ``ownership``; the search chooses among the liberties of dead strings (or any
         legal move when none of them can be played), never passing while dead stones remain."""
         state = state.with_to_move(color)
+        self.last_search = None
         owned = self.ownership(state)
         dead = [p for p in playout.dead_stones(state, owned) if state.color_at(p) == 3 - color]
         if not dead:
@@ -121,6 +123,17 @@ class SearchGenerator:
         return self.search.run(state, visits=0, playouts=0, stop=stop, early_stop=False,
                                on_progress=on_progress, progress_interval_s=interval_s)
 
+    def search_position(self, state: GameState, stop: threading.Event) -> SearchResult:
+        """A search of ``state`` with the configured visits (5 s where none are set), ended early by ``stop``:
+        what GoGui's analysis views show."""
+        visits = self.config.visits or None
+        time_s = None if visits or self.config.playouts else DEFAULT_TIME_S
+        return self.search.run(state, visits=visits, time_s=time_s, stop=stop, early_stop=False)
+
+    def network_policy(self, state: GameState) -> np.ndarray:
+        """The network's move probabilities for ``state`` (float32 [N*N+1], pass last), without a search."""
+        return np.asarray(self.search.evaluator.evaluate([state]).policy[0])
+
     @property
     def has_score(self) -> bool:
         """Whether the network has score and ownership heads (known after its first evaluation)."""
@@ -138,14 +151,15 @@ class SearchGenerator:
     # -- running the search ---------------------------------------------------------------------------------------
 
     def _search(self, state: GameState, budget_s: float | None, noise: bool, early_stop: bool,
-                allowed: list[int] | None = None) -> SearchResult:
+                allowed: list[int] | None = None, on_progress: Callable[[list[Candidate]], None] | None = None,
+                progress_interval_s: float = 1.0) -> SearchResult:
         config = self.config
         time_s = budget_s
         if time_s is None and not config.visits and not config.playouts:
             time_s = DEFAULT_TIME_S
         result = self.search.run(state, time_s=time_s, noise=noise, allowed=allowed, early_stop=early_stop,
-                                 on_progress=self.on_progress, progress_interval_s=self.progress_interval_s)
-        self.last_result = result
+                                 on_progress=on_progress, progress_interval_s=progress_interval_s)
+        self.last_search = result
         return result
 
     def _log(self, state: GameState, result: SearchResult, move: int) -> None:

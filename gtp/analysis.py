@@ -270,15 +270,16 @@ def _genmove_analyze(session: Session, words: tuple[str, ...], kata: bool = Fals
 
         def work() -> None:
             try:
-                chosen.append(session.player.genmove(color))
+                chosen.append(session.player.genmove(color, on_progress=updates.put,
+                                                     progress_interval_s=interval_s))
             except BaseException as error:  # handed to the stream, which logs it
                 updates.put(error)
             finally:
                 updates.put(None)
 
-        generator.on_progress, generator.progress_interval_s = updates.put, interval_s
         thread = threading.Thread(target=work, name="genmove-analysis", daemon=True)
         thread.start()
+
         def play_now() -> bool:
             generator.stop()  # input arrived: play the best move so far, then answer
             return False
@@ -287,10 +288,9 @@ def _genmove_analyze(session: Session, words: tuple[str, ...], kata: bool = Fals
             yield from _drain(updates, session, format_line, on_input=play_now)
         finally:
             thread.join()
-            generator.on_progress = None
         if chosen:
             # The search's final candidates, so that a move found faster than one interval still shows its analysis.
-            final = generator.last_result
+            final = session.player.last_search
             if final is not None and final.candidates:
                 yield format_line(final.candidates)
             yield f"play {format_vertex(chosen[0], session.player.size)}"
@@ -342,12 +342,8 @@ def gogui_interrupt(session: Session) -> str:
 
 def _searched(session: Session) -> tuple[list[Candidate], int]:
     """Search the current position with the configured limits; ``# interrupt`` (any input) ends it early."""
-    generator = _generator(session)
     state = session.player.state
-    visits = generator.config.visits or None
-    time_s = None if visits or generator.config.playouts else 5.0
-    result = generator.search.run(state, visits=visits, time_s=time_s, stop=session.interrupt, early_stop=False)
-    return result.candidates, state.size
+    return _generator(session).search_position(state, session.interrupt).candidates, state.size
 
 
 @TABLE.command("tabula-policy", family="analysis")
@@ -356,7 +352,7 @@ def tabula_policy(session: Session) -> str:
     generator = _generator(session)
     state = session.player.state
     size = state.size
-    policy = np.asarray(generator.search.evaluator.evaluate([state]).policy[0][:size * size]).reshape(size, size)
+    policy = generator.network_policy(state)[:size * size].reshape(size, size)
     return "\n" + "\n".join(" ".join(f"{p:.3f}" for p in policy[y]) for y in range(size - 1, -1, -1))
 
 

@@ -204,10 +204,8 @@ class Session:
     quit: bool = False
 
     def stop_running(self) -> None:
-        """GoGui's ``# interrupt``: end the generator's running search early, if it has one. Any thread."""
-        stop = getattr(self.player.generator, "stop", None)
-        if stop is not None:
-            stop()
+        """GoGui's ``# interrupt``: end the generator's running search early, if one runs. Any thread."""
+        self.player.generator.stop()
 
     def handle(self, line: str, write: Callable[[str], None]) -> None:
         """Run one raw input line, writing its reply (if any) through ``write``."""
@@ -525,13 +523,10 @@ def kgs_genmove_cleanup(session: Session, color: str) -> str:
 
 
 def _genmove(session: Session, color: int, cleanup: bool) -> str:
-    generator = session.player.generator
-    before = getattr(generator, "last_result", None)
     move = session.player.genmove(color, cleanup=cleanup)
     if session.chat is not None:
-        searched = getattr(generator, "last_result", None)
         try:
-            _chat_move(session, color, move, searched if searched is not before else None)
+            _chat_move(session, color, move, session.player.last_search)
         except Exception:  # noqa: BLE001 - the move is played: a chat failure must not turn it into "? ..."
             log.exception("chat after genmove failed")
     return format_vertex(move, session.player.size)
@@ -546,7 +541,7 @@ def _chat_move(session: Session, color: int, move: int, searched: Any) -> None:
     vertex = format_vertex(move, size)
     number = len(player.state.moves) + (1 if move == RESIGN else 0)
     text = f"move {number} ({'B' if color == BLACK else 'W'}) {vertex}"
-    if searched is not None and getattr(searched, "candidates", None):
+    if searched is not None and searched.candidates:
         chosen = next((c for c in searched.candidates if c.move == move), searched.candidates[0])
         pv = " ".join(format_vertex(m, size) for m in chosen.pv[:10])
         text += (f": {searched.root_visits} visits, winrate {100 * chosen.winrate:.1f}% for "

@@ -6,6 +6,7 @@ The OGS and KGS command sequences themselves are transcripts: tests/gtp/ogs.gtp 
 from __future__ import annotations
 
 import os
+import random
 import re
 import select
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 from engine.config import PlayConfig, SearchConfig, TimeConfig
 from engine.coords import PASS, RESIGN
 from engine.evaluator import UniformEvaluator
-from engine.player import Player
+from engine.player import Player, RandomGenerator
 from engine.search_player import SearchGenerator
 from gtp.commands import TABLE, CommandTable, Session, serve
 from gtp.protocol import is_interrupt, preprocess
@@ -60,15 +61,16 @@ def test_ogs_chat_goes_to_stderr_only_and_changes_no_reply() -> None:
         assert re.fullmatch(r"MALKOVICH: move \d+ \([BW]\) ([A-HJ-T]\d+|pass): random player, no search", line)
 
 
-class Scripted:
+class Scripted(RandomGenerator):
     """A move generator that plays a fixed list of moves."""
 
     name = "scripted"
 
     def __init__(self, *moves: int):
+        super().__init__(random.Random(0))
         self.moves = list(moves)
 
-    def generate(self, state, color, budget_s):  # noqa: ANN001 - MoveGenerator protocol
+    def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):  # noqa: ANN001
         return self.moves.pop(0)
 
     def ownership(self, state):  # noqa: ANN001

@@ -91,16 +91,20 @@ def test_internal_error_keeps_serving(caplog) -> None:
 
 
 def test_player_bug_is_internal_error(session) -> None:
-    class Broken:
+    import random
+
+    from engine.player import RandomGenerator
+
+    class Broken(RandomGenerator):
         name = "broken"
 
-        def generate(self, state, color, budget_s):
+        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
             return 10_000
 
         def ownership(self, state):
             raise RuntimeError
 
-    session.player.generator = Broken()
+    session.player.generator = Broken(random.Random(0))
     assert session.dispatch("genmove b") == "? internal error\n\n"
     assert session.dispatch("play b d4") == "=\n\n"
 

@@ -235,7 +235,7 @@ def test_pondering_stops_on_interrupt_and_keeps_the_tree():
     pondered = player.search.root.visits
     assert pondered > 30
     player.generate(state, WHITE, None)
-    assert player.last_result.reused_visits == pondered and player.last_result.playouts == 0
+    assert player.last_search.reused_visits == pondered and player.last_search.playouts == 0
 
 
 def test_the_network_calls_of_several_search_threads_share_the_cores():

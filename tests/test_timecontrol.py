@@ -128,7 +128,7 @@ def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: Fake
     import random
 
     class Slow(RandomGenerator):
-        def generate(self, state, color, budget_s):
+        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
             self.seen_budget = budget_s
             fake_clock.advance(budget_s)
             return PASS
@@ -168,7 +168,7 @@ def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_
     class Slow(RandomGenerator):
         """Spends its whole budget, then 0.3 s more (the pass check, a loaded machine)."""
 
-        def generate(self, state, color, budget_s):
+        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
             fake_clock.advance(budget_s + 0.3)
             return super().generate(state, color, budget_s)
 

@@ -38,8 +38,9 @@ play white E5
 #? [W\+5\.5]
 5 final_status_list dead
 #? []
+# a multi-line reply: one string a line, black's, then white's
 6 final_status_list alive
-#? [B1 A2 B2 B3 A4 B4 B5 C1 E1 C2 D2 E2 C3 E3 C4 D4 E4 C5 E5]
+#? [B1 A2 B2 B3 A4 B4 B5\nC1 E1 C2 D2 E2 C3 E3 C4 D4 E4 C5 E5]
 komi -5
 7 final_score
 #? [0]
