@@ -1,11 +1,15 @@
 """Configuration: one tree of frozen dataclasses, built only at entry points and passed down.
 
 Each component receives only its own part. Runtime changes (``time_settings``, ``komi``) use
-``dataclasses.replace``. Nothing here reads the environment or argv.
+``dataclasses.replace``. Nothing here reads the environment or argv; ``add_flags`` and ``from_flags`` give every
+command the same option for the same field (``--batch-size`` is ``SearchConfig.batch_size`` wherever it appears).
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
 from dataclasses import asdict, dataclass, field, replace
+from typing import Iterable, Mapping
 
 from .game import Rules
 
@@ -120,3 +124,42 @@ class EngineConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _flag(name: str, prefix: str) -> str:
+    return "--" + (prefix + name).replace("_", "-")
+
+
+def add_flags(parser: argparse.ArgumentParser, defaults: object, help: Mapping[str, str] | None = None,
+              prefix: str = "", skip: Iterable[str] = (), keep_unset: bool = False) -> None:
+    """One ``--field-name`` option per field of the dataclass ``defaults`` (an instance, or a class for its own
+    defaults), typed by the field's default: the flag of a field has its name in every command. ``help``: the
+    fields to offer and their help (None: every field); ``prefix`` tells apart fields of two configurations that
+    share a name (``--net-threads`` is ``NetConfig.threads``); a bool is ``--name``/``--no-name``.
+    ``keep_unset``: the default is None, for commands that keep a saved configuration's value where no option is
+    given (``from_flags`` with that configuration as its base)."""
+    skipped = set(skip)
+    for f in dataclasses.fields(defaults):
+        if f.name in skipped or (help is not None and f.name not in help):
+            continue
+        value = getattr(defaults, f.name) if not isinstance(defaults, type) else f.default
+        text = (help or {}).get(f.name) or f"default {value}"
+        default = None if keep_unset else value
+        if isinstance(value, bool):
+            parser.add_argument(_flag(f.name, prefix), action=argparse.BooleanOptionalAction, default=default,
+                                help=text)
+        else:
+            parser.add_argument(_flag(f.name, prefix), type=type(value), default=default, help=text,
+                                dest=(prefix + f.name).replace("-", "_"))
+
+
+def from_flags(base: object, args: argparse.Namespace, prefix: str = ""):
+    """``base`` (a dataclass instance, or a class for its defaults) with the values of the options ``add_flags``
+    added for it; options left unset (None) keep the base's value."""
+    base = base() if isinstance(base, type) else base
+    given = {}
+    for f in dataclasses.fields(base):
+        value = getattr(args, (prefix + f.name).replace("-", "_"), None)
+        if value is not None:
+            given[f.name] = value
+    return dataclasses.replace(base, **given)

@@ -10,7 +10,7 @@ import importlib
 import logging
 import sys
 
-from engine.config import EngineConfig, TimeConfig
+from engine.config import EngineConfig, TimeConfig, add_flags, from_flags
 from engine.evaluator import BACKENDS, PRECISIONS
 from engine.coords import MAX_SIZE, MIN_SIZE
 from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
@@ -38,32 +38,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--weights", action="append", default=[], metavar="FILE",
                         help="ONNX network file; repeat for networks of other board sizes (the first that plays a "
                              "size is used for it). Default: the shipped networks named in weights/DEFAULT")
-    parser.add_argument("--visits", type=int, default=defaults.search.visits, help="visits per move (0: no limit)")
-    parser.add_argument("--playouts", type=int, default=defaults.search.playouts,
-                        help="new playouts per move (0: no limit)")
-    parser.add_argument("--threads", type=int, default=defaults.search.threads, help="search threads")
+    add_flags(parser, defaults.search, {
+        "visits": "visits per move (0: no limit)",
+        "playouts": "new playouts per move (0: no limit)",
+        "threads": "search threads",
+        "batch_size": "leaves per network call, at most (small searches use fewer)",
+        "batches_in_flight": "batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
+                             "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches",
+        "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
+    })
     parser.add_argument("--time", type=float, default=defaults.time.max_time_per_move_s,
                         help="at most this many seconds per move (0: only the clock limits)")
     parser.add_argument("--lag-buffer", type=float, default=defaults.time.lag_buffer_s,
-                        help="seconds kept back on every move for network lag")
-    parser.add_argument("--batch-size", type=int, default=defaults.search.batch_size,
-                        help="leaves per network call")
-    parser.add_argument("--batches-in-flight", type=int, default=defaults.search.batches_in_flight,
-                        help="batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
-                             "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches")
+                        help="seconds kept back from every period and from the main time for network lag")
     parser.add_argument("--provider", default=defaults.net.provider, choices=BACKENDS,
                         help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
                              "first that works, and says which on stderr (default: %(default)s)")
     parser.add_argument("--precision", default=defaults.net.precision, choices=PRECISIONS,
                         help="precision on a GPU (auto: fp16)")
-    parser.add_argument("--net-threads", type=int, default=defaults.net.threads,
-                        help="onnxruntime threads per network call on the CPU (0: the cores shared among the "
-                             "search threads, or onnxruntime's default for one search thread)")
-    parser.add_argument("--ponder", action="store_true", help="think on the opponent's time until the next command")
-    parser.add_argument("--resign-winrate", type=float, default=defaults.play.resign_winrate,
-                        help="resign below this winrate for several moves in a row (0: never resign)")
-    parser.add_argument("--no-lcb", action="store_true",
-                        help="choose the most visited move instead of the best lower confidence bound")
+    add_flags(parser, defaults.net, {
+        "threads": "onnxruntime threads per network call on the CPU (0: the cores shared among the search "
+                   "threads, or onnxruntime's default for one search thread)",
+    }, prefix="net_")
+    add_flags(parser, defaults.play, {
+        "ponder": "think on the opponent's time until the next command",
+        "resign_winrate": "resign below this winrate for several moves in a row (0: never resign)",
+    })
     parser.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
                         help="stderr logging level of every logger (default: WARNING, plus the per-move search "
                              "summary at INFO)")
@@ -84,13 +84,11 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),
-        search=dataclasses.replace(defaults.search, visits=args.visits, playouts=args.playouts,
-                                   threads=args.threads, batch_size=args.batch_size,
-                                   batches_in_flight=args.batches_in_flight, lcb=not args.no_lcb),
-        play=dataclasses.replace(defaults.play, ponder=args.ponder, resign_winrate=args.resign_winrate),
+        search=from_flags(defaults.search, args),
+        play=from_flags(defaults.play, args),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
-        net=dataclasses.replace(defaults.net, weights=tuple(args.weights), provider=args.provider,
-                                precision=args.precision, threads=args.net_threads),
+        net=dataclasses.replace(from_flags(defaults.net, args, prefix="net_"), weights=tuple(args.weights),
+                                provider=args.provider, precision=args.precision),
         player=args.player,
         board_size=args.size,
         seed=args.seed,

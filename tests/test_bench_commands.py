@@ -54,14 +54,14 @@ def test_bench_net_refuses_an_unknown_path(tiny_onnx, capsys):
 
 
 def test_bench_search_reports_efficiency(tiny_onnx, capsys):
-    assert bench_search.main([str(tiny_onnx), "--moves", "1", "--playouts", "24", "--threads", "1", "--batch", "4",
+    assert bench_search.main([str(tiny_onnx), "--moves", "1", "--playouts", "24", "--threads", "1", "--batch-size", "4",
                               "--seconds", "0.05", "--rounds", "1", "--provider", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "on CPUExecutionProvider" in out and re.search(r"efficiency = playouts/s / best raw at batch \d+ +\d", out)
 
 
 def test_bench_search_with_an_instant_network_replays_the_recorded_outputs(tiny_onnx, capsys):
-    assert bench_search.main([str(tiny_onnx), "--moves", "2", "--playouts", "32", "--threads", "1", "--batch", "4",
+    assert bench_search.main([str(tiny_onnx), "--moves", "2", "--playouts", "32", "--threads", "1", "--batch-size", "4",
                               "--rounds", "2", "--instant-network"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"playouts/s, best round +\d+", out)
@@ -87,6 +87,6 @@ def test_bench_search_on_a_provider_this_machine_lacks_says_so_in_one_line(tiny_
 def test_bench_search_plays_on_the_board_the_network_plays(capsys):
     """A 9×9 network is benchmarked on 9×9 (it used to be asked for 19×19 positions and fail)."""
     assert bench_search.main(["weights/tabula-4x32-rl9d.onnx", "--moves", "1", "--playouts", "24", "--threads", "1",
-                              "--batch", "4", "--seconds", "0.05", "--rounds", "1"]) == 0
+                              "--batch-size", "4", "--seconds", "0.05", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "self-play on 9x9" in out and re.search(r"playouts/s +\d", out)

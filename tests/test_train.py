@@ -210,7 +210,7 @@ def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
     assert lines[0] == "games: 4" and 0.0 <= float(lines[2].split()[1]) <= float(lines[3].split()[1]) <= 1.0
     # the search's move prediction beside the raw policy's, on every 25th position
     assert evaluate.main([onnx_path, archives["tar.gz"], "--max-games", "4", "--visits", "8", "--every", "25",
-                          "--search-threads", "1"]) == 0
+                          "--threads", "1"]) == 0
     figures = dict(line.split(": ") for line in capsys.readouterr().out.strip().splitlines())
     positions = int(figures["positions"])
     assert int(figures["searched_positions"]) == (positions + 24) // 25

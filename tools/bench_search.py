@@ -1,6 +1,6 @@
 """`tabula bench search WEIGHTS`: search speed against the raw network, measured in one run.
 
-    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch 8] [--net-threads 0]
+    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch-size 8] [--net-threads 0]
                                  [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
                                  [--leelaz LZ_WEIGHTS.txt] [--profile]
 
@@ -25,13 +25,16 @@ import time
 
 import numpy as np
 
-from engine.config import NetConfig, SearchConfig
+from engine.config import NetConfig, SearchConfig, add_flags, from_flags
 from engine.evaluator import (BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, available_cores,
                               evaluate_async)
 from engine.game import GameState
 from engine.search import Search
 
 LEELAZ = "/usr/games/leelaz"
+# The search measured: tabula gtp's defaults, 800 playouts a move, every one run (no visit limit, no early stop),
+# and every batch full (the bench measures the batch it is given).
+BENCH_SEARCH = SearchConfig(visits=0, playouts=800, early_stop=False, adaptive_batch=False)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,14 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("weights", help="Tabula .onnx (fp32 or int8)")
     parser.add_argument("--moves", type=int, default=4, help="self-play moves from the empty board")
-    parser.add_argument("--playouts", type=int, default=800, help="new playouts per move")
-    parser.add_argument("--threads", type=int, default=2, help="search threads")
-    parser.add_argument("--batch", type=int, default=8, help="leaves per network call")
-    parser.add_argument("--in-flight", type=int, default=0,
-                        help="batches each search thread keeps at the network at once (batches_in_flight; "
-                             "default 0: as tabula gtp, 2 on a GPU and 1 on the CPU)")
-    parser.add_argument("--net-threads", type=int, default=0,
-                        help="onnxruntime threads per network call (default 0: as tabula gtp chooses)")
+    # The search's options have tabula gtp's names and defaults (engine.config.add_flags); the bench's own playouts.
+    add_flags(parser, BENCH_SEARCH, {
+        "playouts": "new playouts per move",
+        "threads": "search threads",
+        "batch_size": "leaves per network call",
+        "batches_in_flight": "batches each search thread keeps at the network at once (default 0: as tabula gtp, "
+                             "2 on a GPU and 1 on the CPU)",
+    })
+    add_flags(parser, NetConfig(), {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
+                                               "chooses)"}, prefix="net_")
     parser.add_argument("--provider", default="cpu", choices=BACKENDS,
                         help="what runs the network (default cpu; auto picks a GPU where there is one)")
     parser.add_argument("--precision", default="auto", choices=PRECISIONS, help="precision on a GPU")
@@ -267,8 +272,8 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
         rates.append(played["playouts"] / played["elapsed_s"])
     latency = f", {args.latency_ms:g} ms a call" if args.latency_ms else ""
     print(f"search with an instant network (outputs recorded from the real one{latency}): {args.rounds} rounds x "
-          f"{args.moves} moves x {args.playouts} playouts, {args.threads} threads, batch {args.batch}, "
-          f"{args.in_flight} in flight")
+          f"{args.moves} moves x {args.playouts} playouts, {args.threads} threads, batch {args.batch_size}, "
+          f"{args.batches_in_flight} in flight")
     print(f"  playouts/s, best round  {max(rates):8.1f}   (rounds: {', '.join(f'{r:.0f}' for r in rates)})")
     total = args.rounds * args.moves * args.playouts
     print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
@@ -289,20 +294,19 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.latency_ms < 0 or (args.latency_ms and not args.instant_network):
         parser.error("--latency-ms is a non-negative wait for --instant-network")
-    if args.in_flight < 0 or args.net_threads < 0:
-        parser.error("--in-flight and --net-threads must be 0 (as tabula gtp chooses) or more")
+    if args.batches_in_flight < 0 or args.net_threads < 0:
+        parser.error("--batches-in-flight and --net-threads must be 0 (as tabula gtp chooses) or more")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
-    config = SearchConfig(threads=args.threads, batch_size=args.batch, batches_in_flight=args.in_flight, visits=0,
-                          playouts=args.playouts, early_stop=False)
+    config = from_flags(BENCH_SEARCH, args)
     args.net_threads = NetConfig(threads=args.net_threads).for_search(config, available_cores()).threads
     try:
         evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                             threads=args.net_threads, provider=args.provider, precision=args.precision,
-                            batch_hint=args.batch, log=None)
+                            batch_hint=args.batch_size, log=None)
     except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
         raise SystemExit(f"tabula bench search: {error}") from None
     config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
-    args.in_flight = config.batches_in_flight
+    args.batches_in_flight = config.batches_in_flight
     size = board_size(evaluator)
     if args.leelaz and size != 19:
         parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
@@ -322,18 +326,18 @@ def main(argv: list[str]) -> int:
         for key in ("playouts", "evaluated", "batches", "elapsed_s", "hits"):
             totals[key] += played[key]
         mean_batch = totals["evaluated"] / max(1, totals["batches"])
-        for b in sorted({args.batch, max(1, int(round(mean_batch)))}):
+        for b in sorted({args.batch_size, max(1, int(round(mean_batch)))}):
             for c in callers:
                 rate = raw_throughput(evaluator, played["positions"] * 8, b, args.seconds, c)
                 raw_sums[(b, c)] = raw_sums.get((b, c), 0.0) + rate
     raw_by_callers = {key: total / args.rounds for key, total in raw_sums.items() if key[0] in
-                      {args.batch, max(1, int(round(mean_batch)))}}
+                      {args.batch_size, max(1, int(round(mean_batch)))}}
     playouts_per_s = totals["playouts"] / totals["elapsed_s"]
     evals_per_s = totals["evaluated"] / totals["elapsed_s"]
     at = max(1, int(round(mean_batch)))
     best_raw = max(v for (b, _), v in raw_by_callers.items() if b == at)
     print(f"search: {args.rounds} rounds x {args.moves} moves x {args.playouts} playouts, {args.threads} threads, "
-          f"batch {args.batch}, {args.in_flight} in flight")
+          f"batch {args.batch_size}, {args.batches_in_flight} in flight")
     print(f"  playouts/s            {playouts_per_s:8.1f}")
     print(f"  network positions/s   {evals_per_s:8.1f}  (cache hits {totals['hits']} of {totals['playouts']})")
     print(f"  mean batch            {mean_batch:8.2f}")

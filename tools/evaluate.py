@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from engine.config import SearchConfig
+from engine.config import NetConfig, SearchConfig, add_flags, from_flags
 from engine.coords import PASS
 from engine.evaluator import OnnxEvaluator
 from engine.search import Search
@@ -32,6 +32,7 @@ from engine.game import SIMPLE_KO, GameState, Rules
 from engine.records import RecordFilter, is_validation, iter_records
 
 TOP_K = 5
+EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it
 RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
 RESIGN_CONSECUTIVE = 3  # as SearchConfig.resign_consecutive
 
@@ -97,23 +98,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="only the games `tabula prepare` with --val-fraction would put on this side")
     parser.add_argument("--val-fraction", type=float, default=0.02)
     parser.add_argument("--batch", type=int, default=256, help="positions per network call")
-    parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
+    add_flags(parser, NetConfig(), {"threads": "onnxruntime threads (0: onnxruntime decides)"}, prefix="net_")
     parser.add_argument("--provider", default="cpu", help="auto | cpu | cuda | tensorrt")
     parser.add_argument("--min-moves", type=int, default=30)
-    parser.add_argument("--visits", type=int, default=0, help="also search positions with this many visits")
+    add_flags(parser, EVAL_SEARCH, {"visits": "also search positions with this many visits (0: no search)",
+                                     "threads": "search threads (with --visits)"})
     parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
-    parser.add_argument("--search-threads", type=int, default=2, help="search threads (with --visits)")
     return parser.parse_args(argv)
 
 
 class SearchScores:
     """How often a search's move, and the raw policy's best move, is the move played, on the same positions."""
 
-    def __init__(self, weights: str, visits: int, threads: int, provider: str):
+    def __init__(self, weights: str, config: SearchConfig, provider: str):
         evaluator = OnnxEvaluator(weights, symmetry="random", rng=np.random.default_rng(0), provider=provider,
                                   log=None)
         self.raw = OnnxEvaluator(weights, symmetry="identity", provider=provider, log=None)
-        self.search = Search(evaluator, SearchConfig(visits=visits, threads=threads), rng=np.random.default_rng(1))
+        self.search = Search(evaluator, config, rng=np.random.default_rng(1))
         self.positions = self.search_hits = self.policy_hits = 0
 
     def add(self, state: GameState, target: int) -> None:
@@ -130,11 +131,12 @@ class SearchScores:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.threads, provider=args.provider)
+    evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.provider)
     size = evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
-    searches = SearchScores(args.weights, args.visits, args.search_threads, args.provider) if args.visits else None
+    search = from_flags(EVAL_SEARCH, args)
+    searches = SearchScores(args.weights, search, args.provider) if search.visits else None
     states: list[GameState] = []
     targets: list[int] = []
     values: list[float] = []

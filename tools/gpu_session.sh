@@ -78,14 +78,14 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   done
   for b in 8 32 64; do
     step 90 python3 -m tools.cli bench search weights/tabula-6x64-sl.onnx --instant-network --threads 1 \
-        --batch "$b" --moves 3 --playouts $((playouts / 2)) --rounds 2
+        --batch-size "$b" --moves 3 --playouts $((playouts / 2)) --rounds 2
   done
   ;;
 2)
   export_nets
   search() {  # search NET THREADS IN_FLIGHT BATCH: one bench search on the GPU
     step "$limit" python3 -m tools.cli bench search "$nets/$1.onnx" --provider auto --threads "$2" \
-        --in-flight "$3" --batch "$4" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
+        --batches-in-flight "$3" --batch-size "$4" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
   }
   first=${batches_search[0]}
   for spec in "${specs[@]}"; do  # every network once, at the likely best setting: the table's core, first

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.config import add_flags, from_flags
 from engine.coords import BLACK, WHITE
 from engine.replay import ReplaySampler, ReplayStore, calibrate_resign_threshold, winner_triggers
 from tools.plot import ELO, plot_elo, read_jsonl
-from tools.selfplay import (GatingTask, NetBlob, SelfPlayConfig, add_dataclass_arguments, dataclass_from_args,
-                            make_workers, play_gating_game, run_selfplay, selfplay_tasks)
+from tools.selfplay import (GatingTask, NetBlob, SelfPlayConfig, make_workers, play_gating_game, run_selfplay,
+                            selfplay_tasks)
 
 CONFIG = "config.json"
 STATE = "state.json"
@@ -463,8 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop", action="store_true", help="ask the run in --dir to stop, and return")
     parser.add_argument("--plot", action="store_true", help="write --dir/elo.png from the Elo history, and return")
     parser.add_argument("--status", action="store_true", help="print the run's state and Elo history, and return")
-    add_dataclass_arguments(parser, RLConfig)
-    add_dataclass_arguments(parser, SelfPlayConfig)
+    add_flags(parser, RLConfig, keep_unset=True)
+    add_flags(parser, SelfPlayConfig, keep_unset=True)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.stop:
         open(os.path.join(args.dir, STOP), "w").close()
@@ -482,8 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(args.dir, STOP))
     saved = saved_config(args.dir)  # a resumed run: options not given keep their saved values
-    rl = dataclass_from_args(RLConfig, args, saved[0] if saved else None)
-    selfplay = dataclass_from_args(SelfPlayConfig, args, saved[1] if saved else None)
+    rl = from_flags(saved[0] if saved else RLConfig, args)
+    selfplay = from_flags(saved[1] if saved else SelfPlayConfig, args)
     if not saved:
         rl = adopt_start_network(rl, selfplay.size)
     Loop(args.dir, rl, selfplay).run()

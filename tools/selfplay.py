@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from engine.config import PlayConfig, SearchConfig
+from engine.config import PlayConfig, SearchConfig, add_flags, from_flags
 from engine.coords import BLACK, PASS, RESIGN, WHITE
 from engine.decision import MoveDecider
 from engine.game import GameState, Rules
@@ -418,9 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-address", default="", help="join this Ray cluster")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--resign-threshold", type=float, default=0.0, help="winrate (0: never resign)")
-    add_dataclass_arguments(parser, SelfPlayConfig)
+    add_flags(parser, SelfPlayConfig, keep_unset=True)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    config = dataclass_from_args(SelfPlayConfig, args)
+    config = from_flags(SelfPlayConfig, args)
     from tqdm import tqdm
 
     with ReplayStore(os.path.join(args.out, "replay"), args.window) as store:
@@ -444,27 +444,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # -- argparse from dataclasses (shared with tools/rl_loop.py) -----------------------------------------------------
-
-
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls: type, skip: Iterable[str] = ()) -> None:
-    """One ``--field-name`` option per field of a flat dataclass, defaulting to None (= keep the config's value)."""
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        kind = type(f.default)
-        if kind is bool:
-            parser.add_argument("--" + f.name.replace("_", "-"), action=argparse.BooleanOptionalAction, default=None)
-        else:
-            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=None,
-                                help=f"default {f.default}")
-
-
-def dataclass_from_args(cls: type, args: argparse.Namespace, base: object | None = None):
-    """``base`` (or the defaults) with the options given on the command line."""
-    base = base if base is not None else cls()
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-             if getattr(args, f.name, None) is not None}
-    return dataclasses.replace(base, **given)
 
 
 __all__ = ["SelfPlayConfig", "SelfPlayTask", "GatingTask", "NetBlob", "prune_target", "visit_target",
