@@ -32,7 +32,7 @@ The rules are gogui-regress's (``net.sf.gogui.tools.regress.Regress``: ``handleL
   business, read from the ``.tst`` file's folder. Each file gets a fresh engine.
 
 Java and Python regular expressions differ; ``java_pattern`` translates what can be translated (``\\z``, ``\\Z``,
-``\\Q...\\E``, ``\\h``, ``\\v``, ``\\R``, ``\\e``, ``(?<name>...)``, ASCII-only ``\\d \\w \\s \\b`` and case folding)
+``\\Q...\\E``, ``\\h``, ``\\v``, ``\\R``, ``\\e``, ``(?<name>...)``, ASCII-only ``\\d \\w \\s`` and case folding)
 and calls anything else that Java reads differently (a ``[`` or ``&&`` inside a character class, ``{`` that is
 not a repetition, ``(?P...)``) a bad pattern. What is not gogui-regress's: ``FILE.tst:1,4-7`` runs only those
 tests (setup commands, and tests without a number, always run), as GNU Go's ``regress.pike`` does; and the exit

@@ -11,7 +11,7 @@ boardsize 9
 2 play white C3
 #? []*
 4 genmove white
-#? [!C3|G7|pass|resign]
+#? [!(?i)C3|G7|pass|resign]
 
 clear_board
 5 fixed_handicap 5
