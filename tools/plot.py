@@ -1,7 +1,8 @@
 """`tabula plot RUNDIR [--out FILE.png]`: what a run directory's logs show.
 
-A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against steps (default
-RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play games, rejected
+A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against the samples seen (steps ×
+batch, from RUNDIR/config.json; steps where it is missing), and the auxiliary heads' validation losses where the run
+has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play games, rejected
 candidates as crosses (default RUNDIR/elo.png).
 """
 from __future__ import annotations
@@ -50,9 +51,12 @@ def plot_training(run_dir: str, out: str | None = None) -> str | None:
     if not train and not val:
         return None
     plt = _pyplot()
-    figure, (loss_ax, acc_ax, value_ax) = plt.subplots(1, 3, figsize=(15, 4.2))
-    steps = [r["step"] for r in train]
-    vsteps = [r["step"] for r in val]
+    aux = [name for name in ("val_ownership_loss", "val_score_loss", "val_reply_loss") if val and name in val[-1]]
+    figure, axes = plt.subplots(1, 4 if aux else 3, figsize=(20 if aux else 15, 4.2))
+    loss_ax, acc_ax, value_ax = axes[:3]
+    batch, unit = _samples_per_step(run_dir)
+    steps = [r["step"] * batch for r in train]
+    vsteps = [r["step"] * batch for r in val]
     loss_ax.plot(steps, [r["loss"] for r in train], label="train total")
     loss_ax.plot(steps, [r["policy_loss"] for r in train], label="train policy CE")
     if val:
@@ -67,12 +71,25 @@ def plot_training(run_dir: str, out: str | None = None) -> str | None:
     if val:
         value_ax.plot(vsteps, [r["val_value_mse"] for r in val], "o-", label="val")
     value_ax.set_title("value MSE")
-    for ax in (loss_ax, acc_ax, value_ax):
-        ax.set_xlabel("step")
+    if aux:
+        for name in aux:
+            axes[3].plot(vsteps, [r.get(name, float("nan")) for r in val], "o-", label=name[4:].replace("_", " "))
+        axes[3].set_title("auxiliary heads (val)")
+    for ax in axes:
+        ax.set_xlabel(unit)
         ax.grid(alpha=0.3)
         ax.legend()
     figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
     return _save(plt, figure, out or os.path.join(run_dir, "loss.png"))
+
+
+def _samples_per_step(run_dir: str) -> tuple[int, str]:
+    """(samples a step sees, the x axis's name): the run's batch from config.json, or 1 and "step"."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as handle:
+            return int(json.load(handle)["batch"]), "samples seen"
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1, "step"
 
 
 def _save(plt, figure, out: str) -> str:
