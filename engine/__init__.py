@@ -1,22 +1,29 @@
-"""Tabula's engine: rules, features, network, search and training, in layers whose imports flow one way.
+"""Tabula's engine, in layers whose imports flow one way (a test checks it):
 
-| module | owns | imports |
+    rules  ->  net  ->  play
+                  \\->  data
+
+| package | module | owns |
 |---|---|---|
-| `coords.py` | moves (flat ints, `PASS`, `RESIGN`), GTP/SGF spellings, colours | stdlib |
-| `board.py` | stones, strings and liberties, captures, simple ko, Zobrist hash | coords |
-| `game.py` | `GameState` = board + history: superko, passes, komi, handicap, scoring | board |
-| `playout.py` | random playouts (the board benchmark, the baseline player, ownership estimates) | game |
-| `features.py` | `GameState` → Leela Zero's 18 planes, the 8 dihedral transforms | game |
-| `evaluator.py` | the `Evaluator` protocol; ONNX, uniform, caching and batching evaluators | features |
-| `search.py` | PUCT search: virtual loss, threads, transposition table, tree reuse | game, evaluator |
-| `search_player.py` | the search as a move generator: limits, pass/resign rules, cleanup, pondering | search, playout |
-| `timecontrol.py` | clocks and the time budget of one move | config |
-| `player.py` | owns the game, its move generator and clock: the one object GTP drives | all of the above |
-| `config.py` | frozen dataclasses, built only at entry points | stdlib |
-| `sgf.py` | the sgfmill bridge: games to and from SGF | game |
-| `network.py`, `leelaz.py` | torch model and ONNX export (training only); Leela Zero weight files | features |
-| `records.py`, `shards.py` | SGF game records from archives with counted filters; compact training shards | game, sgf, features |
-| `replay.py` | the self-play replay window, durable against kills | shards |
+| `rules/` | `coords.py` | moves (flat ints, `PASS`, `RESIGN`), GTP/SGF spellings, colours |
+| | `board.py` | stones, strings and liberties, captures, simple ko, Zobrist hash |
+| | `game.py` | `GameState` = board + history: superko, passes, komi, handicap, scoring |
+| | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones) |
+| | `sgf.py` | the sgfmill bridge: games to and from SGF |
+| `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
+| | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
+| | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
+| | `network.py`, `torch_backend.py`, `leelaz.py` | torch model and ONNX export (training only), the torch GPU backend, Leela Zero weight files |
+| `play/` | `search.py` | PUCT search: virtual loss, threads, batches in flight, transposition table, tree reuse, scores |
+| | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
+| | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
+| | `timecontrol.py` | clocks and the time budget of one move |
+| | `player.py` | owns the game, its move generator and clock: the one object GTP drives |
+| `data/` | `records.py` | SGF game records from archives with counted filters, final ownership |
+| | `shards.py` | compact training shards and their sampler |
+| | `replay.py` | the self-play replay window, durable against kills |
+| | `config.py` (top level) | frozen dataclasses, one per owner, built only at entry points |
 
-`engine` never imports `gtp` or `tools`; only `network.py` (and `tools/`) import torch.
+`engine` never imports `gtp` or `tools`; only `net/network.py` and `net/torch_backend.py` (and `tools/`) import
+torch.
 """

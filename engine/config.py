@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Mapping
 
-from .game import Rules
+from engine.rules.game import Rules
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class PlayConfig:
-    """How a search's result becomes the move played (engine.decision.MoveDecider), the same for GTP, self-play
+    """How a search's result becomes the move played (engine.play.decision.MoveDecider), the same for GTP, self-play
     and gating: temperature, passing, resignation; and what the player does around the search."""
 
     temperature_moves: int = 0  # moves played in proportion to visits^(1/temperature) for the first k moves

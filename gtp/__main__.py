@@ -11,10 +11,10 @@ import logging
 import sys
 
 from engine.config import EngineConfig, TimeConfig, add_flags, from_flags
-from engine.evaluator import BACKENDS, PRECISIONS
-from engine.coords import MAX_SIZE, MIN_SIZE
-from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
-from engine.player import GENERATORS, Player
+from engine.net.evaluator import BACKENDS, PRECISIONS
+from engine.rules.coords import MAX_SIZE, MIN_SIZE
+from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
+from engine.play.player import GENERATORS, Player
 
 from .commands import Session, serve
 

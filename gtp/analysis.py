@@ -14,9 +14,9 @@ import numpy as np
 
 from dataclasses import dataclass
 
-from engine.coords import BLACK, PASS, format_vertex, parse_color
-from engine.search import Candidate
-from engine.search_player import SearchGenerator
+from engine.rules.coords import BLACK, PASS, format_vertex, parse_color
+from engine.play.search import Candidate
+from engine.play.search_player import SearchGenerator
 
 from .commands import TABLE, Session
 from .protocol import GtpError

@@ -64,12 +64,12 @@ import typing
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator
 
-from engine.board import IllegalMoveError
+from engine.rules.board import IllegalMoveError
 from engine.config import EngineConfig
-from engine.coords import BLACK, PASS, RESIGN, CoordinateError, color_name, format_vertex, parse_color, parse_vertex
-from engine.player import CannotUndoError, HandicapError, Player
-from engine.sgf import SgfError
-from engine.timecontrol import TimeSettings, TimeSettingsError
+from engine.rules.coords import BLACK, PASS, RESIGN, CoordinateError, color_name, format_vertex, parse_color, parse_vertex
+from engine.play.player import CannotUndoError, HandicapError, Player
+from engine.rules.sgf import SgfError
+from engine.play.timecontrol import TimeSettings, TimeSettingsError
 
 from .protocol import Command, GtpError, format_failure, format_success, is_interrupt, parse_command, preprocess
 

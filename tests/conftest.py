@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from engine.coords import BLACK, WHITE
-from engine.game import POSITIONAL, GameState, Rules
+from engine.rules.coords import BLACK, WHITE
+from engine.rules.game import POSITIONAL, GameState, Rules
 
 pytest_plugins = ["tests.conftest_network"]  # the tiny networks, built once per session
 
@@ -73,7 +73,7 @@ def gnugo() -> str:
 def make_session(seed: int = SEED, size: int = 19, clock=None):
     """An in-process GTP session with the random player and a fixed seed."""
     from engine.config import EngineConfig
-    from engine.player import Player
+    from engine.play.player import Player
     from gtp.__main__ import load_extensions
     from gtp.commands import Session
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
-from engine.coords import BLACK, parse_vertex
-from engine.player import Player
-from engine.search_player import SearchGenerator
+from engine.rules.coords import BLACK, parse_vertex
+from engine.play.player import Player
+from engine.play.search_player import SearchGenerator
 from gtp.__main__ import load_extensions
 from gtp.analysis import install_pondering, parse_analyze_args
 from gtp.commands import Session

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
-from tools import bench_net, bench_search
+from tools.bench import net as bench_net, search as bench_search
 
 
 def test_bench_net_compares_onnxruntime_and_torch_on_the_cpu(tiny_onnx, capsys):

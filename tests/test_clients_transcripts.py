@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from engine.config import PlayConfig, SearchConfig, TimeConfig
-from engine.coords import PASS, RESIGN
-from engine.evaluator import UniformEvaluator
-from engine.player import Player, RandomGenerator
-from engine.search_player import SearchGenerator
+from engine.rules.coords import PASS, RESIGN
+from engine.net.evaluator import UniformEvaluator
+from engine.play.player import Player, RandomGenerator
+from engine.play.search_player import SearchGenerator
 from gtp.commands import TABLE, CommandTable, Session, serve
 from gtp.protocol import is_interrupt, preprocess
 from tests.test_gtp_transcripts import matches, parse_transcript

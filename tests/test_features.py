@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.coords import PASS, parse_vertex
-from engine.features import (NUM_PLANES, encode, encode_batch, inverse_transform_planes, inverse_transform_policy,
+from engine.rules.coords import PASS, parse_vertex
+from engine.net.features import (NUM_PLANES, encode, encode_batch, inverse_transform_planes, inverse_transform_policy,
                              symmetric_point, symmetry_tables, transform_planes, transform_policy)
-from engine.game import GameState
+from engine.rules.game import GameState
 from tests.conftest_network import random_game
 
 

@@ -1,6 +1,6 @@
 """Our rules against GNU Go's, move by move, and our GTP engine in a real game against GNU Go.
 
-The harness (``crosscheck_game``, ``Engine``) lives in ``tools/rules_crosscheck.py``, which also runs it at scale;
+The harness (``crosscheck_game``, ``Engine``) lives in ``tools/check/rules_crosscheck.py``, which also runs it at scale;
 its docstring says what is compared. Every test here is skipped where GNU Go is not installed.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.coords import BLACK, RESIGN, WHITE, parse_vertex
-from engine.game import GameState, Rules
+from engine.rules.coords import BLACK, RESIGN, WHITE, parse_vertex
+from engine.rules.game import GameState, Rules
 from tests.conftest import SEED
-from tools.rules_crosscheck import Engine, crosscheck_game, gnugo_engine
+from tools.check.rules_crosscheck import Engine, crosscheck_game, gnugo_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +32,8 @@ def test_rules_match_gnugo_on_larger_boards(gnugo: str) -> None:
 
 
 def test_the_crosscheck_script_runs(gnugo: str) -> None:
-    """CI smoke test of ``python -m tools.rules_crosscheck`` (the 100,000-position run is docs/RELIABILITY.md)."""
-    done = subprocess.run([sys.executable, "-m", "tools.rules_crosscheck", "--positions", "200", "--seed", "1",
+    """CI smoke test of ``python -m tools.check.rules_crosscheck`` (the 100,000-position run is docs/RELIABILITY.md)."""
+    done = subprocess.run([sys.executable, "-m", "tools.check.rules_crosscheck", "--positions", "200", "--seed", "1",
                            "--gnugo", gnugo], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.gtp_client import EngineCrashed, EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
+from tools.compete.gtp_client import EngineCrashed, EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = [sys.executable, str(ROOT / "tests" / "fake_gtp_engine.py")]
@@ -15,7 +15,7 @@ FAKE = [sys.executable, str(ROOT / "tests" / "fake_gtp_engine.py")]
 
 @pytest.fixture(autouse=True)
 def repo_on_path(monkeypatch):
-    # The fake engine imports engine.game; the subprocess inherits this.
+    # The fake engine imports engine.rules.game; the subprocess inherits this.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
 
 

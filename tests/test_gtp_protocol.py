@@ -93,7 +93,7 @@ def test_internal_error_keeps_serving(caplog) -> None:
 def test_player_bug_is_internal_error(session) -> None:
     import random
 
-    from engine.player import RandomGenerator
+    from engine.play.player import RandomGenerator
 
     class Broken(RandomGenerator):
         name = "broken"
@@ -272,7 +272,7 @@ def test_cputime_counts_this_process_cpu_seconds(session) -> None:
 
 
 def test_time_settings_0_1_0_means_no_time_limit(session) -> None:
-    from engine.timecontrol import NONE
+    from engine.play.timecontrol import NONE
     assert session.dispatch("time_settings 300 0 0") == "=\n\n"
     assert session.dispatch("time_settings 0 1 0") == "=\n\n"
     assert session.player.time_settings.kind == NONE

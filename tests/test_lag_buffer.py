@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tools.gtp_client import GtpEngine
+from tools.compete.gtp_client import GtpEngine
 
 PERIOD_S = 5.0
 LAG_BUFFER_S = 1.0  # TimeConfig's default

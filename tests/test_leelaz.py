@@ -8,12 +8,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from engine.coords import parse_vertex
-from engine.evaluator import OnnxEvaluator
-from engine.features import encode_batch, inverse_transform_policy, transform_planes
-from engine.game import GameState
-from engine.leelaz import LeelazFormatError, format_leelaz, read_leelaz, write_leelaz
-from engine.network import NetSpec, export_onnx, from_leelaz, load_onnx, random_network, to_leelaz
+from engine.rules.coords import parse_vertex
+from engine.net.evaluator import OnnxEvaluator
+from engine.net.features import encode_batch, inverse_transform_policy, transform_planes
+from engine.rules.game import GameState
+from engine.net.leelaz import LeelazFormatError, format_leelaz, read_leelaz, write_leelaz
+from engine.net.network import NetSpec, export_onnx, from_leelaz, load_onnx, random_network, to_leelaz
 from tests.conftest_network import tiny_model  # noqa: F401
 
 LEELAZ = "/usr/games/leelaz"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf
 
-from tools.match import ABSOLUTE, BYOYOMI, CANADIAN, Clock, MatchConfig, TimeControl, main, parse_score, \
+from tools.compete.match import ABSOLUTE, BYOYOMI, CANADIAN, Clock, MatchConfig, TimeControl, main, parse_score, \
     read_results, schedule, summarise
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +234,7 @@ def test_resume_refuses_a_different_match(tmp_path):
 
 def test_killed_runner_resumes_without_duplicates(tmp_path):
     out = tmp_path / "m"
-    command = [sys.executable, "-m", "tools.match", "--out", str(out), "--games", "4", "--size", "9",
+    command = [sys.executable, "-m", "tools.compete.match", "--out", str(out), "--games", "4", "--size", "9",
                "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     runner = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -256,7 +256,7 @@ def test_killed_runner_resumes_without_duplicates(tmp_path):
 
 def test_sigterm_stops_cleanly(tmp_path):
     out = tmp_path / "m"
-    command = [sys.executable, "-m", "tools.match", "--out", str(out), "--games", "50", "--size", "9",
+    command = [sys.executable, "-m", "tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
                "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
     runner = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,9 +10,9 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from engine.evaluator import NetworkFileError
-from engine.features import encode_batch
-from engine.network import (BLACK_VIEW, POOLED, NetSpec, TabulaNet, compare_with_onnx, export_onnx, from_leelaz,
+from engine.net.evaluator import NetworkFileError
+from engine.net.features import encode_batch
+from engine.net.network import (BLACK_VIEW, POOLED, NetSpec, TabulaNet, compare_with_onnx, export_onnx, from_leelaz,
                             load_checkpoint, load_onnx, random_network, save_checkpoint, to_leelaz)
 from tests.conftest_network import (random_game, tiny_model, tiny_onnx, tiny_pooled_model,  # noqa: F401
                                     tiny_pooled_onnx)
@@ -159,9 +159,9 @@ def test_compare_with_onnx_detects_a_different_net(tiny_onnx):
 
 def test_export_command_round_trips(tmp_path):
     """tabula export: random -> ONNX + LZ text; LZ text -> ONNX; ONNX -> LZ text."""
-    from engine.evaluator import OnnxEvaluator
-    from engine.leelaz import read_leelaz
-    from tools.export import main
+    from engine.net.evaluator import OnnxEvaluator
+    from engine.net.leelaz import read_leelaz
+    from tools.learn.export import main
 
     net, lz = tmp_path / "r.onnx", tmp_path / "r.txt"
     common = ["--calibration", "16", "--calibration-source", "random"]
@@ -179,8 +179,8 @@ def test_export_command_round_trips(tmp_path):
 
 @pytest.mark.slow
 def test_int8_quantization(tiny_onnx, tmp_path):
-    from engine.evaluator import OnnxEvaluator
-    from tools.export import main
+    from engine.net.evaluator import OnnxEvaluator
+    from tools.learn.export import main
 
     target = tmp_path / "q.onnx"
     assert main(["--quantize", "int8", str(tiny_onnx), str(target), "--calibration", "32"]) == 0

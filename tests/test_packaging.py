@@ -35,15 +35,44 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 
 
 def test_engine_never_imports_gtp_or_tools_and_only_network_imports_torch():
-    for path in (ROOT / "engine").glob("*.py"):
+    for path in (ROOT / "engine").rglob("*.py"):
         names = imported_modules(path)
         assert not names & {"gtp", "tools"}, path
         if path.name not in ("network.py", "torch_backend.py"):
             assert "torch" not in names, f"{path.name} imports torch; only network.py and torch_backend.py may"
 
 
+# What each layer of the engine may import (engine/__init__.py draws it); config sits beside rules.
+LAYERS = {"rules": {"rules", "config"}, "net": {"rules", "net", "config"},
+          "play": {"rules", "net", "play", "config"}, "data": {"rules", "net", "data", "config"}}
+
+
+def engine_imports(path: pathlib.Path) -> set[str]:
+    """The engine layers a module imports (engine.X.y -> X), lazy imports inside functions included."""
+    tree = ast.parse(path.read_text())
+    layers = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("engine"):
+            parts = node.module.split(".")
+            if len(parts) >= 2:
+                layers.add(parts[1])
+            else:
+                layers.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "engine" and len(parts) >= 2:
+                    layers.add(parts[1])
+    return layers
+
+
+def test_the_engine_layers_import_only_downwards():
+    for layer, allowed in LAYERS.items():
+        for path in (ROOT / "engine" / layer).glob("*.py"):
+            assert engine_imports(path) <= allowed, f"{path.relative_to(ROOT)} imports {engine_imports(path) - allowed}"
+    assert engine_imports(ROOT / "engine" / "config.py") <= {"rules"}
 def test_gtp_startup_does_not_import_torch():
-    code = "import sys, gtp.__main__, engine.player; print('torch' in sys.modules)"
+    code = "import sys, gtp.__main__, engine.play.player; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -51,8 +80,8 @@ def test_gtp_startup_does_not_import_torch():
 
 def test_the_default_player_loads_its_networks_without_torch_when_no_gpu_is_there():
     # On a machine with an NVIDIA GPU and no onnxruntime GPU provider, torch is the GPU path and is imported.
-    code = ("import sys; from engine.config import EngineConfig; from engine.player import Player; "
-            "from engine.evaluator import nvidia_gpu_present; Player.from_config(EngineConfig()); "
+    code = ("import sys; from engine.config import EngineConfig; from engine.play.player import Player; "
+            "from engine.net.evaluator import nvidia_gpu_present; Player.from_config(EngineConfig()); "
             "print('torch' in sys.modules, nvidia_gpu_present())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -5,10 +5,10 @@ import random
 
 import numpy as np
 
-from engine.board import EMPTY
-from engine.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.game import GameState
-from engine.playout import (Playout, area_owners, cleanup_move, dead_stones, ownership, playout, random_move,
+from engine.rules.board import EMPTY
+from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from engine.rules.game import GameState
+from engine.rules.playout import (Playout, area_owners, cleanup_move, dead_stones, ownership, playout, random_move,
                             seki_stones)
 from tests.conftest import board_from_ascii
 

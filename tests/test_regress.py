@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.regress import (EXPECTED_FAIL, FAIL_, PASS_, UNEXPECTED_PASS, Case, Setup, TstSyntaxError, gogui_answer,
+from tools.check.regress import (EXPECTED_FAIL, FAIL_, PASS_, UNEXPECTED_PASS, Case, Setup, TstSyntaxError, gogui_answer,
                            java_pattern, main, parse_selection, parse_tst, run_file)
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.coords import BLACK, PASS, WHITE
-from engine.replay import (ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold, false_positive_rate,
+from engine.rules.coords import BLACK, PASS, WHITE
+from engine.data.replay import (ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold, false_positive_rate,
                            game_files, read_game, resign_trigger, winner_triggers)
-from engine.shards import PositionSampler
+from engine.data.shards import PositionSampler
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -102,7 +102,7 @@ def test_kill_at_any_moment_loses_no_finished_game(tmp_path):
         import sys
         sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         from test_replay import make_game
-        from engine.replay import ReplayStore
+        from engine.data.replay import ReplayStore
         store = ReplayStore({str(tmp_path)!r}, window=0)
         i = 0
         while True:

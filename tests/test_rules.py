@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from engine.board import Board, IllegalMoveError
-from engine.coords import BLACK, EMPTY, PASS, WHITE, format_vertex, parse_vertex
-from engine.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points, legal_masks
+from engine.rules.board import Board, IllegalMoveError
+from engine.rules.coords import BLACK, EMPTY, PASS, WHITE, format_vertex, parse_vertex
+from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points, legal_masks
 
 
 def position(ascii_rows: str, to_move: int = BLACK, komi: float = 0.0, superko: str = POSITIONAL) -> GameState:

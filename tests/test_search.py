@@ -10,12 +10,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.board import own_eye_masks
+from engine.rules.board import own_eye_masks
 from engine.config import SearchConfig
-from engine.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
-from engine.game import GameState, Rules
-from engine.search import Candidate, _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
+from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from engine.net.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
+from engine.rules.game import GameState, Rules
+from engine.play.search import Candidate, _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
 from tests.conftest import board_from_ascii
 
 
@@ -324,7 +324,7 @@ def test_a_worker_stopped_early_waits_for_leaves_in_flight_elsewhere_and_goes_on
     """With several workers, the lead can become catchable again when another worker's leaves come back (under a time
     limit, their visits raise the rate, and so the playouts left). A worker that saw it uncatchable used to exit for
     good; it now waits while leaves are in flight. Driven by hand: another worker's leaf is held at the network."""
-    from engine.search import _Leaf, _Run
+    from engine.play.search import _Leaf, _Run
 
     search = Search(RiggedEvaluator(parse_vertex("C3", 5), 0.95), SearchConfig(threads=2, batch_size=1, visits=0),
                     rng=np.random.default_rng(0))
@@ -422,6 +422,7 @@ def test_batches_in_flight_keep_the_network_busy_while_the_tree_grows():
     check_tree(search)
 
 
+@pytest.mark.slow  # 40 timed searches
 def test_early_stop_counts_a_leaf_in_flight_as_one_visit_not_its_virtual_loss():
     stopped = 0
     for seed in range(40):  # before the fix, 6 of these 40 said they stopped early and yet ran every playout

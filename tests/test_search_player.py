@@ -7,13 +7,13 @@ import time
 
 import numpy as np
 
-from engine import evaluator as evaluator_module
-from engine import search_player
+from engine.net import evaluator as evaluator_module
+from engine.play import search_player
 from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
-from engine.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
-from engine.evaluator import Evaluation, UniformEvaluator
-from engine.game import GameState
-from engine.search_player import SearchGenerator
+from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
+from engine.net.evaluator import Evaluation, UniformEvaluator
+from engine.rules.game import GameState
+from engine.play.search_player import SearchGenerator
 from tests.conftest import board_from_ascii
 from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
 from tests.test_search import RiggedEvaluator, ScoreEvaluator

@@ -9,13 +9,13 @@ import os
 import numpy as np
 import pytest
 
-from engine.coords import PASS
-from engine.evaluator import UniformEvaluator
-from engine.game import GameState, Rules
-from engine.replay import ReplaySampler, ReplayStore, game_files, read_game
-from engine.decision import pass_rules
-from engine.search import Candidate
-from tools.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask,
+from engine.rules.coords import PASS
+from engine.net.evaluator import UniformEvaluator
+from engine.rules.game import GameState, Rules
+from engine.data.replay import ReplaySampler, ReplayStore, game_files, read_game
+from engine.play.decision import pass_rules
+from engine.play.search import Candidate
+from tools.learn.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask,
                             play_gating_game, play_selfplay_game, prune_target, selfplay_tasks, visit_target)
 
 SIZE = 5
@@ -28,7 +28,7 @@ def tiny_net(tmp_path_factory) -> str:
     """1 block × 8 filters, agz head for 5×5, the trainer's own initialisation."""
     import torch
 
-    from engine.network import NetSpec, TabulaNet, export_onnx
+    from engine.net.network import NetSpec, TabulaNet, export_onnx
 
     torch.manual_seed(1)
     path = str(tmp_path_factory.mktemp("net") / "tiny5.onnx")
@@ -55,8 +55,8 @@ def test_prune_target_removes_exploration_visits():
 
 
 def test_pass_rules(board_from_ascii):
-    from engine.coords import BLACK, WHITE
-    from engine.search import SearchResult
+    from engine.rules.coords import BLACK, WHITE
+    from engine.play.search import SearchResult
 
     state = board_from_ascii("""
         . O . . .
@@ -116,7 +116,7 @@ def test_gating_game(tiny_net):
 
 
 def loop_configs(**rl_changes):
-    from tools.rl_loop import RLConfig
+    from tools.learn.rl_loop import RLConfig
 
     rl = RLConfig(blocks=1, filters=8, games_per_generation=2, window_games=10, min_positions=1, train_steps=2,
                   batch=8, warmup_steps=0, gate_games=2, gate_visits=4, resign_min_games=1, workers=1,
@@ -125,7 +125,7 @@ def loop_configs(**rl_changes):
 
 
 def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
-    from tools.rl_loop import ELO, STATE, Loop, read_jsonl, trained_steps
+    from tools.learn.rl_loop import ELO, STATE, Loop, read_jsonl, trained_steps
 
     directory = str(tmp_path / "run")
     rl, selfplay = loop_configs(generations=1)
@@ -159,7 +159,7 @@ def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
 
 
 def test_resume_refuses_other_settings(tmp_path):
-    from tools.rl_loop import settle_config
+    from tools.learn.rl_loop import settle_config
 
     rl, selfplay = loop_configs(generations=1)
     directory = str(tmp_path / "run")
@@ -183,7 +183,7 @@ def ray_workers(monkeypatch):
     """Ray started here as `tabula rl --ray --workers 2` starts it (2 CPUs, no dashboard), without usage reports
     over the network, and shut down whatever the test does."""
     ray = pytest.importorskip("ray")
-    from tools.selfplay import RayWorkers
+    from tools.learn.selfplay import RayWorkers
 
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     workers = RayWorkers(processes=2)
@@ -194,6 +194,7 @@ def ray_workers(monkeypatch):
         ray.shutdown()
 
 
+@pytest.mark.slow  # starting a local Ray instance takes most of a minute on 2 cores
 def test_ray_local_instance(tiny_net, ray_workers):
     net = NetBlob.load(tiny_net)
     tasks = selfplay_tasks(net, FAST, 2, seed=2, first=0, resign_threshold=0.0)
@@ -204,7 +205,7 @@ def test_ray_local_instance(tiny_net, ray_workers):
 
 def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from tools import plot
+    from tools.learn import plot
 
     history = [{"generation": 1, "games": 50, "steps": 100, "score": 0.7, "elo": 147.0, "accepted": True},
                {"generation": 2, "games": 100, "steps": 200, "score": 0.4, "elo": 77.0, "accepted": False},
@@ -219,7 +220,7 @@ def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
 
 
 def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
-    from tools import plot
+    from tools.learn import plot
 
     assert plot.main([str(tmp_path)]) == 2
     error = capsys.readouterr().err
@@ -227,7 +228,7 @@ def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
 
 
 def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
-    from tools.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
+    from tools.learn.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
 
     # The network's own architecture wins over the command line's defaults.
     rl, selfplay = loop_configs(generations=1)

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from engine.evaluator import OnnxEvaluator
-from engine.search_player import WEIGHTS_DIR, default_weights
+from engine.net.evaluator import OnnxEvaluator
+from engine.play.search_player import WEIGHTS_DIR, default_weights
 
 
 def run_gtp(commands: list[str], *options: str) -> tuple[list[str], str]:

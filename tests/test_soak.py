@@ -1,5 +1,5 @@
 """The CI-sized versions of the soak and time-control runs of docs/RELIABILITY.md: Tabula's search with the
-shipped 9x9 network against GNU Go, through `tools.soak` (faults, leaked processes, memory per game) and under a
+shipped 9x9 network against GNU Go, through `tools.check.soak` (faults, leaked processes, memory per game) and under a
 clock it must never overrun."""
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tools import soak
-from tools.match import read_results
+from tools.check import soak
+from tools.compete.match import read_results
+
+# Minutes of real work (whole runs, killed processes, long matches): CI runs it, `python3 -m pytest` leaves it out.
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable  # the interpreter running the tests (a virtual environment's), not whatever python3 is

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from engine.config import EngineConfig, TimeConfig
-from engine.coords import BLACK, PASS
-from engine.player import Player, RandomGenerator
-from engine.timecontrol import (ABSOLUTE, BYOYOMI, CANADIAN, FISCHER, NONE, ClockState, TimeSettings,
+from engine.rules.coords import BLACK, PASS
+from engine.play.player import Player, RandomGenerator
+from engine.play.timecontrol import (ABSOLUTE, BYOYOMI, CANADIAN, FISCHER, NONE, ClockState, TimeSettings,
                                 TimeSettingsError, budget_s)
 from tests.conftest import FakeClock
 

@@ -12,10 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.network import NetSpec, TabulaNet, load_checkpoint  # noqa: E402
-from engine.shards import PositionSampler, write_shard  # noqa: E402
+from engine.net.network import NetSpec, TabulaNet, load_checkpoint  # noqa: E402
+from engine.data.shards import PositionSampler, write_shard  # noqa: E402
 from tests.records_helpers import learnable_records, sample_records, write_archives  # noqa: E402
-from tools.train import (TrainConfig, atomic_torch_save, learning_rate, load_training_checkpoint, losses,  # noqa: E402
+from tools.learn.train import (TrainConfig, atomic_torch_save, learning_rate, load_training_checkpoint, losses,  # noqa: E402
                          train)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,7 +145,7 @@ def test_a_failed_checkpoint_write_leaves_the_old_one(tmp_path, monkeypatch):
 
 WRITER = """
 import sys, torch
-from tools.train import atomic_torch_save
+from tools.learn.train import atomic_torch_save
 path = sys.argv[1]
 step = 0
 print("ready", flush=True)
@@ -173,7 +173,7 @@ def test_checkpoints_survive_sigkill_at_any_moment(tmp_path):
 def test_a_killed_training_process_resumes_to_the_same_result(data_dir, tmp_path):
     whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
     train(tiny(data_dir, whole, steps=40, workers=1), log=quiet)
-    command = [sys.executable, "-m", "tools.train", "--data", data_dir, "--out", killed, "--blocks", "1",
+    command = [sys.executable, "-m", "tools.learn.train", "--data", data_dir, "--out", killed, "--blocks", "1",
                "--filters", "8", "--steps", "40", "--batch", "16", "--optimizer", "adamw", "--lr", "3e-3",
                "--warmup-steps", "4", "--workers", "1", "--threads", "1", "--precision", "fp32", "--val-every", "12",
                "--val-positions", "64", "--log-every", "4", "--no-export", "--checkpoint-every", "5"]
@@ -190,7 +190,7 @@ def test_a_killed_training_process_resumes_to_the_same_result(data_dir, tmp_path
 
 
 def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
-    from tools import evaluate, plot
+    from tools.learn import evaluate, plot
 
     out = str(tmp_path / "run")
     train(tiny(data_dir, out, steps=8, export=True), log=quiet)
@@ -220,7 +220,7 @@ def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
 
 
 def test_prepare_writes_shards_and_counts(tmp_path, capsys):
-    from tools import prepare
+    from tools.learn import prepare
 
     files, expected, kept = sample_records()
     archives = write_archives(str(tmp_path / "records"), files)
@@ -337,7 +337,7 @@ def test_a_checkpoint_exports_its_averaged_weights(data_dir, tmp_path):
 
 
 def test_resign_false_positives_count_games_the_winner_would_have_resigned():
-    from tools.evaluate import Scores
+    from tools.learn.evaluate import Scores
     scores = Scores()
     scores.resign_games = 2
     # game 1: the winner (its rows: winner=True) sat at winrate 3% for 3 moves after move 10; game 2: never low

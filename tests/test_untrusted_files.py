@@ -1,5 +1,5 @@
-"""Untrusted files: hostile SGF files through ``engine.sgf`` and ``loadsgf`` (in process and over pipes), and broken
-or malicious weight files through every loader (``OnnxEvaluator``, ``engine.leelaz``, ``engine.network``,
+"""Untrusted files: hostile SGF files through ``engine.rules.sgf`` and ``loadsgf`` (in process and over pipes), and broken
+or malicious weight files through every loader (``OnnxEvaluator``, ``engine.net.leelaz``, ``engine.net.network``,
 ``tabula export``, ``tabula gtp --weights``). Each must give a clear error, leave the engine usable, and run no code
 from the file.
 """
@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine import sgf
-from engine.evaluator import NetworkFileError, OnnxEvaluator
-from engine.game import GameState, Rules
-from engine.leelaz import (ConvLayer, LeelazFormatError, LeelazWeights, format_leelaz, parse_leelaz, read_leelaz)
+from engine.rules import sgf
+from engine.net.evaluator import NetworkFileError, OnnxEvaluator
+from engine.rules.game import GameState, Rules
+from engine.net.leelaz import (ConvLayer, LeelazFormatError, LeelazWeights, format_leelaz, parse_leelaz, read_leelaz)
 from tests.conftest import SEED, make_session
-from tools.fuzz_gtp import ROOT, write_junk_sgf
+from tools.check.fuzz_gtp import ROOT, write_junk_sgf
 
 TEN_MB = 10 * 1024 * 1024
 
@@ -416,8 +416,8 @@ def evil_files(weights_dir: Path) -> tuple[dict[str, Path], Path]:
 
 
 def test_no_loader_runs_code_from_a_pickle(evil_files, weights_dir: Path) -> None:
-    from engine.network import NetworkFileError as NetworkError, load_checkpoint, load_onnx
-    from tools.train import load_training_checkpoint
+    from engine.net.network import NetworkFileError as NetworkError, load_checkpoint, load_onnx
+    from tools.learn.train import load_training_checkpoint
 
     files, marker = evil_files
     for path in files.values():
@@ -437,7 +437,7 @@ def test_no_loader_runs_code_from_a_pickle(evil_files, weights_dir: Path) -> Non
 
 
 def test_tabula_export_runs_no_code_from_a_pickle(evil_files, weights_dir: Path) -> None:
-    from tools import export
+    from tools.learn import export
 
     files, marker = evil_files
     for path in files.values():
@@ -450,7 +450,7 @@ def test_tabula_export_runs_no_code_from_a_pickle(evil_files, weights_dir: Path)
 
 
 def test_tabula_export_refuses_a_broken_file_without_a_traceback(weights_dir: Path) -> None:
-    from tools import export
+    from tools.learn import export
 
     path = weights_dir / "truncated-for-export.txt"
     path.write_bytes(_bad_leelaz_texts()["truncated-lines"])
@@ -472,7 +472,7 @@ def test_gtp_with_the_random_player_never_opens_the_weights(evil_files, tmp_path
 def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_onnx: Path, monkeypatch,
                                                        capsys) -> None:
     """``main`` with the search player and a broken network: status 1 and one line naming the file."""
-    from engine import player, search_player
+    from engine.play import player, search_player
     from gtp import __main__ as gtp_main
 
     monkeypatch.setitem(player.GENERATORS, "search", search_player.from_config)  # whether or not registered yet
@@ -486,10 +486,10 @@ def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_o
 def test_gtp_startup_with_bad_weights_exits_cleanly_once_search_is_registered(weights_dir: Path, good_onnx: Path,
                                                                               tmp_path: Path) -> None:
     """The real process: ``python -m gtp --player search --weights BROKEN`` exits non-zero, naming the file."""
-    from engine.player import GENERATORS
+    from engine.play.player import GENERATORS
 
     if "search" not in GENERATORS:
-        pytest.skip("the search player is not registered in engine.player.GENERATORS yet")
+        pytest.skip("the search player is not registered in engine.play.player.GENERATORS yet")
     bad = _bad_onnx_files(weights_dir, good_onnx)["random.onnx"]
     done = subprocess.run([sys.executable, "-m", "gtp", "--player", "search", "--weights", str(bad)],
                           input=b"1 name\n", capture_output=True, cwd=tmp_path,
@@ -512,7 +512,7 @@ def test_the_engine_is_usable_after_every_refusal(hostile_sgf: dict[str, Path]) 
 
 
 def test_writing_a_10000_move_game_is_fast() -> None:
-    from engine.coords import PASS
+    from engine.rules.coords import PASS
 
     state = GameState(9)
     for _ in range(10_000):

@@ -8,15 +8,15 @@ import sys
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gtp": ("gtp.__main__", "run the engine over the Go Text Protocol on stdin/stdout"),
     "bench": ("tools.bench", "benchmarks: board, net, search"),
-    "export": ("tools.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
-    "match": ("tools.match", "play matches between GTP engines and rate them"),
-    "regress": ("tools.regress", "run GNU Go style .tst regression files against a GTP engine"),
-    "prepare": ("tools.prepare", "SGF archives and folders -> compact training shards, with filter counts"),
-    "train": ("tools.train", "supervised training on prepared shards (resumable), ONNX export at the end"),
-    "eval": ("tools.evaluate", "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
-    "plot": ("tools.plot", "plot a training run's loss and accuracy, or an RL run's Elo"),
-    "selfplay": ("tools.selfplay", "self-play games with a network into a replay store and SGF"),
-    "rl": ("tools.rl_loop", "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
+    "export": ("tools.learn.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
+    "match": ("tools.compete.match", "play matches between GTP engines and rate them"),
+    "regress": ("tools.check.regress", "run GNU Go style .tst regression files against a GTP engine"),
+    "prepare": ("tools.learn.prepare", "SGF archives and folders -> compact training shards, with filter counts"),
+    "train": ("tools.learn.train", "supervised training on prepared shards (resumable), ONNX export at the end"),
+    "eval": ("tools.learn.evaluate", "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
+    "plot": ("tools.learn.plot", "plot a training run's loss and accuracy, or an RL run's Elo"),
+    "selfplay": ("tools.learn.selfplay", "self-play games with a network into a replay store and SGF"),
+    "rl": ("tools.learn.rl_loop", "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
 }
 
 

@@ -1,0 +1,369 @@
+"""The self-play replay window: one durable shard file per finished game, the newest ``window`` games kept, and the
+sampler that draws training positions from them with the search's visit distribution as the policy target.
+
+Layer: above shards and records; numpy only. Each game is a regular ``engine.data.shards`` shard (moves and result, so
+``PositionSampler`` and ``tabula train`` read it as-is) whose header carries the self-play extras under ``"replay"``:
+the search's visit counts at each recorded move (sparse: the visited moves and their counts, uint16 each), the root
+value the mover saw at every move (float16, for resignation calibration) and how the game ended.
+
+Durability: a game is written to a temporary file, fsynced, renamed into place and the directory fsynced
+(``write_shard`` plus one directory fsync), so a kill at any moment leaves either the whole game or nothing but a
+``*.tmp*`` file, which readers ignore and the next writer removes. One process writes (an exclusive ``flock``);
+any number may read.
+"""
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import lzma
+import math
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from engine.rules.coords import BLACK, WHITE
+from engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
+from engine.data.records import DRAW, RESIGN, SCORE, Record
+from engine.data.shards import MAGIC, SUFFIX, Batch, PositionSampler, ShardError, write_shard
+
+PREFIX = "train-"  # the supervised trainer's split name: the window directory is a shard directory
+REPLAY_VERSION = 1
+LOCK = ".writer.lock"
+
+
+@dataclass
+class SelfPlayGame:
+    """One finished self-play game and its training targets.
+
+    ``moves``: (colour, flat move or PASS). ``targets[i]``: the visit distribution of the search before move ``i`` as
+    (policy indices int [k], pass = N*N; visits int [k]), or None where the move is no policy target (a fast search
+    under playout-cap randomization). ``values[i]``: the search's value of move ``i`` from the mover's view, in
+    [-1, 1]. ``winner``: BLACK, WHITE or 0 (draw).
+    """
+
+    size: int
+    komi: float
+    moves: list[tuple[int, int]]
+    targets: list[tuple[np.ndarray, np.ndarray] | None]
+    values: list[float]
+    winner: int
+    result: str  # SGF RE, e.g. "B+R", "W+3.5"
+    resign_enabled: bool = True  # False in the games that calibrate the resignation threshold
+    resign_threshold: float = 0.0  # winrate threshold the game was played with (0: none)
+    net: str = ""  # the network that played it
+    seconds: float = 0.0  # wall time of the game
+    extra: dict = field(default_factory=dict)
+
+    def record(self, name: str = "") -> Record:
+        kind = RESIGN if self.result.endswith("+R") else DRAW if self.winner == 0 else SCORE
+        return Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
+                      result_kind=kind, value_weight=1.0)
+
+    @property
+    def num_targets(self) -> int:
+        return sum(t is not None for t in self.targets)
+
+
+# -- encoding the extras in a shard header ------------------------------------------------------------------------
+
+
+def _encode_extras(game: SelfPlayGame) -> dict:
+    n = len(game.moves)
+    if len(game.targets) != n or len(game.values) != n:
+        raise ValueError("a target and a value are needed for every move")
+    counts = np.zeros(n, dtype=np.uint16)
+    index_parts, visit_parts = [], []
+    for i, target in enumerate(game.targets):
+        if target is None:
+            continue
+        moves, visits = np.asarray(target[0]), np.asarray(target[1])
+        keep = visits > 0
+        counts[i] = int(keep.sum())
+        index_parts.append(moves[keep].astype(np.uint16))
+        visit_parts.append(np.minimum(visits[keep], 65535).astype(np.uint16))
+    index = np.concatenate(index_parts) if index_parts else np.zeros(0, np.uint16)
+    visits = np.concatenate(visit_parts) if visit_parts else np.zeros(0, np.uint16)
+    values = np.asarray(game.values, dtype=np.float16)
+    blob = counts.astype("<u2").tobytes() + index.astype("<u2").tobytes() + visits.astype("<u2").tobytes() \
+        + values.astype("<f2").tobytes()
+    return {"replay": {"version": REPLAY_VERSION, "moves": n, "entries": int(len(index)),
+                       "arrays": base64.b64encode(lzma.compress(blob, preset=6)).decode("ascii"),
+                       "result": game.result, "resign_enabled": game.resign_enabled,
+                       "resign_threshold": game.resign_threshold, "net": game.net,
+                       "seconds": round(game.seconds, 3), **game.extra}}
+
+
+def _decode_extras(meta: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(counts uint16 [moves] (0: no target), indices uint16 [E], visits uint16 [E], values float32 [moves])."""
+    if meta.get("version") != REPLAY_VERSION:
+        raise ShardError(f"replay extras version {meta.get('version')}, this reader knows {REPLAY_VERSION}")
+    n, e = int(meta["moves"]), int(meta["entries"])
+    blob = lzma.decompress(base64.b64decode(meta["arrays"]))
+    if len(blob) != 2 * n + 4 * e + 2 * n:
+        raise ShardError("replay arrays have the wrong length")
+    counts = np.frombuffer(blob, "<u2", n, 0)
+    index = np.frombuffer(blob, "<u2", e, 2 * n)
+    visits = np.frombuffer(blob, "<u2", e, 2 * n + 2 * e)
+    values = np.frombuffer(blob, "<f2", n, 2 * n + 4 * e).astype(np.float32)
+    return counts, index, visits, values
+
+
+def read_header(path: str) -> dict:
+    """A shard's JSON header only (cheap: the compressed arrays are not read)."""
+    with open(path, "rb") as handle:
+        start = handle.read(12)
+        if start[:8] != MAGIC:
+            raise ShardError(f"{path}: not a Tabula shard")
+        (length,) = struct.unpack_from("<I", start, 8)
+        return json.loads(handle.read(length))
+
+
+def read_game(path: str) -> SelfPlayGame:
+    """A game back from its file (moves from the shard, targets and values from the header)."""
+    from engine.data.shards import decode_move, read_shard
+
+    header, games, codes = read_shard(path)
+    meta = header.get("replay")
+    if meta is None:
+        raise ShardError(f"{path}: a shard without self-play targets")
+    size = header["size"]
+    row = games[0]
+    moves = [decode_move(int(c), size) for c in codes[int(row["offset"]) + int(row["setup"]):]]
+    counts, index, visits, values = _decode_extras(meta)
+    targets: list[tuple[np.ndarray, np.ndarray] | None] = []
+    at = 0
+    for count in counts.tolist():
+        targets.append((index[at:at + count].astype(np.int64), visits[at:at + count].astype(np.int64))
+                       if count else None)
+        at += count
+    return SelfPlayGame(size=size, komi=float(row["komi"]), moves=moves, targets=targets, values=values.tolist(),
+                        winner=int(row["winner"]), result=meta["result"], resign_enabled=meta["resign_enabled"],
+                        resign_threshold=meta["resign_threshold"], net=meta.get("net", ""),
+                        seconds=meta.get("seconds", 0.0))
+
+
+# -- the store ------------------------------------------------------------------------------------------------------
+
+
+def _sequence(name: str) -> int | None:
+    if not (name.startswith(PREFIX) and name.endswith(SUFFIX)):
+        return None
+    try:
+        return int(name[len(PREFIX):-len(SUFFIX)])
+    except ValueError:
+        return None
+
+
+def game_files(directory: str) -> list[tuple[int, str]]:
+    """(sequence number, path) of every finished game in ``directory``, oldest first; temporary files excluded."""
+    if not os.path.isdir(directory):
+        return []
+    found = [(seq, os.path.join(directory, name)) for name in os.listdir(directory)
+             if (seq := _sequence(name)) is not None]
+    return sorted(found)
+
+
+def _fsync_directory(directory: str) -> None:
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+class ReplayStore:
+    """The newest ``window`` self-play games, one shard file each, in ``directory``.
+
+    Games are numbered 0, 1, ... in the order they were appended; the numbers never restart, so ``total`` counts
+    every game ever played. Opening for writing takes an exclusive lock, removes temporary files left by a kill and
+    evicts games older than the window. ``window`` 0 keeps everything.
+    """
+
+    def __init__(self, directory: str, window: int, writable: bool = True):
+        self.directory = directory
+        self.window = window
+        self._lock_handle = None
+        os.makedirs(directory, exist_ok=True)
+        if writable:
+            self._lock_handle = open(os.path.join(directory, LOCK), "a")
+            try:
+                fcntl.flock(self._lock_handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._lock_handle.close()
+                raise RuntimeError(f"{directory}: another process is writing this replay store") from None
+            for name in os.listdir(directory):
+                if ".tmp" in name:  # write_shard's temporary file, cut short by a kill
+                    os.remove(os.path.join(directory, name))
+        files = game_files(directory)
+        self._next = files[-1][0] + 1 if files else 0
+        if writable:
+            self._evict()
+
+    def close(self) -> None:
+        if self._lock_handle is not None:
+            self._lock_handle.close()
+            self._lock_handle = None
+
+    def __enter__(self) -> "ReplayStore":
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    @property
+    def total(self) -> int:
+        """Games appended since the store was created, evicted ones included."""
+        return self._next
+
+    def append(self, game: SelfPlayGame) -> str:
+        """Write one game durably, then evict beyond the window; returns its path."""
+        if self._lock_handle is None:
+            raise RuntimeError("the store was opened read-only")
+        seq = self._next
+        path = os.path.join(self.directory, f"{PREFIX}{seq:09d}{SUFFIX}")
+        write_shard(path, [game.record(f"selfplay-{seq}")], size=game.size, extra=_encode_extras(game))
+        _fsync_directory(self.directory)  # the rename itself survives a power cut
+        self._next = seq + 1
+        self._evict()
+        return path
+
+    def _evict(self) -> None:
+        if self.window <= 0:
+            return
+        files = game_files(self.directory)
+        for _, path in files[:max(0, len(files) - self.window)]:
+            os.remove(path)
+
+    def paths(self) -> list[str]:
+        """The window's files, oldest first."""
+        files = game_files(self.directory)
+        if self.window > 0:
+            files = files[-self.window:]
+        return [path for _, path in files]
+
+    def games(self) -> list[SelfPlayGame]:
+        return [read_game(path) for path in self.paths()]
+
+
+# -- training positions -----------------------------------------------------------------------------------------
+
+
+class ReplaySampler(PositionSampler):
+    """``PositionSampler`` over self-play games that draws only recorded positions, uniformly, with a policy target
+    drawn from the search's visit distribution.
+
+    A one-hot target drawn from π each time a position is drawn has the cross-entropy of π as its expectation, so
+    the supervised trainer's loss and metrics apply unchanged (top-1 then counts agreement with a draw from π).
+    Same constructor as ``PositionSampler`` (a list of shard paths), so the trainer can build either.
+    """
+
+    def __init__(self, paths: Iterable[str]):
+        paths = list(paths)
+        super().__init__(paths)
+        offsets, indices, visits, positions = [0], [], [], []
+        first_position = 0
+        for game, path in enumerate(paths):
+            meta = read_header(path).get("replay")
+            if meta is None or len(self.games) != len(paths):
+                raise ShardError(f"{path}: not a self-play game file (one game with replay targets)")
+            moves = int(self.games[game]["moves"])
+            counts, index, visit, _ = _decode_extras(meta)
+            recorded = np.flatnonzero(counts > 0)
+            positions.append(first_position + recorded)
+            ends = np.cumsum(counts.astype(np.int64))
+            starts = ends - counts
+            for i in recorded.tolist():
+                indices.append(index[starts[i]:ends[i]])
+                visits.append(visit[starts[i]:ends[i]])
+                offsets.append(offsets[-1] + int(counts[i]))
+            first_position += moves
+        self.target_positions = np.concatenate(positions).astype(np.int64) if positions else np.zeros(0, np.int64)
+        self._target_offsets = np.asarray(offsets, dtype=np.int64)
+        self._target_moves = np.concatenate(indices).astype(np.int64) if indices else np.zeros(0, np.int64)
+        self._target_visits = np.concatenate(visits).astype(np.float64) if visits else np.zeros(0)
+        if len(self.target_positions) == 0:
+            raise ShardError("the window holds no recorded positions")
+
+    @property
+    def num_targets(self) -> int:
+        return len(self.target_positions)
+
+    def policy_target(self, target: int) -> tuple[np.ndarray, np.ndarray]:
+        """(policy indices int64 [k], probabilities float64 [k]) of recorded position number ``target``."""
+        begin, end = self._target_offsets[target], self._target_offsets[target + 1]
+        visits = self._target_visits[begin:end]
+        return self._target_moves[begin:end], visits / visits.sum()
+
+    def batch(self, rng: np.random.Generator, batch_size: int, symmetries: bool = True,
+              positions: np.ndarray | None = None) -> Batch:
+        """``batch_size`` recorded positions drawn uniformly (``positions``: indices into the recorded positions),
+        each with a policy target drawn from its π and under a random symmetry."""
+        chosen = rng.integers(0, self.num_targets, size=batch_size) if positions is None else np.asarray(positions)
+        plain = super().batch(rng, len(chosen), symmetries=False, positions=self.target_positions[chosen])
+        policy = np.empty(len(chosen), dtype=np.int64)
+        for row, target in enumerate(chosen.tolist()):
+            moves, probabilities = self.policy_target(target)
+            policy[row] = moves[rng.choice(len(moves), p=probabilities)]
+        planes = plain.planes
+        if symmetries:
+            symmetry = rng.integers(0, NUM_SYMMETRIES, size=len(chosen))
+            planes = transform_planes(planes, symmetry)
+            policy = symmetry_tables(self.size)[1][symmetry, policy]  # as PositionSampler.batch does
+        return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy, value=plain.value,
+                     value_weight=plain.value_weight)
+
+
+# -- resignation calibration (AlphaGo Zero's false-positive rule) -----------------------------------------------
+
+
+def resign_trigger(game: SelfPlayGame, color: int, consecutive: int, skip_moves: int) -> float:
+    """The lowest winrate threshold at which ``color`` would NOT have resigned this game: the minimum over every
+    run of ``consecutive`` of its moves (after the first ``skip_moves`` moves of the game) of the run's highest
+    winrate. A player with rule (winrate < t for ``consecutive`` moves in a row) resigns iff trigger < t.
+    Returns 1.0 when the player never had ``consecutive`` moves to judge (no threshold would resign)."""
+    own = [(v + 1.0) / 2.0 for i, ((c, _), v) in enumerate(zip(game.moves, game.values))
+           if c == color and i >= skip_moves]
+    k = max(1, consecutive)
+    if len(own) < k:
+        return 1.0
+    return float(min(max(own[i:i + k]) for i in range(len(own) - k + 1)))
+
+
+def calibrate_resign_threshold(triggers: Sequence[float], max_false_positive: float = 0.05,
+                               min_games: int = 20, ceiling: float = 0.5) -> float:
+    """The highest winrate threshold under which fewer than ``max_false_positive`` of the winners would have
+    resigned, from the winners' ``resign_trigger`` in games played without resignation. 0 (never resign) until
+    ``min_games`` such games exist; never above ``ceiling``."""
+    if len(triggers) < min_games:
+        return 0.0
+    ordered = np.sort(np.asarray(triggers, dtype=np.float64))
+    allowed = math.ceil(max_false_positive * len(ordered) - 1e-9) - 1  # most winners that may fall below: < rate·n
+    if allowed < 0:
+        return 0.0
+    # t = ordered[allowed]: only values strictly below it (at most ``allowed`` of them) would resign.
+    return float(min(ordered[allowed], ceiling))
+
+
+def false_positive_rate(triggers: Sequence[float], threshold: float) -> float:
+    """Share of winners (by their ``resign_trigger``) who would have resigned at ``threshold``."""
+    if not len(triggers):
+        return 0.0
+    return float(np.mean(np.asarray(triggers) < threshold))
+
+
+def winner_triggers(games: Iterable[SelfPlayGame], consecutive: int, skip_fraction: float = 0.25) -> list[float]:
+    """``resign_trigger`` of the winner of every decided game played without resignation."""
+    found = []
+    for game in games:
+        if game.resign_enabled or game.winner not in (BLACK, WHITE):
+            continue
+        found.append(resign_trigger(game, game.winner, consecutive, int(skip_fraction * game.size * game.size)))
+    return found
+
+
+__all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "read_game", "read_header", "game_files",
+           "resign_trigger", "calibrate_resign_threshold", "false_positive_rate", "winner_triggers"]

@@ -1,0 +1,591 @@
+"""How the search talks to the network: one batch-first protocol and its implementations.
+
+``value`` always means the expected outcome in [-1, 1] from the side to move's view. ``policy`` is float32
+[B, N*N+1], pass last, softmaxed over the legal moves (illegal points are 0) and renormalised.
+
+Layer: above features; numpy and onnxruntime only, so that the GTP engine starts fast. torch is imported (through
+``torch_backend``) only where a GPU is present that onnxruntime cannot use, or where it is asked for.
+``OnnxEvaluator`` runs a network file; ``NetworkSet`` routes each board size to its network. Network results are
+cached in one place, the search's transposition table.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from engine.net.features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_planes,
+                       inverse_transform_policy, transform_planes)
+from engine.rules.game import GameState, legal_masks
+from engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+
+SYMMETRY_MODES = ("random", "identity", "average")
+AVERAGE = "average"
+PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+TORCH = "torch"  # the torch CUDA backend (engine/net/torch_backend.py), for GPUs that onnxruntime here cannot use
+BACKENDS = ("auto", *PROVIDERS, TORCH)
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # of the GPU backends; onnxruntime on the CPU always runs the file's
+DEFAULT_MAX_BATCH = 256
+
+
+class UnsupportedBoardSizeError(ValueError):
+    """The network was not made for this board size."""
+
+
+@dataclass
+class Evaluation:
+    policy: np.ndarray  # float32 [B, N*N+1], pass last, 0 on illegal moves, rows sum to 1
+    value: np.ndarray  # float32 [B], side to move's view, in [-1, 1]
+    # From networks with score and ownership heads (None otherwise), side to move's view:
+    score: np.ndarray | None = None  # float32 [B], the final margin in points
+    ownership: np.ndarray | None = None  # float32 [B, N*N] in [-1, 1], +1: the side to move will own the point
+
+
+class Evaluator(Protocol):
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        """Evaluate positions of one board size."""
+        ...
+
+
+def legal_mask(state: GameState) -> np.ndarray:
+    """bool [N*N+1]: the side to move's legal points, and pass (always legal)."""
+    return state.legal_mask()
+
+
+def masked_softmax(logits: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """float32 [B, L]: softmax of ``logits`` over the entries where ``masks`` (bool [B, L]) is true, 0 elsewhere."""
+    x = np.where(masks, logits.astype(np.float32, copy=False), np.float32(-np.inf))
+    x -= x.max(axis=1, keepdims=True)
+    np.exp(x, out=x)
+    x /= x.sum(axis=1, keepdims=True)
+    return x
+
+
+class UniformEvaluator:
+    """A stand-in that needs no network: equal priors over legal moves and a value of 0."""
+
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        masks = legal_masks(states).astype(np.float32)
+        return Evaluation(policy=masks / masks.sum(axis=1, keepdims=True),
+                          value=np.zeros(len(states), dtype=np.float32))
+
+
+def _stderr_log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def available_cores(cgroup_cpu_max: str = "/sys/fs/cgroup/cpu.max") -> int:
+    """The CPUs this process may use: its affinity (which ``taskset`` narrows), else all of them, and no more than
+    a container's CPU quota (cgroup v2 ``cpu.max``: "quota period", or "max" for none)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    try:
+        with open(cgroup_cpu_max) as handle:
+            quota, period = handle.read().split()[:2]
+        if quota != "max":
+            cores = min(cores, -(-int(quota) // int(period)))  # a quota of 2.5 CPUs runs 3 threads part-time
+    except (OSError, ValueError):  # no cgroup v2 here, or a file we do not understand: the affinity stands
+        pass
+    return max(1, cores)
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether an NVIDIA GPU is visible here, checked without importing torch or CUDA (it costs microseconds, so a
+    CPU machine with torch installed does not pay torch's import on every start)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")
+
+
+def default_cache_dir() -> str:
+    """Where TensorRT keeps the engines it built, so that the second start skips the build (minutes for 20x256)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tabula", "tensorrt")
+
+
+def provider_options(provider: str, precision: str, cache_dir: str,
+                     profile: tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None) -> dict[str, object]:
+    """onnxruntime options for one provider. ``profile``: ((batch, size) at min, opt, max) of the input ``planes``,
+    for TensorRT, which otherwise builds a new engine whenever a larger batch arrives."""
+    if provider != PROVIDERS["tensorrt"]:
+        return {}
+    options: dict[str, object] = {
+        "trt_fp16_enable": precision in ("auto", "fp16"),
+        "trt_engine_cache_enable": True,
+        "trt_engine_cache_path": cache_dir,
+        "trt_timing_cache_enable": True,
+        "trt_timing_cache_path": cache_dir,
+    }
+    if precision == "bf16":  # an onnxruntime too old for this option fails, and the next provider is tried
+        options["trt_bf16_enable"] = True
+    if profile is not None:
+        for key, (batch, size) in zip(("min", "opt", "max"), profile):
+            options[f"trt_profile_{key}_shapes"] = f"planes:{batch}x{NUM_PLANES}x{size}x{size}"
+    return options
+
+
+def choose_providers(provider: str, available: Sequence[str]) -> list[str]:
+    """onnxruntime provider names to try, best first, always ending with the CPU."""
+    if provider == "auto":
+        wanted = [name for name in PROVIDERS.values() if name in available]
+    elif provider in PROVIDERS:
+        name = PROVIDERS[provider]
+        if name not in available:
+            raise ValueError(f"onnxruntime provider {provider!r} is not available here (have: {', '.join(available)})")
+        wanted = [name]
+    else:
+        raise ValueError(f"unknown provider {provider!r} (auto, {', '.join(PROVIDERS)})")
+    if PROVIDERS["cpu"] not in wanted:
+        wanted.append(PROVIDERS["cpu"])
+    return wanted
+
+
+class OnnxEvaluator:
+    """Evaluates positions with an ONNX network, through onnxruntime or, on a GPU it cannot use, through torch.
+
+    Args:
+        path: an ONNX file with one input ``planes`` float32 [batch, 18, N, N] and outputs ``policy`` (logits,
+            [batch, N*N+1]) and ``value`` (tanh, [batch], side to move's view), as ``tabula export`` writes.
+        symmetry: ``random`` (each position under one of the 8 symmetries, drawn from ``rng``), ``identity``,
+            or ``average`` (the mean of all 8: eight times the work).
+        rng: numpy Generator for random symmetries; a fresh one when None.
+        threads: onnxruntime intra-op threads (0: onnxruntime decides).
+        provider: ``auto`` (TensorRT, then CUDA, then torch on CUDA when a GPU is present, then CPU: the first that
+            works), ``cpu``, ``cuda``, ``tensorrt`` or ``torch``.
+        log: receives one line naming what runs the network, and why a better backend does not; default stderr.
+        precision: of the GPU backends: ``auto`` (fp16), ``fp16``, ``bf16`` or ``fp32``.
+        max_batch: the largest batch the GPU backends prepare for (TensorRT's profile, torch's CUDA graphs).
+        batch_hint: the batch the search sends most (TensorRT optimises for it; torch captures the CUDA graphs up
+            to it before the first move).
+        cache_dir: TensorRT's engine cache (default ``default_cache_dir()``).
+
+    Raises NetworkFileError for a missing, corrupt or unsuitable file, before any position is evaluated, and
+    ValueError for a backend that was asked for by name and cannot run here.
+    """
+
+    def __init__(self, path: str | os.PathLike, symmetry: str = "random", rng: np.random.Generator | None = None,
+                 threads: int = 0, provider: str = "auto", log: Callable[[str], None] | None = _stderr_log,
+                 precision: str = "auto", max_batch: int = DEFAULT_MAX_BATCH, batch_hint: int = 8,
+                 cache_dir: str | None = None):
+        import onnxruntime as ort
+
+        if symmetry not in SYMMETRY_MODES:
+            raise ValueError(f"unknown symmetry mode {symmetry!r} ({', '.join(SYMMETRY_MODES)})")
+        if provider not in BACKENDS:
+            raise ValueError(f"unknown provider {provider!r} ({', '.join(BACKENDS)})")
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r} ({', '.join(PRECISIONS)})")
+        if max_batch < 1:
+            raise ValueError("max_batch must be at least 1")
+        self.path = path = os.fspath(path)
+        self.symmetry = symmetry
+        self._rng = rng if rng is not None else np.random.default_rng()
+        self._rng_lock = threading.Lock()  # numpy Generators are not thread-safe; the search may call from threads
+        self._runner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+        self._executor: ThreadPoolExecutor | None = None  # the network thread of evaluate_async, made on first use
+        self._executor_lock = threading.Lock()
+        if not os.path.isfile(path):
+            raise NetworkFileError(path, "no such file")
+        if os.path.getsize(path) == 0:
+            raise NetworkFileError(path, "empty file")
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = max(0, int(threads))
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # onnxruntime's own warnings would clutter stderr
+        candidates = choose_providers("cpu" if provider == TORCH else provider, ort.get_available_providers())
+        notes: list[str] = []  # why a backend preferred to the one that runs does not run
+        profile = None
+        cache_dir = cache_dir or default_cache_dir()
+        if PROVIDERS["tensorrt"] in candidates:
+            profile = self._tensorrt_profile(ort, max_batch, batch_hint)
+            try:
+                os.makedirs(cache_dir, exist_ok=True)
+            except OSError as e:
+                notes.append(f"no TensorRT engine cache ({e.strerror}: {cache_dir})")
+        session = None
+        failure = None
+        chosen = candidates
+        for start in range(len(candidates)):
+            chosen = candidates[start:]
+            settings = [provider_options(name, precision, cache_dir, profile) for name in chosen]
+            try:
+                # enable_fallback=0: on a provider error onnxruntime would otherwise retry by itself without our
+                # options and announce it with print(), and stdout is the GTP channel. Anything it still prints
+                # goes to stderr.
+                with contextlib.redirect_stdout(sys.stderr):
+                    session = ort.InferenceSession(path, sess_options=options, providers=chosen,
+                                                   provider_options=settings, enable_fallback=0)
+                break
+            except Exception as e:  # onnxruntime raises its own exception types for bad files and providers
+                # A GPU provider fails in too many ways to recognise (missing libraries, TensorRT builder errors,
+                # out of memory): try the next one; only the CPU's failure says that the file itself is bad.
+                failure = e
+                if start == len(candidates) - 1:
+                    break
+                notes.append(f"{chosen[0]} failed: {first_line(e)}")
+        if session is None:
+            raise NetworkFileError(path, f"onnxruntime cannot load it: {first_line(failure)}")
+        self._session = session
+        self._input_name = session.get_inputs()[0].name
+        self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
+        outputs = {o.name for o in session.get_outputs()}
+        # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
+        self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
+        self.board_sizes: tuple[int, ...] = self._validate()
+        self.provider: str = session.get_providers()[0]
+        if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
+            notes.append(f"onnxruntime could not start {chosen[0]}")
+        if self.provider == PROVIDERS["tensorrt"]:
+            self.provider += f" {'fp16' if precision == 'auto' else precision}"
+        if provider == TORCH or (provider == "auto" and self.provider == PROVIDERS["cpu"] and nvidia_gpu_present()):
+            try:
+                self._start_torch(precision, max_batch, batch_hint)
+            except Exception as e:  # no torch, no CUDA, a driver problem, outputs that disagree: all fall back
+                if provider == TORCH:
+                    raise ValueError(f"{path}: the torch backend cannot run it: {first_line(e)}") from None
+                notes.append(f"torch on CUDA failed: {first_line(e)}")
+        if log is not None:
+            count = ""  # onnxruntime's CPU threads: they matter to nothing else
+            if self.provider == PROVIDERS["cpu"]:
+                count = f", {threads} thread{'s' if threads != 1 else ''} per network call" if threads else \
+                    ", default threads"
+            log(f"tabula: network {os.path.basename(path)} ({self.describe()}) on {self.provider}{count}"
+                + "".join(f"; {note}" for note in notes))
+
+    def _tensorrt_profile(self, ort, max_batch: int, batch_hint: int):
+        """TensorRT's (batch, size) at min, opt and max, from the file's input shape and metadata (read through a
+        CPU session: only machines that have TensorRT pay for it). None when the file cannot tell."""
+        try:
+            probe = ort.InferenceSession(self.path, providers=[PROVIDERS["cpu"]])
+            meta = probe.get_modelmeta().custom_metadata_map
+            static = probe.get_inputs()[0].shape[2]
+            sizes = ([int(s) for s in meta["board_sizes"].split(",")] if "board_sizes" in meta
+                     else [static] if isinstance(static, int) else [])
+        except Exception:
+            return None  # the real session reports what is wrong with the file
+        if not sizes:
+            return None
+        hint = min(max(1, batch_hint), max_batch)
+        return (1, min(sizes)), (hint, max(sizes)), (max_batch, max(sizes))
+
+    def _start_torch(self, precision: str, max_batch: int, batch_hint: int) -> None:
+        """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's. The CUDA graphs
+        of the batches the search sends (up to ``batch_hint``) are captured here, before the first move."""
+        from engine.net import torch_backend  # imports torch: only here, only when a GPU is present or torch was asked for
+
+        runner = torch_backend.TorchRunner(self.path, device="cuda",
+                                           precision="fp16" if precision == "auto" else precision,
+                                           max_batch=max_batch)
+        for size in self.board_sizes:
+            difference = outputs_difference(self.run, runner.run, size)
+            if difference > GPU_TOLERANCE:
+                raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
+        runner.prepare(self.board_sizes, batch_hint)
+        self._runner = runner.run
+        self.has_score_and_ownership = False  # the torch backend runs the policy and value only
+        self._session = None  # the CPU copy of the weights is no longer needed
+        self.provider = runner.describe()
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the network runs on a GPU (onnxruntime's CUDA or TensorRT provider, or torch on CUDA)."""
+        return self._runner is not None or not self.provider.startswith(PROVIDERS["cpu"])
+
+    def describe(self) -> str:
+        """One line: blocks x filters, head, board sizes, precision — from the metadata."""
+        try:
+            arch = json.loads(self.metadata["architecture"])
+            shape = f"{arch['blocks']}x{arch['filters']} {arch['head']}"
+        except (KeyError, TypeError, ValueError):
+            shape = "unknown architecture"
+        sizes = "/".join(str(s) for s in self.board_sizes)
+        return f"{shape}, {sizes}, {self.metadata.get('precision', 'fp32')}"
+
+    # -- checks --------------------------------------------------------------------------------------------------
+
+    def _fail(self, problem: str) -> NetworkFileError:
+        return NetworkFileError(self.path, problem)
+
+    def _validate(self) -> tuple[int, ...]:
+        """Check inputs, outputs and metadata against each other and against one trial run; returns board sizes."""
+        session, meta = self._session, self.metadata
+        inputs = session.get_inputs()
+        if len(inputs) != 1:
+            raise self._fail(f"{len(inputs)} inputs, expected one (planes)")
+        shape, kind = inputs[0].shape, inputs[0].type
+        if kind != "tensor(float)":
+            raise self._fail(f"input is {kind}, expected tensor(float)")
+        if len(shape) != 4 or shape[1] != NUM_PLANES:
+            raise self._fail(f"input shape {shape}, expected [batch, {NUM_PLANES}, N, N]")
+        outputs = {o.name for o in session.get_outputs()}
+        if not {"policy", "value"} <= outputs:
+            raise self._fail(f"outputs {sorted(outputs)}, expected policy and value")
+        if meta.get("tabula_format", METADATA_FORMAT_VERSION) != METADATA_FORMAT_VERSION:
+            raise self._fail(f"metadata format {meta['tabula_format']!r}, expected {METADATA_FORMAT_VERSION}")
+        encoding = meta.get("input_encoding", INPUT_ENCODING)
+        if encoding != INPUT_ENCODING:
+            raise self._fail(f"input encoding {encoding!r}, expected {INPUT_ENCODING!r}")
+        static = [d for d in shape[2:] if isinstance(d, int)]
+        if len(static) == 1 or (len(static) == 2 and static[0] != static[1]):
+            raise self._fail(f"input shape {shape} is not square")
+        if "board_sizes" in meta:
+            try:
+                sizes = tuple(int(s) for s in meta["board_sizes"].split(","))
+            except ValueError:
+                raise self._fail(f"unreadable board_sizes metadata {meta['board_sizes']!r}") from None
+            if static and any(s != static[0] for s in sizes):
+                raise self._fail(f"metadata says board sizes {sizes} but the input is {static[0]}x{static[0]}")
+        elif static:
+            sizes = (static[0],)
+        else:
+            raise self._fail("the input size is dynamic and the metadata names no board_sizes")
+        if not sizes or any(not 2 <= s <= 25 for s in sizes):
+            raise self._fail(f"unsupported board sizes {sizes}")
+        for size in sizes:
+            planes = np.zeros((1, NUM_PLANES, size, size), dtype=np.float32)
+            planes[:, 16] = 1.0
+            try:
+                policy, value = self._run(planes)[:2]
+            except Exception as e:
+                raise self._fail(f"a trial evaluation on {size}x{size} failed: {str(e).splitlines()[0][:300]}") \
+                    from None
+            if policy.shape != (1, size * size + 1) or value.shape != (1,):
+                raise self._fail(f"on {size}x{size} the outputs have shapes {policy.shape} and {value.shape}, "
+                                 f"expected (1, {size * size + 1}) and (1,)")
+            if not (np.all(np.isfinite(policy)) and np.all(np.isfinite(value))):
+                raise self._fail("the network outputs NaN or infinity")
+        return sizes
+
+    # -- evaluation ----------------------------------------------------------------------------------------------
+
+    def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Raw network: planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
+        if self._runner is not None:
+            return self._runner(planes)
+        if self.has_score_and_ownership:
+            policy, value, score, ownership = self._session.run(["policy", "value", "score", "ownership"],
+                                                                {self._input_name: planes})
+            return policy, value.reshape(-1), score.reshape(-1), ownership.reshape(len(planes), -1)
+        policy, value = self._session.run(["policy", "value"], {self._input_name: planes})
+        return policy, value.reshape(-1)
+
+    def run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The raw network on encoded planes, no symmetry and no masking (benchmarks and tests)."""
+        return self._run(np.ascontiguousarray(planes, dtype=np.float32))[:2]
+
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        """Evaluate positions of one board size: policy masked to legal moves and pass, value side to move's view."""
+        if not states:
+            return _empty_evaluation()
+        prepared = self._prepare(states)
+        return self._finish(prepared, *self._run(prepared.planes))
+
+    def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:
+        """``evaluate`` with the mean over the 8 symmetries, whatever this evaluator's symmetry mode (the search's
+        root: eight times the work for one position)."""
+        if not states:
+            return _empty_evaluation()
+        prepared = self._prepare(states, AVERAGE)
+        return self._finish(prepared, *self._run(prepared.planes))
+
+    def evaluate_async(self, states: Sequence[GameState]) -> "PendingEvaluation":
+        """``evaluate`` in two halves: features and masks now, in the caller's thread; the network on this
+        evaluator's network thread; softmax and symmetry undone when ``result()`` is asked for.
+
+        The network call is the only part that runs without the GIL (onnxruntime and torch release it), so a
+        search that keeps its Python work on one thread and the network on another overlaps the two, where search
+        threads that each run the whole of ``evaluate`` mostly queue for the GIL."""
+        if not states:
+            return PendingEvaluation(_empty_evaluation)
+        prepared = self._prepare(states)
+        future = self._network_thread().submit(self._run, prepared.planes)
+        return PendingEvaluation(lambda: self._finish(prepared, *future.result()))
+
+    def _network_thread(self) -> ThreadPoolExecutor:
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="network")
+            return self._executor
+
+    def _prepare(self, states: Sequence[GameState], mode: str | None = None) -> "_Prepared":
+        mode = mode or self.symmetry
+        count = len(states)
+        size = states[0].size
+        if size not in self.board_sizes:
+            raise UnsupportedBoardSizeError(
+                f"{os.path.basename(self.path)} plays {', '.join(f'{s}x{s}' for s in self.board_sizes)}, "
+                f"not {size}x{size}")
+        masks = legal_masks(states)
+        symmetries = None
+        if mode == "identity":
+            planes = encode_batch(states)
+        elif mode == "random":
+            with self._rng_lock:
+                symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
+            planes = encode_batch(states, symmetries)
+        else:
+            planes = encode_batch(states)
+            planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
+        return _Prepared(planes, masks, symmetries, count, mode)
+
+    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
+                score: np.ndarray | None = None, ownership: np.ndarray | None = None) -> Evaluation:
+        masks, count = prepared.masks, prepared.count
+        if prepared.mode == "identity":
+            policy = masked_softmax(logits, masks)
+        elif prepared.mode == "random":
+            policy = masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
+            if ownership is not None:
+                ownership = _unturned_points(ownership, prepared.symmetries)
+        else:
+            policy = np.zeros(masks.shape, dtype=np.float32)
+            for s in range(NUM_SYMMETRIES):
+                policy += masked_softmax(inverse_transform_policy(logits[s * count: (s + 1) * count], s), masks)
+            policy /= NUM_SYMMETRIES
+            value = value.reshape(NUM_SYMMETRIES, count).mean(axis=0)
+            if score is not None:
+                score = score.reshape(NUM_SYMMETRIES, count).mean(axis=0)
+                ownership = np.mean([_unturned_points(ownership[s * count: (s + 1) * count], s)
+                                     for s in range(NUM_SYMMETRIES)], axis=0)
+        evaluation = Evaluation(policy=policy.astype(np.float32, copy=False),
+                                value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
+        if score is not None:
+            evaluation.score = score.astype(np.float32, copy=False)
+            evaluation.ownership = np.clip(ownership, -1.0, 1.0).astype(np.float32, copy=False)
+        return evaluation
+
+
+def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:
+    """Per-point outputs [B, N*N] of planes seen under ``symmetry`` (one, or one per row), in the board's frame."""
+    size = int(round(values.shape[-1] ** 0.5))
+    planes = values.reshape(len(values), 1, size, size)
+    return inverse_transform_planes(planes, symmetry).reshape(len(values), -1)
+
+
+@dataclass
+class _Prepared:
+    """What ``OnnxEvaluator`` computed for a batch before the network runs."""
+
+    planes: np.ndarray  # float32 [B (x8 for "average"), 18, N, N]
+    masks: np.ndarray  # bool [B, N*N+1]
+    symmetries: np.ndarray | None  # int [B] for "random"
+    count: int
+    mode: str  # identity | random | average
+
+
+def _empty_evaluation() -> Evaluation:
+    return Evaluation(np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float32))
+
+
+class PendingEvaluation:
+    """A batch on its way through the network; ``result()`` waits for it and raises what the evaluation raised."""
+
+    def __init__(self, finish: Callable[[], Evaluation]):
+        self._finish = finish
+
+    def result(self) -> Evaluation:
+        return self._finish()
+
+
+def evaluate_all_symmetries(evaluator: Evaluator, states: Sequence[GameState]) -> Evaluation:
+    """``evaluator.evaluate_averaged`` (the mean over the 8 symmetries) where the evaluator has one; otherwise its
+    ``evaluate`` (stand-ins in tests, which have no symmetries to average)."""
+    averaged = getattr(evaluator, "evaluate_averaged", None)
+    return averaged(states) if averaged is not None else evaluator.evaluate(states)
+
+
+def evaluate_async(evaluator: Evaluator, states: Sequence[GameState]) -> PendingEvaluation:
+    """``evaluator.evaluate_async`` where the evaluator has one; otherwise ``evaluate`` now, handed back as done."""
+    start = getattr(evaluator, "evaluate_async", None)
+    if start is not None:
+        return start(states)
+    evaluation = evaluator.evaluate(states)
+    return PendingEvaluation(lambda: evaluation)
+
+
+class NetworkSet:
+    """Several networks behind one evaluator, each board size routed to the first network that plays it.
+
+    A shipped engine plays 19x19 with one network and 9x9 with another; the search sees one evaluator whose
+    ``board_sizes`` are the union. A batch is always of one size (``Evaluator.evaluate``), so it goes whole to one
+    network.
+    """
+
+    def __init__(self, networks: Sequence):
+        if not networks:
+            raise ValueError("a network set needs at least one network")
+        self.networks = list(networks)
+        self._by_size: dict[int, object] = {}
+        for network in self.networks:
+            for size in network.board_sizes:
+                self._by_size.setdefault(size, network)
+        self.board_sizes: tuple[int, ...] = tuple(sorted(self._by_size))
+
+    def network_for(self, size: int):
+        network = self._by_size.get(size)
+        if network is None:
+            raise UnsupportedBoardSizeError(
+                f"no network for {size}x{size}; the networks play {', '.join(f'{s}x{s}' for s in self.board_sizes)}")
+        return network
+
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        if not states:
+            return _empty_evaluation()
+        return self.network_for(states[0].size).evaluate(states)
+
+    def evaluate_async(self, states: Sequence[GameState]) -> PendingEvaluation:
+        if not states:
+            return PendingEvaluation(_empty_evaluation)
+        return evaluate_async(self.network_for(states[0].size), states)
+
+    def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:
+        if not states:
+            return _empty_evaluation()
+        return evaluate_all_symmetries(self.network_for(states[0].size), states)
+
+
+GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
+
+
+def comparison_planes(size: int, count: int = 16, seed: int = 0) -> np.ndarray:
+    """float32 [count, 18, size, size]: random stones and histories, either side to move; for comparing backends."""
+    rng = np.random.default_rng(seed + size)
+    planes = (rng.random((count, NUM_PLANES, size, size)) < 0.25).astype(np.float32)
+    planes[:, 16:18] = 0.0
+    planes[np.arange(count), 16 + rng.integers(0, 2, count)] = 1.0
+    return planes
+
+
+def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                       other: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], size: int) -> float:
+    """Largest difference between two raw runners' move probabilities (softmax over all points) and values."""
+    planes = comparison_planes(size)
+    (ref_logits, ref_value), (logits, value) = reference(planes), other(planes)
+    everything = np.ones(ref_logits.shape, dtype=bool)
+    probabilities = np.abs(masked_softmax(ref_logits, everything) - masked_softmax(logits, everything)).max()
+    return float(max(probabilities, np.abs(ref_value.reshape(-1) - value.reshape(-1)).max()))
+
+
+def first_line(error: BaseException | None) -> str:
+    """An error's message as one log line can hold it (its type where it has none)."""
+    text = str(error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
+
+

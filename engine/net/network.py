@@ -1,0 +1,461 @@
+"""The torch network, its ONNX export, and conversion to and from Leela Zero weights.
+
+Layer: the only engine module that imports torch (the GTP path needs only ``evaluator.py`` and onnxruntime). Two
+heads share one residual trunk (3×3 input conv, then blocks of conv-BN-ReLU-conv-BN-skip-ReLU):
+
+- ``agz``: AlphaGo Zero's heads, as Leela Zero has them — fixed board size. Policy: 1×1 conv to 2 channels, BN,
+  ReLU, FC to N*N+1. Value: 1×1 conv to 1 channel, BN, ReLU, FC to 256, ReLU, FC to 1, tanh.
+- ``pooled``: any board size (KataGo style). Policy: 1×1 convs give one logit per point; the pass logit and the value
+  come from global mean and max pooling, so one net plays 9×9, 13×13 and 19×19.
+
+``forward(planes float32 [B, 18, N, N]) -> (policy logits float32 [B, N*N+1] pass last, value float32 [B] tanh)``;
+the value is from the side to move's view. A pooled net with ``aux`` heads adds two outputs, ``score`` float32 [B]
+(the final margin in points, side to move's view) and ``ownership`` float32 [B, N*N] (tanh, +1: the side to move
+will own the point), and trains a third, the opponent's reply (KataGo's auxiliary policy), which is not exported.
+Checkpoints load with ``weights_only=True`` only: weights are data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+from engine.net.features import INPUT_ENCODING, NUM_PLANES
+from engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
+
+AGZ = "agz"
+POOLED = "pooled"
+SIDE_TO_MOVE = "side_to_move"
+BLACK_VIEW = "black"  # Leela Zero v2 files (ELF OpenGo): the value head predicts black's outcome
+SCORE_SCALE = 10.0  # the score head's raw output is in tens of points, so that it trains at unit scale
+OUTPUTS = ("policy", "value")
+AUX_OUTPUTS = ("score", "ownership")
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """Architecture of a network: everything needed to rebuild it before loading weights."""
+
+    blocks: int = 6  # residual blocks
+    filters: int = 64  # channels in the trunk
+    head: str = AGZ  # agz (fixed size) | pooled (any size)
+    board_size: int = 19  # the agz head's size; the pooled head ignores it
+    value_hidden: int = 256  # width of the value head's hidden layer
+    head_channels: int = 32  # pooled head: channels of the 1×1 head convolutions
+    value_perspective: str = SIDE_TO_MOVE  # side_to_move | black (imported ELF nets)
+    aux: bool = False  # pooled head only: score, ownership and opponent-reply heads
+
+    def __post_init__(self) -> None:
+        if self.head not in (AGZ, POOLED):
+            raise ValueError(f"unknown head {self.head!r}")
+        if self.value_perspective not in (SIDE_TO_MOVE, BLACK_VIEW):
+            raise ValueError(f"unknown value perspective {self.value_perspective!r}")
+        if self.blocks < 0 or self.filters < 1:
+            raise ValueError("blocks must be >= 0 and filters >= 1")
+        if self.aux and self.head != POOLED:
+            raise ValueError("auxiliary heads need the pooled head")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "NetSpec":
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+class ConvBN(nn.Module):
+    """Convolution without bias, then batch norm (epsilon as Leela Zero's)."""
+
+    def __init__(self, inputs: int, outputs: int, kernel: int):
+        super().__init__()
+        self.conv = nn.Conv2d(inputs, outputs, kernel, padding=kernel // 2, bias=False)
+        self.bn = nn.BatchNorm2d(outputs, eps=BN_EPSILON)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bn(self.conv(x))
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, filters: int):
+        super().__init__()
+        self.first = ConvBN(filters, filters, 3)
+        self.second = ConvBN(filters, filters, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x + self.second(F.relu(self.first(x))))
+
+
+class AgzHead(nn.Module):
+    def __init__(self, spec: NetSpec):
+        super().__init__()
+        points = spec.board_size * spec.board_size
+        self.policy_conv = ConvBN(spec.filters, 2, 1)
+        self.policy_fc = nn.Linear(2 * points, points + 1)
+        self.value_conv = ConvBN(spec.filters, 1, 1)
+        self.value_fc1 = nn.Linear(points, spec.value_hidden)
+        self.value_fc2 = nn.Linear(spec.value_hidden, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        policy = self.policy_fc(F.relu(self.policy_conv(x)).flatten(1))
+        hidden = F.relu(self.value_fc1(F.relu(self.value_conv(x)).flatten(1)))
+        return policy, self.value_fc2(hidden)[:, 0]
+
+
+class PooledHead(nn.Module):
+    def __init__(self, spec: NetSpec):
+        super().__init__()
+        channels = spec.head_channels
+        self.policy_conv = ConvBN(spec.filters, channels, 1)
+        self.policy_points = nn.Conv2d(channels, 1, 1)
+        self.policy_pass = nn.Linear(2 * channels, 1)
+        self.value_conv = ConvBN(spec.filters, channels, 1)
+        self.value_fc1 = nn.Linear(3 * channels, spec.value_hidden)
+        self.value_fc2 = nn.Linear(spec.value_hidden, 1)
+        self.aux = spec.aux
+        if spec.aux:
+            self.reply_points = nn.Conv2d(channels, 1, 1)
+            self.reply_pass = nn.Linear(2 * channels, 1)
+            self.ownership_points = nn.Conv2d(channels, 1, 1)
+            self.score_fc = nn.Linear(spec.value_hidden, 1)
+
+    def forward(self, x: torch.Tensor, size: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``size``: float [B, 1], the board's side length. Raw outputs: value before tanh, ownership before tanh,
+        score in tens of points."""
+        p = F.relu(self.policy_conv(x))
+        pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
+        out = {"policy": torch.cat([self.policy_points(p).flatten(1), self.policy_pass(pooled)], dim=1)}
+        v = F.relu(self.value_conv(x))
+        mean = v.mean(dim=(2, 3))
+        # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
+        value_pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
+        hidden = F.relu(self.value_fc1(value_pooled))
+        out["value"] = self.value_fc2(hidden)[:, 0]
+        if self.aux:
+            out["reply"] = torch.cat([self.reply_points(p).flatten(1), self.reply_pass(pooled)], dim=1)
+            # ownership reads the value branch's per-point features: who owns a point is what the value sums up
+            out["ownership"] = self.ownership_points(v).flatten(1)
+            out["score"] = self.score_fc(hidden)[:, 0]
+        return out
+
+
+class TabulaNet(nn.Module):
+    """The residual network. ``forward(planes [B, 18, N, N]) -> (policy logits [B, N*N+1], value [B] in [-1, 1])``,
+    plus (score [B] in points, ownership [B, N*N] in [-1, 1]) with aux heads; ``train_outputs`` gives every head's
+    raw output for the losses."""
+
+    def __init__(self, spec: NetSpec):
+        super().__init__()
+        self.spec = spec
+        self.input = ConvBN(NUM_PLANES, spec.filters, 3)
+        self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
+        self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
+
+    def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Raw head outputs: policy and reply logits, value and ownership before tanh, score in tens of points."""
+        x = self.tower(F.relu(self.input(planes)))
+        if self.spec.head == AGZ:
+            policy, value = self.head(x)
+            return {"policy": policy, "value": value}
+        # Planes 16 and 17 together are all ones: their sum is the number of points, without reading the shape.
+        size = torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3)))[:, None]
+        return self.head(x, size)
+
+    def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.train_outputs(planes)
+        value = torch.tanh(out["value"])
+        if self.spec.value_perspective == BLACK_VIEW:
+            value = value * (2.0 * planes[:, 16, 0, 0] - 1.0)
+        if not self.spec.aux:
+            return out["policy"], value
+        return out["policy"], value, SCORE_SCALE * out["score"], torch.tanh(out["ownership"])
+
+
+# -- checkpoints -----------------------------------------------------------------------------------------------
+
+
+def save_checkpoint(model: TabulaNet, path: str | os.PathLike, **extra: object) -> None:
+    """A torch file holding only tensors, numbers and strings, so that it loads with ``weights_only=True``."""
+    torch.save({"spec": model.spec.to_dict(), "state_dict": model.state_dict(), **extra}, path)
+
+
+def load_checkpoint(path: str | os.PathLike, averaged: bool = True) -> TabulaNet:
+    """Load a checkpoint written by ``save_checkpoint`` or ``tabula train``: with ``averaged``, the run's moving
+    average of the weights where it keeps one (what it validates and exports). Never unpickles arbitrary objects."""
+    path = os.fspath(path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+        model = TabulaNet(NetSpec.from_dict(data["spec"]))
+        state = data["state_dict"]
+        if averaged and "ema_state_dict" in data:
+            state = {**state, **data["ema_state_dict"]}
+        model.load_state_dict(state)
+    except NetworkFileError:
+        raise
+    except Exception as e:  # torch raises many types for bad files; one typed error names the file
+        raise NetworkFileError(path, f"not a Tabula checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+    return model.eval()
+
+
+# -- random networks ---------------------------------------------------------------------------------------------
+
+
+def random_network(spec: NetSpec, seed: int, calibration: Sequence[np.ndarray] = ()) -> TabulaNet:
+    """A network with random weights whose outputs are not degenerate, for tests and benchmarks.
+
+    ``calibration``: batches of planes float32 [B, 18, N, N]. Batch-norm statistics are set from them, so that
+    every layer sees unit-scale activations; then the policy logits are scaled to a spread of about 3 and the
+    value to about 0.5 before tanh, so that policies are peaked and values differ between positions.
+    Batch-norm scales and shifts are random too, so that exports exercise the general case.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = TabulaNet(spec)
+        batch_norms = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+        with torch.no_grad():
+            for bn in batch_norms:
+                bn.weight.uniform_(0.7, 1.3)
+                bn.bias.normal_(0.0, 0.1)
+        if calibration:
+            model.train()
+            for bn in batch_norms:
+                bn.reset_running_stats()
+                bn.momentum = None  # cumulative average over the calibration batches
+            with torch.no_grad():
+                for planes in calibration:
+                    model(torch.from_numpy(np.ascontiguousarray(planes)))
+            for bn in batch_norms:
+                bn.momentum = 0.1
+        model.eval()
+        if calibration:
+            _scale_outputs(model, calibration)
+    return model
+
+
+def _scale_outputs(model: TabulaNet, calibration: Sequence[np.ndarray]) -> None:
+    with torch.no_grad():
+        policy = model(torch.from_numpy(np.ascontiguousarray(calibration[0])))[0]
+        spread = float(policy[:, :-1].std(dim=1).mean())
+        head = model.head
+        last = head.policy_fc if isinstance(head, AgzHead) else head.policy_points
+        if spread > 0:
+            last.weight.mul_(3.0 / spread)
+            last.bias.mul_(3.0 / spread)
+        raw = []
+        hook = head.value_fc2.register_forward_hook(lambda m, i, o: raw.append(o))
+        model(torch.from_numpy(np.ascontiguousarray(calibration[0])))
+        hook.remove()
+        spread = float(raw[0].std())
+        if spread > 0:
+            head.value_fc2.weight.mul_(0.5 / spread)
+            head.value_fc2.bias.mul_(0.5 / spread)
+
+
+# -- ONNX ----------------------------------------------------------------------------------------------------------
+
+
+def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
+                  precision: str = "fp32") -> dict[str, str]:
+    """The metadata every Tabula ONNX file carries; ``OnnxEvaluator`` reads and checks it."""
+    return {
+        "tabula_format": METADATA_FORMAT_VERSION,
+        "architecture": json.dumps(model.spec.to_dict(), sort_keys=True),
+        "board_sizes": ",".join(str(s) for s in board_sizes),
+        "input_encoding": INPUT_ENCODING,
+        "input": "planes float32 [batch, 18, N, N], y = 0 the bottom row",
+        "policy": "logits float32 [batch, N*N+1], point y*N+x, pass last",
+        "value": "tanh float32 [batch], side to move's view, in [-1, 1]",
+        **({"score": "float32 [batch], the final margin in points, side to move's view",
+            "ownership": "tanh float32 [batch, N*N], +1 owned by the side to move at the end"}
+           if model.spec.aux else {}),
+        "precision": precision,
+        "provenance": provenance,
+    }
+
+
+def default_board_sizes(spec: NetSpec) -> list[int]:
+    """The sizes a network is declared to play: its own for the agz head; for the pooled head every size a GTP
+    client can ask for (2 to 25), since its convolutions and pooling apply to any board."""
+    return [spec.board_size] if spec.head == AGZ else list(range(2, 26))
+
+
+def export_onnx(model: TabulaNet, path: str | os.PathLike, provenance: str,
+                board_sizes: Sequence[int] | None = None, check: bool = True) -> None:
+    """Write ``model`` as ONNX (dynamic batch; dynamic height and width for the pooled head) with metadata.
+
+    ``check``: run ``onnx.checker`` and compare onnxruntime's outputs with torch's on random planes.
+    """
+    import onnx
+
+    path = os.fspath(path)
+    model = model.eval()
+    spec = model.spec
+    sizes = list(board_sizes or default_board_sizes(spec))
+    if spec.head == AGZ and sizes != [spec.board_size]:
+        raise ValueError(f"an agz net plays only {spec.board_size}x{spec.board_size}")
+    size = sizes[-1]
+    dynamic = {0: "batch"} if spec.head == AGZ else {0: "batch", 2: "height", 3: "width"}
+    example = torch.zeros(2, NUM_PLANES, size, size)
+    example[:, 16] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # The TorchScript exporter is fast and, without constant folding, keeps parameter names (batch norms are
+        # fused by onnxruntime at load time instead), which ``load_onnx`` relies on.
+        names = list(OUTPUTS + (AUX_OUTPUTS if spec.aux else ()))
+        axes = {"planes": dynamic, **{name: {0: "batch"} for name in names}}
+        torch.onnx.export(model, (example,), path, input_names=["planes"], output_names=names, dynamic_axes=axes,
+                          opset_version=17, do_constant_folding=False, dynamo=False)
+    proto = onnx.load(path)
+    set_metadata(proto, onnx_metadata(model, sizes, provenance))
+    onnx.save(proto, path)
+    if check:
+        onnx.checker.check_model(path)
+        # every size a pooled net declares runs the same graph: check the ends and the usual sizes
+        for s in sorted({sizes[0], sizes[-1]} | ({9, 13, 19} & set(sizes))):
+            compare_with_onnx(model, path, s)
+
+
+def set_metadata(proto, metadata: dict[str, str]) -> None:
+    del proto.metadata_props[:]
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+
+
+def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float = 1e-4) -> float:
+    """Run torch and onnxruntime on the same random planes; raise if they differ. Returns the largest difference."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(size)
+    planes = (rng.random((3, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
+    planes[:, 16:18] = 0.0
+    planes[:, 16 + rng.integers(0, 2, 3)] = 1.0
+    with torch.no_grad():
+        expected = model(torch.from_numpy(planes))
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    names = list(OUTPUTS + (AUX_OUTPUTS if model.spec.aux else ()))
+    actual = session.run(names, {"planes": planes})
+    diff = max(float(np.abs(a - e.numpy()).max()) for a, e in zip(actual, expected))
+    if not diff <= tolerance:
+        raise RuntimeError(f"{path}: onnxruntime and torch differ by {diff:g} on {size}x{size}")
+    return diff
+
+
+def load_onnx(path: str | os.PathLike) -> TabulaNet:
+    """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers)."""
+    import onnx
+    from onnx import numpy_helper
+
+    path = os.fspath(path)
+    try:
+        proto = onnx.load(path)
+    except Exception as e:
+        raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    if "architecture" not in metadata:
+        raise NetworkFileError(path, "no Tabula architecture in the metadata")
+    if metadata.get("precision", "fp32") != "fp32":
+        raise NetworkFileError(path, f"weights are {metadata['precision']}, only fp32 files convert back")
+    model = TabulaNet(NetSpec.from_dict(json.loads(metadata["architecture"])))
+    tensors = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    # The exporter shares identical initialisers between parameters through Identity nodes.
+    for node in proto.graph.node:
+        if node.op_type == "Identity" and node.input[0] in tensors:
+            tensors.setdefault(node.output[0], tensors[node.input[0]])
+    state = model.state_dict()
+    for name, value in state.items():
+        if name.endswith("num_batches_tracked"):
+            continue
+        if name not in tensors or tensors[name].shape != tuple(value.shape):
+            raise NetworkFileError(path, f"parameter {name} missing or of the wrong shape")
+        state[name] = torch.from_numpy(np.array(tensors[name]))
+    model.load_state_dict(state)
+    return model.eval()
+
+
+# -- Leela Zero weights ---------------------------------------------------------------------------------------------
+
+
+def _from_conv_layer(target: ConvBN, layer: ConvLayer) -> None:
+    # Leela Zero: (conv + bias - mean) / sqrt(var + eps), no BN scale or shift.
+    with torch.no_grad():
+        target.conv.weight.copy_(torch.from_numpy(layer.weights))
+        target.bn.running_mean.copy_(torch.from_numpy(layer.means - layer.biases))
+        target.bn.running_var.copy_(torch.from_numpy(layer.variances))
+        target.bn.weight.fill_(1.0)
+        target.bn.bias.fill_(0.0)
+
+
+def _to_conv_layer(source: ConvBN) -> ConvLayer:
+    weights = source.conv.weight.detach().numpy().astype(np.float32)
+    bn = source.bn
+    mean = bn.running_mean.detach().numpy().astype(np.float32)
+    var = bn.running_var.detach().numpy().astype(np.float32)
+    scale = bn.weight.detach().numpy().astype(np.float32)
+    shift = bn.bias.detach().numpy().astype(np.float32)
+    std = np.sqrt(var + np.float32(BN_EPSILON))
+    if np.all(scale == 1.0):
+        # gamma = 1: the shift becomes a conv bias, since (conv - mean) / std + shift = (conv + shift*std - mean) / std.
+        return ConvLayer(weights, (shift * std).astype(np.float32), mean, var)
+    # General case: fold the scale into the weights and leave a unit batch norm (variance 1 - eps, mean 0).
+    factor = scale / std
+    return ConvLayer((weights * factor[:, None, None, None]).astype(np.float32),
+                     (shift - mean * factor).astype(np.float32), np.zeros_like(mean),
+                     np.full_like(var, 1.0 - BN_EPSILON))
+
+
+def from_leelaz(weights: LeelazWeights) -> TabulaNet:
+    """The torch network computing exactly what Leela Zero computes with ``weights``."""
+    perspective = BLACK_VIEW if weights.version == VERSION_BLACK else SIDE_TO_MOVE
+    spec = NetSpec(blocks=weights.blocks, filters=weights.filters, head=AGZ, board_size=weights.board_size,
+                   value_hidden=weights.value_hidden, value_perspective=perspective)
+    model = TabulaNet(spec)
+    _from_conv_layer(model.input, weights.input)
+    for i, block in enumerate(model.tower):
+        _from_conv_layer(block.first, weights.residual[2 * i])
+        _from_conv_layer(block.second, weights.residual[2 * i + 1])
+    head = model.head
+    _from_conv_layer(head.policy_conv, weights.policy)
+    _from_conv_layer(head.value_conv, weights.value)
+    with torch.no_grad():
+        for layer, w, b in ((head.policy_fc, weights.policy_fc_weights, weights.policy_fc_biases),
+                            (head.value_fc1, weights.value_fc1_weights, weights.value_fc1_biases),
+                            (head.value_fc2, weights.value_fc2_weights, weights.value_fc2_biases)):
+            layer.weight.copy_(torch.from_numpy(w))
+            layer.bias.copy_(torch.from_numpy(b))
+    return model.eval()
+
+
+def to_leelaz(model: TabulaNet) -> LeelazWeights:
+    """Leela Zero weights computing what ``model`` computes (agz head only)."""
+    spec = model.spec
+    if spec.head != AGZ:
+        raise ValueError("only the agz head has a Leela Zero equivalent")
+    head = model.head
+
+    def array(t: torch.Tensor) -> np.ndarray:
+        return t.detach().numpy().astype(np.float32)
+
+    residual = []
+    for block in model.tower:
+        residual += [_to_conv_layer(block.first), _to_conv_layer(block.second)]
+    return LeelazWeights(
+        input=_to_conv_layer(model.input), residual=residual, policy=_to_conv_layer(head.policy_conv),
+        policy_fc_weights=array(head.policy_fc.weight), policy_fc_biases=array(head.policy_fc.bias),
+        value=_to_conv_layer(head.value_conv),
+        value_fc1_weights=array(head.value_fc1.weight), value_fc1_biases=array(head.value_fc1.bias),
+        value_fc2_weights=array(head.value_fc2.weight), value_fc2_biases=array(head.value_fc2.bias),
+        version=VERSION_BLACK if spec.value_perspective == BLACK_VIEW else VERSION_STM)
+
+
+__all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
+           "load_checkpoint", "random_network", "export_onnx", "load_onnx", "onnx_metadata", "compare_with_onnx",
+           "from_leelaz", "to_leelaz", "default_board_sizes", "set_metadata"]

@@ -1,0 +1,158 @@
+"""The network on a GPU through torch, for machines whose onnxruntime has no GPU provider.
+
+Layer: beside ``evaluator.py``, which imports this module only when it chooses this backend: it imports torch, which
+the playing path otherwise never loads. The network is the same ONNX file the CPU path runs: ``network.load_onnx``
+rebuilds the torch module from its metadata and named initialisers. Batch norms are folded into the convolutions,
+weights are cast to fp16 or bf16, activations run channels-last, and on CUDA each (batch bucket, board size) is
+captured once as a CUDA graph, so that a search's small batches cost one graph launch instead of a few hundred kernel
+launches from Python. A batch is padded up to its bucket; batches beyond the largest bucket run in chunks.
+"""
+from __future__ import annotations
+
+import bisect
+import threading
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+from engine.net import network
+from engine.net.features import NUM_PLANES
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the
+# default ("global") mode; two runners (one per network of a set) capturing at once would break each other.
+_CAPTURE_LOCK = threading.Lock()
+
+
+def batch_buckets(max_batch: int) -> list[int]:
+    """Batch sizes that get their own CUDA graph: 1, 2, 4, 8, then steps of about 1.5× up to ``max_batch``.
+
+    Padding a batch to the next bucket wastes at most a third of the work above 8; a graph per size would cost memory
+    and capture time for sizes the search never asks for."""
+    if max_batch < 1:
+        raise ValueError("max_batch must be at least 1")
+    buckets = [b for b in (1, 2, 4, 8) if b < max_batch]
+    size = 8
+    while size < max_batch:
+        size = min(max_batch, size + max(8, (size // 2) // 8 * 8))
+        buckets.append(size)
+    if not buckets or buckets[-1] != max_batch:
+        buckets.append(max_batch)
+    return sorted(set(buckets))
+
+
+def fold_batch_norms(model: nn.Module) -> nn.Module:
+    """Fold every ``ConvBN``'s batch norm into its convolution (eval-mode statistics); the module computes the same."""
+    for module in model.modules():
+        if isinstance(module, network.ConvBN) and isinstance(module.bn, nn.BatchNorm2d):
+            module.conv = fuse_conv_bn_eval(module.conv, module.bn)
+            module.bn = nn.Identity()
+    return model
+
+
+class TorchRunner:
+    """Runs a Tabula ONNX file's network with torch: ``run(planes) -> (policy logits, value)`` as float32 numpy.
+
+    Args:
+        path: a Tabula fp32 ONNX file.
+        device: ``cuda`` (or ``cuda:N``), or ``cpu`` (tests, and machines where the comparison is wanted).
+        precision: ``fp16``, ``bf16`` or ``fp32`` weights and activations (outputs are always float32).
+        cuda_graphs: capture and replay CUDA graphs (CUDA only).
+        max_batch: the largest batch given one graph; larger batches run in chunks of this size.
+
+    Thread-safe: calls are serialised (the graphs share their input and output buffers, and the GPU runs one batch at
+    a time anyway); encoding and masking in the callers' threads overlap with it.
+    """
+
+    def __init__(self, path: str, device: str = "cuda", precision: str = "fp16", cuda_graphs: bool = True,
+                 max_batch: int = 256):
+        if precision not in DTYPES:
+            raise ValueError(f"unknown precision {precision!r} ({', '.join(DTYPES)})")
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError("torch sees no CUDA device")
+        self.precision = precision
+        self.dtype = DTYPES[precision]
+        self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
+        self.buckets = batch_buckets(max_batch)
+        self.max_batch = self.buckets[-1]
+        model = fold_batch_norms(network.load_onnx(path))
+        self.model = model.to(device=self.device, dtype=self.dtype, memory_format=torch.channels_last).eval()
+        self._graphs: dict[tuple[int, int], tuple] = {}
+        self._lock = threading.Lock()
+        if self.device.type == "cuda":
+            torch.backends.cudnn.benchmark = True  # shapes are few and fixed: let cuDNN time its algorithms once
+            if precision == "fp32":
+                # fp32 should mean fp32: on Ampere and later cuDNN may otherwise run convolutions in TF32, whose
+                # 10-bit mantissa is what fp32 was asked for to avoid. (A process-wide switch; nothing else here
+                # runs fp32 convolutions that would want TF32.)
+                torch.backends.cudnn.allow_tf32 = False
+                torch.backends.cuda.matmul.allow_tf32 = False
+
+    def prepare(self, sizes, largest_batch: int | None = None) -> None:
+        """Capture the CUDA graphs of every bucket up to ``largest_batch`` (default: all) for these board sizes now,
+        so that a game never pays a capture's seconds, or finds the GPU's memory short, in the middle of a move."""
+        if not self.cuda_graphs:
+            return
+        limit = self.max_batch if largest_batch is None else min(self.max_batch, max(1, largest_batch))
+        needed = self.buckets[: bisect.bisect_left(self.buckets, limit) + 1]  # up to the bucket that holds limit
+        for size in sizes:
+            for bucket in needed:
+                with self._lock:
+                    self._graph(bucket, size)
+
+    def describe(self) -> str:
+        where = torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
+        graphs = ", CUDA graphs" if self.cuda_graphs else ""
+        return f"torch {where} {self.precision}{graphs}"
+
+    def run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
+        count = len(planes)
+        if count > self.max_batch:
+            parts = [self.run(planes[i: i + self.max_batch]) for i in range(0, count, self.max_batch)]
+            return np.concatenate([p for p, _ in parts]), np.concatenate([v for _, v in parts])
+        host = torch.from_numpy(np.ascontiguousarray(planes, dtype=np.float32))
+        with self._lock, torch.inference_mode():
+            if not self.cuda_graphs:
+                x = host.to(device=self.device, dtype=self.dtype).contiguous(memory_format=torch.channels_last)
+                policy, value = self.model(x)[:2]
+            else:
+                bucket = self.buckets[bisect.bisect_left(self.buckets, count)]
+                graph, x, policy, value = self._graph(bucket, planes.shape[-1])
+                x[:count].copy_(host)  # to the device and to the network's precision in one copy
+                graph.replay()
+            return (policy[:count].float().cpu().numpy(), value[:count].reshape(-1).float().cpu().numpy())
+
+    def _graph(self, batch: int, size: int) -> tuple:
+        key = (batch, size)
+        if key not in self._graphs:
+            with _CAPTURE_LOCK, torch.cuda.device(self.device), torch.inference_mode():
+                self._graphs[key] = self._capture(batch, size)
+        return self._graphs[key]
+
+    def _capture(self, batch: int, size: int) -> tuple:
+        x = torch.zeros((batch, NUM_PLANES, size, size), device=self.device, dtype=self.dtype)
+        x = x.contiguous(memory_format=torch.channels_last)
+        x[:, 16] = 1.0  # a valid empty board, so that warm-up and padding rows compute ordinary numbers
+        # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy
+        # initialisation must not be captured.
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                self.model(x)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        # Each graph keeps its own memory pool (torch's default). Graphs replayed one at a time could share one
+        # and save memory, but a few MiB per graph is nothing beside an H100's memory.
+        with torch.cuda.graph(graph):
+            policy, value = self.model(x)[:2]
+        return graph, x, policy, value
+
+
+def cuda_available() -> bool:
+    """Whether torch can run on a CUDA device here."""
+    return torch.cuda.is_available()

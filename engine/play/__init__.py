@@ -1,0 +1,2 @@
+"""Playing: the PUCT search, the one decision that turns its result into a move, the search as a move generator,
+clocks, and the player that GTP drives. Imports ``engine.rules`` and ``engine.net``."""

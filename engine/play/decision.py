@@ -1,0 +1,173 @@
+"""The one place a search's result becomes the move played: temperature, passing and resignation.
+
+Layer: above search and playout, below the players (``search_player`` for GTP, ``tools/selfplay`` for self-play and
+gating), which all decide through ``MoveDecider`` as Minigo's MCTSPlayer and Leela Zero's ``UCTSearch::think`` do.
+The player keeps what surrounds a decision: the clock (``engine.play.player``) and kgs-genmove_cleanup's choice of
+moves (``engine.play.search_player``).
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.rules import playout
+from engine.config import PlayConfig
+from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
+from engine.rules.game import GameState
+from engine.play.search import SearchResult
+
+PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
+SETTLED_OWNERSHIP = 0.5  # see settled()
+
+
+def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[int, float] | None = None,
+               lead: float | None = None) -> int:
+    """Pass to end a won game after the opponent's pass; never pass into a lost count.
+
+    ``lead``: our lead if the game ended now (default: the Tromp-Taylor count, as self-play scores games).
+    ``priors`` (move -> root prior) choose among the non-eye legal moves when the search offers nothing but a pass;
+    without them the first such move is taken.
+    """
+    color = state.to_move
+    score = state.area_score() * (1.0 if color == BLACK else -1.0) if lead is None else lead
+    if opponent_passed(state) and score > 0:
+        return PASS
+    if move == PASS and score < 0:
+        others = [c.move for c in result.candidates if c.move != PASS]
+        if others:
+            return others[0]
+        board = state.board
+        padded = board.geometry.padded
+        fallback = [m for m in state.legal_moves() if not board.is_own_eye(padded[m], color)]
+        if fallback:
+            return max(fallback, key=lambda m: priors.get(m, 0.0)) if priors else fallback[0]
+    return move
+
+
+def opponent_passed(state: GameState) -> bool:
+    """Whether the last move was the opponent's pass (the side to move may end the game by passing)."""
+    return bool(state.moves) and state.moves[-1] == (3 - state.to_move, PASS)
+
+
+def settled(state: GameState, owned: np.ndarray, point: int) -> bool:
+    """Whether an empty point is inside one side's territory: its empty region touches stones of that colour only,
+    and the random playouts give it to that side too (at least ``SETTLED_OWNERSHIP`` of black's-view ownership),
+    so that a region whose walls are still in doubt does not count."""
+    board = state.board
+    owner = board.area_owners()[board.geometry.padded[point]]
+    if owner == BLACK:
+        return float(owned[point]) >= SETTLED_OWNERSHIP
+    if owner == WHITE:
+        return float(owned[point]) <= -SETTLED_OWNERSHIP
+    return False
+
+
+@dataclass
+class Decision:
+    """A decided move (a point, PASS or RESIGN) and the search's value of the position for the mover, in [-1, 1]."""
+
+    move: int
+    value: float
+
+
+class MoveDecider:
+    """Turns search results into moves for one game at a time.
+
+    Fixed: ``config`` (PlayConfig), ``rng`` (temperature draws), ``playout_rng`` (the referee-aware counts).
+    Per game: how many of each colour's moves in a row looked hopeless. A game whose move number goes down (a new
+    game, an undo) starts the counts again.
+    """
+
+    def __init__(self, config: PlayConfig, rng: np.random.Generator, playout_rng: random.Random | None = None):
+        self.config = config
+        self.rng = rng
+        self.playout_rng = playout_rng or random.Random(int(rng.integers(1 << 62)))
+        self._hopeless = {BLACK: 0, WHITE: 0}
+        self._last_move_number = -1
+
+    def decide(self, state: GameState, result: SearchResult, priors: dict[int, float] | None = None) -> Decision:
+        """The move for the side to move in ``state``, from ``result`` (a search of ``state``). ``priors``
+        (move -> root prior) pick a move when the pass rules refuse the search's pass and it offers nothing else."""
+        self._new_game_check(state)
+        config = self.config
+        value = result.candidates[0].value if result.candidates else 0.0
+        move = result.move
+        if len(state.moves) < config.temperature_moves:
+            move = self.sample(result, config.temperature)
+        move = self._pass_rules(state, result, move, priors)
+        if self._should_resign(state, value):
+            move = RESIGN
+        return Decision(move, value)
+
+    def sample(self, result: SearchResult, temperature: float) -> int:
+        """A root move drawn in proportion to visits^(1/temperature)."""
+        candidates = [c for c in result.candidates if c.visits > 0]
+        if not candidates:
+            return result.move
+        visits = np.array([c.visits for c in candidates], dtype=np.float64)
+        weights = visits ** (1.0 / max(temperature, 1e-3))
+        weights /= weights.sum()
+        return candidates[int(self.rng.choice(len(candidates), p=weights))].move
+
+    def _new_game_check(self, state: GameState) -> None:
+        if len(state.moves) < self._last_move_number:
+            self._hopeless = {BLACK: 0, WHITE: 0}
+        self._last_move_number = len(state.moves)
+
+    def _pass_rules(self, state: GameState, result: SearchResult, move: int,
+                    priors: dict[int, float] | None) -> int:
+        """``pass_rules``; with ``referee_aware``, with the count that a referee removing dead stones would make.
+
+        A Tromp-Taylor count calls our dead stones alive: a weak network that passes while it leads by that count
+        lets the opponent kill everything (a 9x9 match saw B+73.5 after white passed at move 18 "ahead"). So
+        before passing, the lead is also estimated from random-playout ownership, and the smaller lead decides.
+
+        After the opponent's pass, a move on a point that is already settled (inside either side's territory:
+        ``settled``) changes nothing under area counting and costs a point under territory counting (KGS, OGS's
+        Japanese rules, GNU Go as referee). Such a move becomes a pass, or a resignation where the count says the
+        game is lost and resigning is on."""
+        if not self.config.referee_aware:
+            return pass_rules(state, result, move, priors)
+        color = state.to_move
+        passed = opponent_passed(state)
+        sign = 1.0 if color == BLACK else -1.0
+        counted = lead = state.area_score() * sign
+        owned = None
+        estimated = lead
+        if (move == PASS and lead >= 0) or passed:
+            owned = playout.ownership(state, self.playout_rng, PASS_CHECK_PLAYOUTS)
+            estimated = (float(owned.sum()) - state.rules.komi) * sign
+            lead = min(lead, estimated)
+        move = pass_rules(state, result, move, priors, lead=lead)
+        # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
+        cleaning_up = counted < 0 < estimated
+        if passed and move not in (PASS, RESIGN) and not cleaning_up and settled(state, owned, move):
+            return RESIGN if lead < 0 and self.config.resign_winrate > 0 else PASS
+        return move
+
+    def _should_resign(self, state: GameState, value: float) -> bool:
+        """Leela Zero's rule, made patient: the winrate under the threshold for ``resign_consecutive`` moves in a
+        row, never in the first ``resign_after`` of the board's points, and a lower threshold as white in handicap
+        games."""
+        config = self.config
+        color = state.to_move
+        if config.resign_winrate <= 0:
+            return False
+        area = state.size * state.size
+        moves = len(state.moves)
+        if moves < config.resign_after * area:
+            self._hopeless[color] = 0
+            return False
+        threshold = config.resign_winrate
+        if state.handicap > 0 and color == WHITE:
+            # White's network is pessimistic in handicap games; blend towards the full threshold as moves pass.
+            blend = min(1.0, moves / (0.6 * area))
+            threshold = blend * threshold + (1.0 - blend) * threshold / (1 + state.handicap)
+        winrate = (value + 1.0) / 2.0
+        self._hopeless[color] = self._hopeless[color] + 1 if winrate < threshold else 0
+        return self._hopeless[color] >= config.resign_consecutive
+
+
+__all__ = ["MoveDecider", "Decision", "pass_rules", "opponent_passed", "settled", "PASS_CHECK_PLAYOUTS"]

@@ -1,0 +1,441 @@
+"""The player: owns the game, its undo stack, the rules, the clocks and a move generator. The one object GTP drives.
+
+Layer: the top of the engine. A ``MoveGenerator`` is a strategy (random, search, ...) picked by name from
+``GENERATORS``; adding one is one entry there. The player raises typed exceptions (``IllegalMoveError``,
+``CoordinateError``, ``SgfError``, ``CannotUndoError``, ``HandicapError``, ``ValueError``) and never prints.
+"""
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Protocol
+
+import numpy as np
+
+from engine.rules import playout, sgf
+from engine.rules.board import IllegalMoveError
+from engine.config import EngineConfig, TimeConfig
+from engine.play.decision import opponent_passed
+from engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
+from engine.rules.game import GameState, Rules, handicap_points
+from engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
+
+OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
+OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
+
+MAX_ABS_KOMI = 1000.0  # beyond this a komi is a typo, whatever the board size
+UNDO_SNAPSHOT_MOVES = 128  # a loaded game keeps a position every this many moves; undo replays fewer than this
+
+
+Progress = Callable[[list], None]  # called with a search's candidates (engine.play.search.Candidate) as it goes
+
+
+class MoveGenerator(Protocol):
+    """A strategy that picks moves. ``state.to_move == color`` on every call; the state must not be changed.
+
+    Everything the player and GTP use is declared here; a strategy without a capability says so in its value
+    (``board_sizes`` None, ``last_search`` None), it is never probed for."""
+
+    name: str
+    board_sizes: tuple[int, ...] | None  # the sizes it plays; None: every size
+    last_search: object | None  # the search behind the latest generated move (an engine.play.search.SearchResult)
+
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
+        """A legal move (flat int), PASS or RESIGN. ``budget_s``: seconds it may take; None means no limit.
+        ``on_progress``: called with the candidates every ``progress_interval_s`` while a search runs."""
+        ...
+
+    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+        """kgs-genmove_cleanup's move: like ``generate``, but capturing the opponent's dead stones first."""
+        ...
+
+    def stop(self) -> None:
+        """End a running search early (GoGui's interrupt), from any thread; nothing where nothing runs."""
+        ...
+
+    def ownership(self, state: GameState) -> np.ndarray:
+        """float32 [N*N] in [-1, 1], black's view: who ends up owning each point (final_status_list, scoring)."""
+        ...
+
+
+class RandomGenerator:
+    """Uniformly random legal moves that never fill an own single-point eye; passes when none are left."""
+
+    name = "random"
+    board_sizes = None
+    last_search = None  # it never searches
+
+    def __init__(self, rng: random.Random, ownership_playouts: int = playout.DEFAULT_OWNERSHIP_PLAYOUTS):
+        self.rng = rng
+        self.ownership_playouts = ownership_playouts
+
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
+        return playout.random_move(state, self.rng)
+
+    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+        return playout.cleanup_move(state, color, self.ownership(state), self.rng)
+
+    def stop(self) -> None:
+        pass  # its moves take no time
+
+    def ownership(self, state: GameState) -> np.ndarray:
+        return playout.ownership(state, self.rng, self.ownership_playouts)
+
+
+def _random_generator(config: EngineConfig) -> MoveGenerator:
+    return RandomGenerator(random.Random(config.seed))
+
+
+def _search_generator(config: EngineConfig) -> MoveGenerator:
+    from engine.play.search_player import from_config  # onnxruntime loads only when the search plays
+
+    return from_config(config)
+
+
+# name -> factory. A new strategy is one entry here; import heavy modules inside its factory.
+GENERATORS: dict[str, Callable[[EngineConfig], MoveGenerator]] = {
+    "random": _random_generator,
+    "search": _search_generator,
+}
+
+
+def first_size(generator: MoveGenerator, preferred: int = 19) -> int:
+    """The board a new engine starts on: ``preferred`` where the generator plays it, else its smallest size."""
+    playable = generator.board_sizes
+    return preferred if not playable or preferred in playable else min(playable)
+
+
+class CannotUndoError(ValueError):
+    """``undo`` with no move to take back."""
+
+
+class HandicapError(ValueError):
+    """A handicap request that cannot be met. ``kind``: board not empty | invalid number of stones |
+    bad vertex list."""
+
+    def __init__(self, kind: str, detail: str = ""):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind = kind
+
+
+@dataclass
+class _LoadedLine:
+    """The undo stack under a position loaded from SGF, without a copy of every position (each copy is O(moves),
+    so that would make loading a long file quadratic): a snapshot every ``UNDO_SNAPSHOT_MOVES`` moves, and the
+    moves to replay from one."""
+
+    snapshots: list[GameState]  # the positions after 0, N, 2N, ... moves (N = UNDO_SNAPSHOT_MOVES), not changed
+    moves: list[tuple[int, int]]  # (colour, move) of the loaded line
+    undoable: int  # the positions after 0 .. undoable - 1 moves are still on the undo stack
+
+    def pop(self, rules: Rules) -> GameState:
+        """The position after ``undoable - 1`` moves, taken off the stack."""
+        self.undoable -= 1
+        state = self.snapshots[self.undoable // UNDO_SNAPSHOT_MOVES].copy()
+        for color, move in self.moves[len(state.moves):self.undoable]:
+            state.play(move, color)
+        state.rules = rules
+        return state
+
+
+class Player:
+    """The game being played, and everything that changes it.
+
+    Fixed for the player's life: ``generator``, ``time_config``, ``clock`` (a callable returning seconds),
+    ``rng``. Per game (reset by ``clear``): ``state``, ``history`` (undo stack, on top of ``loaded``: the
+    positions of a loaded SGF file), ``clocks``, ``result``.
+    Kept across games: ``rules`` (komi persists across ``set_size`` and ``clear``), ``time_settings``,
+    ``move_overhead_s`` (what a move costs beyond its search budget, a moving average over recent moves).
+    Not thread-safe: one caller at a time.
+    """
+
+    def __init__(self, generator: MoveGenerator, size: int = 19, rules: Rules | None = None,
+                 time_config: TimeConfig | None = None, clock: Callable[[], float] = time.monotonic,
+                 rng: random.Random | None = None):
+        self.generator = generator
+        self.time_config = time_config or TimeConfig()
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self.rules = rules or Rules()
+        self.time_settings = TimeSettings.none()
+        self.move_overhead_s = 0.0
+        self.black_name = ""
+        self.white_name = ""
+        self.last_search: object | None = None  # the search behind the latest genmove (None: it did not search)
+        self._size = size
+        self.set_size(size)
+
+    @classmethod
+    def from_config(cls, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> "Player":
+        if config.player not in GENERATORS:
+            raise ValueError(f"unknown player {config.player!r}; known: {', '.join(GENERATORS)}")
+        generator = GENERATORS[config.player](config)
+        return cls(generator, size=config.board_size or first_size(generator), rules=config.rules,
+                   time_config=config.time, clock=clock, rng=random.Random(config.seed))
+
+    # -- the game ------------------------------------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.state.size
+
+    @property
+    def komi(self) -> float:
+        return self.rules.komi
+
+    def set_size(self, size: int) -> None:
+        """A new empty game on a ``size`` board; ValueError if the size is not supported."""
+        if not isinstance(size, int) or not (MIN_SIZE <= size <= MAX_SIZE):
+            raise ValueError(f"unacceptable size {size!r}")
+        playable = self.generator.board_sizes  # a network plays only the sizes it was made for
+        if playable is not None and size not in playable:
+            raise ValueError(f"unacceptable size {size}: {self.generator.name} plays "
+                             f"{', '.join(f'{s}x{s}' for s in playable)}")
+        self._size = size
+        self.clear()
+
+    def clear(self) -> None:
+        """A new empty game; komi, rules and time settings stay."""
+        self.state = GameState(self._size, self.rules)
+        self.history: list[GameState] = []
+        self.loaded: _LoadedLine | None = None
+        self.result = ""
+        self.black_name = self.white_name = ""  # a new game is not the loaded file's game: its players go too
+        self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
+
+    def set_komi(self, komi: float) -> None:
+        komi = float(komi)
+        if not math.isfinite(komi) or abs(komi) > MAX_ABS_KOMI:
+            raise ValueError(f"unacceptable komi {komi!r}")
+        self.rules = replace(self.rules, komi=komi)
+        self._set_rules_of_state(self.state)
+        for state in self.history:
+            self._set_rules_of_state(state)
+
+    def _set_rules_of_state(self, state: GameState) -> None:
+        # Rules are frozen and shared; komi does not affect legality, so swapping them mid-game is safe.
+        state.rules = self.rules
+
+    def play(self, color: int, move: int) -> None:
+        """Play ``move`` for ``color`` (either colour, in any order); IllegalMoveError leaves the game as it was."""
+        if move == RESIGN:
+            raise IllegalMoveError("resign is not a move")
+        before = self.state.copy()
+        self.state.play(move, color)
+        self.history.append(before)
+
+    def undo(self) -> None:
+        if self.history:
+            self.state = self.history.pop()
+        elif self.loaded is not None and self.loaded.undoable > 0:
+            self.state = self.loaded.pop(self.rules)
+        else:
+            raise CannotUndoError("cannot undo")
+        self.result = ""
+
+    def genmove(self, color: int, cleanup: bool = False, on_progress: Progress | None = None,
+                progress_interval_s: float = 1.0) -> int:
+        """Choose a move for ``color``, play it (RESIGN is returned without playing) and charge its time.
+
+        ``cleanup`` (kgs-genmove_cleanup): do not pass while the opponent has dead stones on the board.
+        ``on_progress``: the search's candidates every ``progress_interval_s`` while it runs (genmove_analyze).
+        ``last_search`` then holds the search behind the move, or None when none ran.
+        """
+        start = self.clock()
+        budget = self.budget_s(color)
+        move = self._choose(color, cleanup, budget, on_progress, progress_interval_s)
+        elapsed = self.clock() - start
+        self.clocks[color].charge(self.time_settings, elapsed)
+        if budget is not None:
+            # Under load a move at zero budget still took 0.25 s; over a long absolute-time game that adds up.
+            overrun = min(max(0.0, elapsed - budget), OVERHEAD_SAMPLE_CAP_S)
+            self.move_overhead_s += OVERHEAD_SMOOTHING * (overrun - self.move_overhead_s)
+        if move == RESIGN:
+            self.result = f"{'W' if color == BLACK else 'B'}+Resign"
+            return move
+        self.play(color, move)
+        return move
+
+    def reg_genmove(self, color: int) -> int:
+        """The move ``genmove`` would choose, without playing it or charging the clock."""
+        return self._choose(color, cleanup=False, budget=self.budget_s(color))
+
+    def _choose(self, color: int, cleanup: bool, budget: float | None, on_progress: Progress | None = None,
+                progress_interval_s: float = 1.0) -> int:
+        state = self.state.with_to_move(color)
+        self.last_search = None
+        if opponent_passed(state) and not cleanup and nearly_out_of_time(
+                self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s):
+            return PASS  # end the game on the board rather than play on into a loss on time
+        if cleanup:
+            move = self.generator.generate_cleanup(state, color, budget)
+        else:
+            move = self.generator.generate(state, color, budget, on_progress, progress_interval_s)
+        self.last_search = self.generator.last_search
+        if cleanup and move in (PASS, RESIGN):
+            move = playout.cleanup_move(state, color, self.generator.ownership(state), self.rng)
+        if move not in (PASS, RESIGN) and not state.legal(move, color):
+            raise RuntimeError(f"{self.generator.name} generated an illegal move "
+                               f"{format_vertex(move, self.size)} for {color_name(color)}")
+        return move
+
+    # -- handicap ------------------------------------------------------------------------------------------------
+
+    def _place_handicap(self, points: list[int]) -> None:
+        if self.state.moves or self.state.setup:
+            raise HandicapError("board not empty")
+        state = GameState(self.size, self.rules)
+        try:
+            state.place_handicap(points)
+        except (IllegalMoveError, ValueError) as error:
+            raise HandicapError("bad vertex list", str(error)) from error
+        self.state = state
+        self.history = []
+        self.loaded = None
+
+    def fixed_handicap(self, count: int) -> list[int]:
+        """The GTP spec's placement of ``count`` stones; HandicapError if there is none for this size."""
+        if self.state.moves or self.state.setup:
+            raise HandicapError("board not empty")
+        try:
+            points = handicap_points(self.size, count)
+        except ValueError as error:
+            raise HandicapError("invalid number of stones", str(error)) from error
+        self._place_handicap(points)
+        return points
+
+    def free_handicap(self, count: int) -> list[int]:
+        """The engine's choice of ``count`` handicap stones: the fixed placement where one exists, else points
+        spread over the board that never touch each other (fewer when the board has no room, as GTP allows)."""
+        if self.state.moves or self.state.setup:
+            raise HandicapError("board not empty")
+        if count < 2 or count > self.size * self.size - 1:
+            raise HandicapError("invalid number of stones")
+        try:
+            points = handicap_points(self.size, count)
+        except ValueError:
+            points = self._spread_points(count)
+        if len(points) < 2:
+            raise HandicapError("invalid number of stones", f"no room for {count} stones")
+        self._place_handicap(points)
+        return points
+
+    def _spread_points(self, count: int) -> list[int]:
+        size = self.size
+        center = (size - 1) / 2
+        # Points of one checkerboard colour, fourth-line-ish first (closest to a third of the way in), so that
+        # no two stones touch and every stone keeps its liberties.
+        target = max(0.0, center - (2 if size <= 12 else 3))
+        candidates = [(abs(max(abs(x - center), abs(y - center)) - target), (x + y) % 4, y * size + x)
+                      for y in range(size) for x in range(size) if (x + y) % 2 == 0]
+        candidates.sort()
+        return [point for _, _, point in candidates[:count]]
+
+    def set_free_handicap(self, points: list[int]) -> None:
+        if self.state.moves or self.state.setup:
+            raise HandicapError("board not empty")
+        if len(points) < 2 or len(points) > self.size * self.size - 1 or len(set(points)) != len(points):
+            raise HandicapError("bad vertex list")
+        self._place_handicap(points)
+
+    # -- the end of the game -------------------------------------------------------------------------------------
+
+    def final_status(self, kind: str) -> list[list[int]]:
+        """Strings (lists of flat points) whose status is ``kind``: alive, dead or seki. Dead stones are those
+        the generator's ownership gives to the opponent; seki is judged in the position without them."""
+        if kind not in ("alive", "dead", "seki"):
+            raise ValueError(f"unknown status {kind!r}")
+        state = self.state
+        dead = set(playout.dead_stones(state, self.generator.ownership(state)))
+        seki = set(playout.seki_stones(state, sorted(dead))) - dead
+        board = state.board
+        geometry = board.geometry
+        strings: list[list[int]] = []
+        done: set[int] = set()
+        for flat, pad in enumerate(geometry.padded):
+            if board.color[pad] not in (BLACK, WHITE) or board.root[pad] in done:
+                continue
+            done.add(board.root[pad])
+            status = "dead" if flat in dead else "seki" if flat in seki else "alive"
+            if status == kind:
+                strings.append(sorted(geometry.flat[p] for p in board.string_stones(pad)))
+        return strings
+
+    def final_score(self, remove_dead: bool = True) -> str:
+        """The result of counting now (``B+3.5``, ``W+0.5``, ``0``): area scoring with komi, after removing the
+        stones ``final_status`` calls dead. A resignation, once recorded, is the result."""
+        if self.result.endswith("Resign"):
+            return self.result
+        state = self.state
+        if remove_dead:
+            dead = [p for string in self.final_status("dead") for p in string]
+            if dead:
+                state = _without(state, dead)
+        return state.result_string()
+
+    # -- clocks --------------------------------------------------------------------------------------------------
+
+    def set_time_settings(self, settings: TimeSettings) -> None:
+        """New time settings; both clocks restart from them."""
+        self.time_settings = settings
+        self.clocks = {BLACK: ClockState.start(settings), WHITE: ClockState.start(settings)}
+
+    def time_left(self, color: int, seconds: float, stones: int) -> None:
+        self.clocks[color].set_left(self.time_settings, seconds, stones)
+
+    def budget_s(self, color: int) -> float | None:
+        """Seconds the next move of ``color`` may take (None: no limit), capped by ``max_time_per_move_s``."""
+        budget = budget_s(self.time_settings, self.clocks[color], len(self.state.moves), self.size,
+                          self.time_config.lag_buffer_s, self.move_overhead_s)
+        cap = self.time_config.max_time_per_move_s
+        if cap > 0:
+            budget = cap if budget is None else min(budget, cap)
+        return budget
+
+    # -- SGF -----------------------------------------------------------------------------------------------------
+
+    def load_sgf(self, data: bytes, move_number: int | None = None) -> None:
+        """Replace the game with an SGF file's main line (up to just before ``move_number``); komi and size come
+        from the file. SgfError leaves the game as it was."""
+        record = sgf.read_sgf(data)
+        positions = sgf.replay(record, self.rules, move_number, snapshot_every=UNDO_SNAPSHOT_MOVES)
+        state = positions[-1]
+        self.rules = state.rules
+        self._size = record.size
+        self.state = state
+        self.history = []
+        self.loaded = _LoadedLine(positions[:-1], record.moves[:len(state.moves)], len(state.moves))
+        self.result = ""
+        self.black_name, self.white_name = record.black_name, record.white_name
+        self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
+
+    def to_sgf(self) -> bytes:
+        result = self.result
+        if not result and self.state.is_game_over():
+            result = self.final_score()
+        return sgf.write_sgf(self.state, self.black_name, self.white_name, result)
+
+    def showboard(self) -> str:
+        return str(self.state)
+
+
+def _without(state: GameState, dead: list[int]) -> GameState:
+    """A position with the ``dead`` stones taken off, for counting only (its history is not meaningful)."""
+    counted = GameState(state.size, state.rules)
+    dead_set = set(dead)
+    board = state.board
+    for flat, pad in enumerate(board.geometry.padded):
+        color = board.color[pad]
+        if color in (BLACK, WHITE) and flat not in dead_set:
+            try:
+                counted.place_setup(flat, color)
+            except IllegalMoveError:
+                pass
+    return counted
+
+
+__all__ = ["Player", "MoveGenerator", "RandomGenerator", "GENERATORS", "CannotUndoError", "HandicapError"]

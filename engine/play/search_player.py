@@ -1,0 +1,223 @@
+"""The search as a move generator: time and visit limits, cleanup, ownership for final_status_list, pondering and
+per-move logs; the move itself is decided by ``engine.play.decision.MoveDecider``, as in self-play.
+
+Layer: above search and playout, below player (``engine/play/player.py`` builds it through ``from_config``).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from engine.rules import playout
+from engine.config import EngineConfig, PlayConfig, SearchConfig
+from engine.rules.coords import PASS, format_vertex
+from engine.play.decision import MoveDecider
+from engine.net.evaluator import Evaluator
+from engine.rules.game import GameState
+from engine.play.search import Candidate, Search, SearchResult
+
+log = logging.getLogger("tabula.search")
+
+DEFAULT_TIME_S = 5.0  # a move's budget when neither the clock nor the configuration limits it
+OWNERSHIP_PLAYOUTS = 200  # the search behind the ownership of final_status_list with a network that has the head
+
+
+class SearchGenerator:
+    """Implements ``engine.play.player.MoveGenerator`` with a PUCT search.
+
+    Fixed for its life: ``search`` (the tree, reused from move to move), ``config`` (the search's), ``play`` and the
+    ``decider`` that applies it. ``last_search`` is the search behind the latest generated move (chat, analysis).
+    Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be called from any thread.
+    """
+
+    name = "search"
+
+    def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
+                 rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
+                 play: PlayConfig | None = None):
+        self.config = config or SearchConfig()
+        self.play = play or PlayConfig()
+        self.rng = rng if rng is not None else np.random.default_rng()
+        self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
+        self.search = Search(evaluator, self.config, self.rng)
+        self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
+        self.last_search: SearchResult | None = None
+        self._stop = threading.Event()
+
+    @property
+    def board_sizes(self) -> tuple[int, ...] | None:
+        """The sizes the network plays (None: any)."""
+        return getattr(self.search.evaluator, "board_sizes", None)
+
+    # -- MoveGenerator ---------------------------------------------------------------------------------------------
+
+    def generate(self, state: GameState, color: int, budget_s: float | None,
+                 on_progress: Callable[[list[Candidate]], None] | None = None,
+                 progress_interval_s: float = 1.0) -> int:
+        """A move for ``color`` (the side to move in ``state``): the search, then ``MoveDecider``'s temperature,
+        pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only).
+        ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze)."""
+        state = state.with_to_move(color)
+        sampling = len(state.moves) < self.play.temperature_moves
+        result = self._search(state, budget_s, noise=self.config.noise,
+                              early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
+                              progress_interval_s=progress_interval_s)
+        move = self.decider.decide(state, result, self.search.root_priors()).move
+        self._log(state, result, move)
+        return move
+
+    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+        """kgs-genmove_cleanup: capture the opponent's dead stones first and pass only when none are left.
+
+        Dead stones are judged by ``ownership``; the search chooses among the liberties of dead strings (or any
+        legal move when none of them can be played), never passing while dead stones remain."""
+        state = state.with_to_move(color)
+        self.last_search = None
+        owned = self.ownership(state)
+        dead = [p for p in playout.dead_stones(state, owned) if state.color_at(p) == 3 - color]
+        if not dead:
+            return PASS
+        board = state.board
+        geometry = board.geometry
+        liberties = {geometry.flat[lib] for p in dead for lib in board.string_liberties(geometry.padded[p])}
+        targets = [m for m in sorted(liberties)
+                   if state.legal(m) and not board.is_own_eye(geometry.padded[m], color)]
+        if not targets:
+            targets = [m for m in state.legal_moves() if not board.is_own_eye(geometry.padded[m], color)]
+        if not targets:
+            return PASS
+        result = self._search(state, budget_s, noise=False, early_stop=self.config.early_stop, allowed=targets)
+        move = result.move if result.move != PASS else targets[0]
+        self._log(state, result, move)
+        return move
+
+    def ownership(self, state: GameState) -> np.ndarray:
+        """float32 [N*N] in [-1, 1], black's view: with a network that has an ownership head, the average over a
+        short search's tree (final_status_list, final_score and cleanup judge dead stones by it); otherwise from
+        random playouts of the position."""
+        # A network tells whether it has the head by its first answer.
+        if self.search.has_score or self.search.evaluator.evaluate([state]).ownership is not None:
+            self.search.run(state, visits=0, playouts=OWNERSHIP_PLAYOUTS, early_stop=False)
+            owned = self.search.ownership()
+            if owned is not None:
+                return owned
+        return playout.ownership(state, self.playout_rng, self.play.ownership_playouts)
+
+    # -- pondering, analysis and stopping ------------------------------------------------------------------------
+
+    def ponder(self, state: GameState, interrupt: threading.Event) -> None:
+        """Search ``state`` until ``interrupt`` is set (the GTP loop's idle task); the tree is kept for the next
+        move. Returns at once for a finished game."""
+        if state.is_game_over() or interrupt.is_set():
+            return
+        self.search.run(state, visits=0, playouts=0, stop=interrupt, early_stop=False)
+
+    def analyze(self, state: GameState, stop: threading.Event,
+                on_progress: Callable[[list[Candidate]], None], interval_s: float) -> SearchResult:
+        """Search ``state`` until ``stop`` is set, reporting the candidates every ``interval_s`` seconds."""
+        return self.search.run(state, visits=0, playouts=0, stop=stop, early_stop=False,
+                               on_progress=on_progress, progress_interval_s=interval_s)
+
+    def search_position(self, state: GameState, stop: threading.Event) -> SearchResult:
+        """A search of ``state`` with the configured visits (5 s where none are set), ended early by ``stop``:
+        what GoGui's analysis views show."""
+        visits = self.config.visits or None
+        time_s = None if visits or self.config.playouts else DEFAULT_TIME_S
+        return self.search.run(state, visits=visits, time_s=time_s, stop=stop, early_stop=False)
+
+    def network_policy(self, state: GameState) -> np.ndarray:
+        """The network's move probabilities for ``state`` (float32 [N*N+1], pass last), without a search."""
+        return np.asarray(self.search.evaluator.evaluate([state]).policy[0])
+
+    @property
+    def has_score(self) -> bool:
+        """Whether the network has score and ownership heads (known after its first evaluation)."""
+        return self.search.has_score
+
+    def tree_ownership(self) -> np.ndarray | None:
+        """The search tree's ownership of each point (float32 [N*N], black's view), or None without an ownership
+        head. Usable during a search."""
+        return self.search.ownership()
+
+    def stop(self) -> None:
+        """End the running search early (GoGui's interrupt); its best move so far is played."""
+        self.search.stop()
+
+    # -- running the search ---------------------------------------------------------------------------------------
+
+    def _search(self, state: GameState, budget_s: float | None, noise: bool, early_stop: bool,
+                allowed: list[int] | None = None, on_progress: Callable[[list[Candidate]], None] | None = None,
+                progress_interval_s: float = 1.0) -> SearchResult:
+        config = self.config
+        time_s = budget_s
+        if time_s is None and not config.visits and not config.playouts:
+            time_s = DEFAULT_TIME_S
+        result = self.search.run(state, time_s=time_s, noise=noise, allowed=allowed, early_stop=early_stop,
+                                 on_progress=on_progress, progress_interval_s=progress_interval_s)
+        self.last_search = result
+        return result
+
+    def _log(self, state: GameState, result: SearchResult, move: int) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        size = state.size
+        lines = [f"move {len(state.moves) + 1}: {format_vertex(move, size)} after {result.playouts} playouts "
+                 f"({result.root_visits} visits, {result.reused_visits} reused) in {result.elapsed_s:.2f} s, "
+                 f"{result.playouts_per_s:.0f} playouts/s, batch {result.mean_batch:.1f}, "
+                 f"cache hits {result.cache_hits}, nodes {self.search.tree_nodes()}"]
+        for candidate in result.candidates[:5]:
+            pv = " ".join(format_vertex(m, size) for m in candidate.pv[:12])
+            lines.append(f"  {format_vertex(candidate.move, size):>5} {candidate.visits:6d} visits "
+                         f"{100 * candidate.winrate:5.1f}% (lcb {100 * candidate.lcb_winrate:5.1f}%) "
+                         f"prior {100 * candidate.prior:5.1f}%  pv {pv}")
+        log.info("\n".join(lines))
+
+
+# The shipped networks: weights/DEFAULT names the files `tabula gtp` plays with when no --weights is given, one a
+# line; each plays the board sizes in its metadata, and the first file that plays a size is used for it.
+WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "weights"
+
+
+class NoNetworkError(FileNotFoundError):
+    """The search was asked to play with no network given and none shipped."""
+
+
+def default_weights() -> list[Path]:
+    pointer = WEIGHTS_DIR / "DEFAULT"
+    try:
+        names = [line.strip() for line in pointer.read_text().splitlines()]
+    except OSError:
+        raise NoNetworkError(f"no network given (--weights) and no shipped default ({pointer} is missing)") from None
+    paths = [WEIGHTS_DIR / name for name in names if name and not name.startswith("#")]
+    if not paths:
+        raise NoNetworkError(f"no network given (--weights) and {pointer} names none")
+    for path in paths:
+        if not path.is_file():
+            raise NoNetworkError(f"the shipped default network {path} is missing")
+    return paths
+
+
+def from_config(config: EngineConfig) -> SearchGenerator:
+    """The ``search`` entry of ``engine.play.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
+    from engine.net.evaluator import NetworkSet, OnnxEvaluator, available_cores  # onnxruntime loads only when chosen
+
+    seed = np.random.SeedSequence(config.seed)
+    net_seed, search_seed, playout_seed = seed.spawn(3)
+    paths = list(config.net.weights) or default_weights()
+    net_rngs = [np.random.default_rng(s) for s in net_seed.spawn(len(paths))]
+    net = config.net.for_search(config.search, available_cores())
+    networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=net.threads, provider=net.provider,
+                              precision=net.precision, max_batch=net.max_batch, batch_hint=config.search.batch_size,
+                              cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
+    evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
+    search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
+    return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
+                           playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play)
+
+
+__all__ = ["SearchGenerator", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]

@@ -1,0 +1,18 @@
+"""`tabula bench KIND ...`: benchmarks are commands, not timed tests. Each kind lives in its own module."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+KINDS = {
+    "board": "tools.bench.board",  # random legal games through the rules code: moves/s
+    "net": "tools.bench.net",  # raw network throughput by batch size and threads
+    "search": "tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
+}
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in KINDS:
+        print(f"usage: tabula bench {{{'|'.join(KINDS)}}} [options]", file=sys.stderr)
+        return 2
+    return importlib.import_module(KINDS[argv[0]]).main(argv[1:]) or 0

@@ -1,0 +1,208 @@
+"""`tabula bench net WEIGHTS`: raw network throughput (positions/s) by batch size and thread count, for onnxruntime
+fp32 and int8 and, for comparison, torch fp32 and bf16 autocast, all measured in one run; plus the accuracy cost of
+int8 against fp32 on real positions.
+
+    tabula bench net /tmp/r6x64.onnx [--batches 1,8,16,32] [--threads 1,2] [--seconds 0.5] [--int8 FILE]
+
+WEIGHTS is a Tabula fp32 ONNX file or a Leela Zero weight file. Without ``--int8`` the int8 net is quantized here,
+calibrated on positions other than those measured.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from engine.net.evaluator import OnnxEvaluator, first_line, legal_mask, masked_softmax
+from engine.net.features import encode_batch
+
+
+CPU_PATHS = ("onnx-fp32", "onnx-int8", "torch-fp32", "torch-bf16")
+GPU_PATHS = ("onnx-cuda", "onnx-tensorrt", *(f"torch-cuda-{p}{e}" for p in ("fp16", "bf16", "fp32")
+                                                 for e in ("", "-eager")))
+
+
+def gpu_runner(path: str, fp32: str, max_batch: int):
+    """The raw ``run`` of one GPU path: onnxruntime's CUDA or TensorRT provider, or the torch backend."""
+    if path.startswith("onnx-"):
+        return OnnxEvaluator(fp32, symmetry="identity", provider=path[5:], max_batch=max_batch, log=None).run
+    from engine.net.torch_backend import TorchRunner
+
+    precision = path.split("-")[2]
+    return TorchRunner(fp32, device="cuda", precision=precision, cuda_graphs=not path.endswith("-eager"),
+                       max_batch=max_batch).run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tabula bench net", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("weights", help="Tabula fp32 .onnx, or Leela Zero .txt/.gz")
+    parser.add_argument("--batches", default="1,8,16,32")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--seconds", type=float, default=0.6, help="time per measurement, over all rounds")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best one counts")
+    parser.add_argument("--int8", help="an int8 ONNX file of the same net (default: quantize now)")
+    parser.add_argument("--paths", default="onnx-fp32,onnx-int8,torch-fp32,torch-bf16",
+                        help="comma-separated: onnx-fp32, onnx-int8, torch-fp32, torch-bf16 (CPU); onnx-cuda, "
+                             "onnx-tensorrt, torch-cuda-fp16, torch-cuda-bf16, torch-cuda-fp32, each torch-cuda one "
+                             "also with -eager (no CUDA graphs) (GPU)")
+    parser.add_argument("--accuracy-positions", type=int, default=512)
+    return parser
+
+
+def throughput(run, planes: np.ndarray, seconds: float, warm_up: bool = True) -> float:
+    """Positions per second of ``run(planes)``: timed calls until ``seconds`` have passed (at least one)."""
+    if warm_up:
+        run(planes)
+    calls = 0
+    start = time.perf_counter()
+    while True:
+        run(planes)
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return calls * len(planes) / elapsed
+
+
+def accuracy(states, reference: tuple[np.ndarray, np.ndarray],
+             other: tuple[np.ndarray, np.ndarray]) -> tuple[float, float, float]:
+    """Cost of a faster path: (top-1 agreement of the masked policies, mean |value difference|, mean total variation
+    distance of the policies), from raw (logits [B, N*N+1], value [B]) outputs on ``states``."""
+    masks = np.stack([legal_mask(s) for s in states])
+    a, b = masked_softmax(reference[0], masks), masked_softmax(other[0], masks)
+    agree = float(np.mean(a.argmax(axis=1) == b.argmax(axis=1)))
+    value_diff = float(np.mean(np.abs(reference[1] - other[1])))
+    return agree, value_diff, float(np.mean(0.5 * np.abs(a - b).sum(axis=1)))
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    paths = args.paths.split(",")
+    unknown = [repr(p) for p in paths if p not in CPU_PATHS + GPU_PATHS]
+    if unknown:
+        parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
+    from tools.learn.export import calibration_planes, quantize_int8, random_positions, sgf_positions
+
+    batches = [int(b) for b in args.batches.split(",")]
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    with tempfile.TemporaryDirectory() as scratch:
+        fp32 = args.weights
+        try:
+            if not fp32.endswith(".onnx"):
+                from engine.net import network
+                from engine.net.leelaz import read_leelaz
+
+                fp32 = os.path.join(scratch, "fp32.onnx")
+                network.export_onnx(network.from_leelaz(read_leelaz(args.weights)), fp32, "bench", check=False)
+            probe = OnnxEvaluator(fp32, symmetry="identity", threads=1, provider="cpu", log=None)
+        except OSError as error:
+            raise SystemExit(f"tabula bench net: {args.weights}: {error.strerror or error}") from None
+        except ValueError as error:  # a file that is not a network (the message names it)
+            raise SystemExit(f"tabula bench net: {error}") from None
+        size = probe.board_sizes[-1]
+        print(f"# {args.weights}: {probe.metadata.get('architecture', '?')}, {size}x{size}", flush=True)
+        int8 = args.int8
+        if "onnx-int8" in paths and int8 is None:
+            int8 = os.path.join(scratch, "int8.onnx")
+            quantize_int8(fp32, int8, {s: calibration_planes(s, 256, seed=1) for s in probe.board_sizes})
+        # Measured positions: real games where there are any (19×19), else random games; games after those used
+        # for calibration.
+        try:
+            states = (sgf_positions(max(batches + [args.accuracy_positions]), seed=12345, skip_games=500)
+                      if size == 19 else [])
+        except (OSError, ImportError):  # no archives, or no sgfmill (as on the lent GPU machine)
+            states = []
+        states = states or random_positions(size, max(batches), seed=12345)
+        planes = encode_batch(states[: max(batches)])
+
+        model = None
+        if any(p.startswith("torch") and not p.startswith("torch-cuda") for p in paths):
+            import torch
+
+            from engine.net import network
+
+            model = network.load_onnx(fp32)
+        runners = {}
+        for threads in thread_counts:
+            for path in paths:
+                if path in GPU_PATHS:
+                    if threads == thread_counts[0]:  # the CPU threads do not matter to a GPU path
+                        try:
+                            runners[(path, threads)] = gpu_runner(path, fp32, max(batches))
+                        except Exception as error:  # noqa: BLE001 - one path missing here must not stop the rest
+                            # (a GPU machine with the CPU build of onnxruntime has no onnx-cuda, say)
+                            print(f"# {path}: not available here: {first_line(error)}", flush=True)
+                    continue
+                if path.startswith("onnx"):
+                    runners[(path, threads)] = OnnxEvaluator(fp32 if path == "onnx-fp32" else int8,
+                                                             symmetry="identity", threads=threads, provider="cpu",
+                                                             log=None).run
+                else:
+                    dtype = torch.bfloat16 if path == "torch-bf16" else None
+
+                    def run(x, dtype=dtype, threads=threads):
+                        torch.set_num_threads(threads)
+                        with torch.inference_mode(), torch.autocast("cpu", dtype=dtype or torch.float32,
+                                                                    enabled=dtype is not None):
+                            return model(torch.from_numpy(x))[:2]
+                    runners[(path, threads)] = run
+        # Paths take turns within each round and the best round counts, so that a burst of load on this shared
+        # machine does not land on one path only.
+        results = {key: [0.0] * len(batches) for key in runners}  # 0: not measured (a GPU path that failed)
+        for round_ in range(args.rounds):
+            for threads in thread_counts:
+                for j, b in enumerate(batches):
+                    for path in paths:
+                        if (path, threads) not in runners:
+                            continue
+                        try:
+                            speed = throughput(runners[(path, threads)], planes[:b], args.seconds / args.rounds,
+                                               warm_up=round_ == 0)
+                        except Exception as error:  # noqa: BLE001 - out of GPU memory at a large batch, say
+                            if path not in GPU_PATHS:
+                                raise
+                            print(f"# {path}: failed at batch {b}, dropped: {first_line(error)}", flush=True)
+                            del runners[(path, threads)]
+                            continue
+                        results[(path, threads)][j] = max(results[(path, threads)][j], speed)
+            print(f"# round {round_ + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+
+        print("\npositions/s  " + " ".join(f"{'b=' + str(b):>8}" for b in batches))
+        for (path, threads), values in results.items():
+            print(f"{path:<11} t={threads}  " + " ".join(f"{v:8.0f}" for v in values))
+        if ("onnx-fp32", thread_counts[0]) in results:
+            base = results[("onnx-fp32", thread_counts[0])]
+            print(f"\nratio to onnx-fp32 t={thread_counts[0]} at the same batch size:")
+            for (path, threads), values in results.items():
+                print(f"{path:<11} t={threads}  " + " ".join(f"{v / b:8.2f}" for v, b in zip(values, base)))
+        sample = states[: args.accuracy_positions]
+        sample_planes = encode_batch(sample)
+        reference = OnnxEvaluator(fp32, symmetry="identity", threads=2, provider="cpu", log=None).run(sample_planes)
+        costs = {}
+        if int8 is not None:
+            costs["onnx-int8"] = OnnxEvaluator(int8, symmetry="identity", threads=2, provider="cpu",
+                                               log=None).run(sample_planes)
+        if model is not None and "torch-bf16" in paths:
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+                policy, value = model(torch.from_numpy(sample_planes))[:2]
+            costs["torch-bf16"] = (policy.float().numpy(), value.float().numpy())
+        for (path, threads), run in runners.items():
+            if path in GPU_PATHS:
+                try:
+                    costs[path] = run(sample_planes)
+                except Exception as error:  # noqa: BLE001 - its speeds above stand; its accuracy is unknown
+                    print(f"# {path}: failed on the accuracy sample: {first_line(error)}", flush=True)
+        for path, outputs in costs.items():
+            agree, value_diff, tv = accuracy(sample, reference, outputs)
+            print(f"{path} vs onnx-fp32 on {len(sample)} positions: top-1 agreement {agree:.1%}, "
+                  f"mean |value diff| {value_diff:.4f}, mean policy total variation {tv:.4f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""Making networks: prepare, train, eval, plot, export, selfplay, rl."""

@@ -1,0 +1,193 @@
+"""`tabula eval`: how well an ONNX network predicts the moves and results of SGF game records (onnxruntime only).
+
+Every position of every kept game counts: the board before each move, with that move as the target. Top-k accuracy
+reads the network's policy masked to legal moves (``OnnxEvaluator``, identity symmetry). Value MSE compares the value
+(side to move's view) with the game's result (+1 win, -1 loss, 0 draw) over the positions of games whose result is a
+value target (not time, forfeit or handicap; see engine/data/records.py). Records are filtered as `tabula prepare` does;
+the filter report goes to stderr, the figures to stdout in ``name: value`` lines.
+
+Resignation (``resign_false_T`` lines): at each threshold T of ``RESIGN_THRESHOLDS``, the share of games with a
+result in which the eventual winner's own winrate (the network's value) stayed under T for ``RESIGN_CONSECUTIVE``
+of its moves in a row, after the first quarter of the board's points: the games that resigning at T would have
+thrown away (AlphaGo Zero keeps this under 5%). The model card quotes them; ``--resign-winrate`` defaults follow.
+
+``--visits N`` also searches every ``--every``-th position with N visits at the default search settings, as
+``tabula gtp`` plays (a random symmetry per leaf, the root averaged over all 8), and reports how often the search's
+move is the move played (``search_top1``) beside the raw policy's on the same positions (``policy_top1_searched``):
+a search should never predict strong players' moves worse than its network alone.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from engine.config import NetConfig, SearchConfig, add_flags, from_flags
+from engine.rules.coords import PASS
+from engine.net.evaluator import OnnxEvaluator
+from engine.play.search import Search
+from engine.rules.game import SIMPLE_KO, GameState, Rules
+from engine.data.records import RecordFilter, is_validation, iter_records
+
+TOP_K = 5
+EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it
+RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
+RESIGN_CONSECUTIVE = 3  # as SearchConfig.resign_consecutive
+
+
+class Scores:
+    """Running sums over evaluated positions."""
+
+    def __init__(self) -> None:
+        self.games = 0
+        self.positions = 0
+        self.top1 = 0
+        self.top5 = 0
+        self.value_sq = 0.0
+        self.value_positions = 0
+        self.positions_seen = 0  # positions met so far, evaluated or still in the batch
+        # per position of a game with a result: (game number, the mover is the winner, move number, value)
+        self.resign_rows: list[tuple[int, bool, int, float]] = []
+        self.resign_games = 0
+
+    def add(self, policy: np.ndarray, value: np.ndarray, targets: np.ndarray, z: np.ndarray,
+            weight: np.ndarray, where: list[tuple[int, int, int]]) -> None:
+        """``where``: (game number, move number, first move resignation may happen) of each position."""
+        for (game, move_number, skip), result, mover_value in zip(where, z.tolist(), value.tolist()):
+            if result != 0.0:  # games whose result is a value target, draws aside
+                self.resign_rows.append((game, result > 0, move_number, skip, mover_value))
+        top = np.argsort(-policy, axis=1, kind="stable")[:, :TOP_K]
+        self.positions += len(targets)
+        self.top1 += int((top[:, 0] == targets).sum())
+        self.top5 += int((top == targets[:, None]).any(axis=1).sum())
+        self.value_sq += float((((value - z) ** 2) * weight).sum())
+        self.value_positions += int(weight.sum())
+
+    def lines(self) -> list[str]:
+        positions = max(self.positions, 1)
+        mse = self.value_sq / self.value_positions if self.value_positions else float("nan")
+        return [f"games: {self.games}", f"positions: {self.positions}",
+                f"top1: {self.top1 / positions:.4f}", f"top5: {self.top5 / positions:.4f}",
+                f"value_mse: {mse:.4f}", f"value_positions: {self.value_positions}"] + self.resign_lines()
+
+    def resign_lines(self) -> list[str]:
+        """``resign_false_T: share`` for every threshold (see the module docstring)."""
+        thrown = {t: set() for t in RESIGN_THRESHOLDS}
+        runs: dict[tuple[int, float], int] = {}
+        for game, winner, move_number, skip, value in self.resign_rows:
+            if not winner:
+                continue
+            for t in RESIGN_THRESHOLDS:
+                key = (game, t)
+                runs[key] = runs.get(key, 0) + 1 if (value + 1.0) / 2.0 < t and move_number >= skip else 0
+                if runs[key] >= RESIGN_CONSECUTIVE:
+                    thrown[t].add(game)
+        games = max(self.resign_games, 1)
+        return [f"resign_games: {self.resign_games}"] + [
+            f"resign_false_{t:.2f}: {len(thrown[t]) / games:.4f}" for t in RESIGN_THRESHOLDS]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tabula eval", description=__doc__)
+    parser.add_argument("weights", help="ONNX network")
+    parser.add_argument("sources", nargs="+", metavar="ARCHIVE", help="tar.xz/tar.gz/zip archive, folder or SGF file")
+    parser.add_argument("--max-games", type=int, default=None, help="stop after this many kept games")
+    parser.add_argument("--split", choices=("all", "train", "val"), default="all",
+                        help="only the games `tabula prepare` with --val-fraction would put on this side")
+    parser.add_argument("--val-fraction", type=float, default=0.02)
+    parser.add_argument("--batch", type=int, default=256, help="positions per network call")
+    add_flags(parser, NetConfig(), {"threads": "onnxruntime threads (0: onnxruntime decides)"}, prefix="net_")
+    parser.add_argument("--provider", default="cpu", help="auto | cpu | cuda | tensorrt")
+    parser.add_argument("--min-moves", type=int, default=30)
+    add_flags(parser, EVAL_SEARCH, {"visits": "also search positions with this many visits (0: no search)",
+                                     "threads": "search threads (with --visits)"})
+    parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
+    return parser.parse_args(argv)
+
+
+class SearchScores:
+    """How often a search's move, and the raw policy's best move, is the move played, on the same positions."""
+
+    def __init__(self, weights: str, config: SearchConfig, provider: str):
+        evaluator = OnnxEvaluator(weights, symmetry="random", rng=np.random.default_rng(0), provider=provider,
+                                  log=None)
+        self.raw = OnnxEvaluator(weights, symmetry="identity", provider=provider, log=None)
+        self.search = Search(evaluator, config, rng=np.random.default_rng(1))
+        self.positions = self.search_hits = self.policy_hits = 0
+
+    def add(self, state: GameState, target: int) -> None:
+        move = self.search.run(state).move
+        self.search_hits += (state.size * state.size if move == PASS else move) == target
+        self.policy_hits += int(np.argmax(self.raw.evaluate([state]).policy[0])) == target
+        self.positions += 1
+
+    def lines(self) -> list[str]:
+        positions = max(self.positions, 1)
+        return [f"searched_positions: {self.positions}", f"search_top1: {self.search_hits / positions:.4f}",
+                f"policy_top1_searched: {self.policy_hits / positions:.4f}"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.provider)
+    size = evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19
+    reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
+    scores = Scores()
+    search = from_flags(EVAL_SEARCH, args)
+    searches = SearchScores(args.weights, search, args.provider) if search.visits else None
+    states: list[GameState] = []
+    targets: list[int] = []
+    values: list[float] = []
+    weights: list[float] = []
+    where: list[tuple[int, int, int]] = []
+    started = time.time()
+
+    def flush() -> None:
+        if not states:
+            return
+        evaluation = evaluator.evaluate(states)
+        scores.add(evaluation.policy, evaluation.value, np.asarray(targets), np.asarray(values, dtype=np.float32),
+                   np.asarray(weights, dtype=np.float32), where)
+        where.clear()
+        states.clear()
+        targets.clear()
+        values.clear()
+        weights.clear()
+
+    for record in records:
+        if args.split != "all" and is_validation(record.key(), args.val_fraction) != (args.split == "val"):
+            continue
+        scores.games += 1
+        scores.resign_games += record.value_weight > 0 and record.winner != 0
+        state = GameState(record.size, Rules(komi=record.komi, superko=SIMPLE_KO))
+        for color, point in record.setup:
+            state.place_setup(point, color)
+        for color, move in record.moves:
+            state.to_move = color
+            position = state.copy()
+            states.append(position)
+            target = record.size * record.size if move < 0 else move
+            targets.append(target)
+            if searches is not None and scores.positions_seen % args.every == 0:
+                searches.add(position, target)
+            scores.positions_seen += 1
+            values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
+            weights.append(record.value_weight)
+            values[-1] *= 1.0 if record.value_weight > 0 else 0.0  # no result, no resignation question
+            where.append((scores.games, len(position.moves), record.size * record.size // 4))
+            state.play(move, color)
+            if len(states) >= args.batch:
+                flush()
+        if args.max_games is not None and scores.games >= args.max_games:
+            break
+    flush()
+    print(reader.report.format(), file=sys.stderr)
+    print(f"tabula eval: {time.time() - started:.1f} s", file=sys.stderr)
+    print("\n".join(scores.lines() + (searches.lines() if searches is not None else [])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

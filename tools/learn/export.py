@@ -1,0 +1,305 @@
+"""`tabula export`: convert networks between Leela Zero text weights, torch checkpoints and ONNX; make random
+networks; quantize ONNX to int8.
+
+    tabula export --random --blocks 6 --filters 64 OUT.onnx [--leelaz-out OUT.txt] [--checkpoint-out OUT.pt]
+    tabula export --from-leelaz WEIGHTS.txt[.gz] OUT.onnx
+    tabula export --to-leelaz IN.onnx|IN.pt OUT.txt[.gz]
+    tabula export IN.pt OUT.onnx
+    tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms)
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import random
+import sys
+import tarfile
+import tempfile
+from glob import glob
+from typing import Iterator
+
+import numpy as np
+
+from engine.rules.coords import BLACK, PASS, WHITE
+from engine.net.features import encode_batch
+from engine.rules.game import GameState, IllegalMoveError
+
+GAMES_GLOB = "/work/shared/data/games/*.tar.xz"
+
+
+# -- positions for calibration and accuracy checks ----------------------------------------------------------------
+
+
+def random_positions(size: int, count: int, seed: int, max_moves: int | None = None) -> list[GameState]:
+    """Positions from random legal games (no filling of own eyes), sampled at random move numbers."""
+    rng = random.Random(seed)
+    max_moves = max_moves or size * size
+    positions: list[GameState] = []
+    while len(positions) < count:
+        state = GameState(size)
+        stop = rng.randrange(0, max_moves)
+        for _ in range(stop):
+            moves = [m for m in state.legal_moves()
+                     if not state.board.is_own_eye(state.board.geometry.padded[m], state.to_move)]
+            state.play(rng.choice(moves) if moves else PASS)
+            if state.is_game_over():
+                break
+        positions.append(state)
+    return positions
+
+
+def sgf_positions(count: int, seed: int, pattern: str | None = None, per_game: int = 8,
+                  skip_games: int = 0) -> list[GameState]:
+    """Positions from real 19×19 games (the archives' first games after ``skip_games``), ``per_game`` sampled
+    from each game; ``pattern`` defaults to GAMES_GLOB."""
+    pattern = pattern or GAMES_GLOB
+    archives = sorted(glob(pattern))
+    if not archives:
+        raise FileNotFoundError(f"no games found in {pattern}")
+    # Imported only when there are games to read: a GPU machine lent for benchmarks has neither games nor sgfmill.
+    from sgfmill import sgf
+
+    rng = random.Random(seed)
+    positions: list[GameState] = []
+    for archive in archives:
+        for game in _games(archive, sgf, skip_games):
+            positions.extend(rng.sample(game, min(per_game, len(game))))
+            if len(positions) >= count:
+                return positions[:count]
+    if not positions:
+        raise FileNotFoundError(f"no games found in {pattern}")
+    return positions
+
+
+def _games(archive: str, sgf, skip: int = 0) -> Iterator[list[GameState]]:
+    with tarfile.open(archive, "r:*") as tar:
+        for member in tar:
+            if not member.isfile() or not member.name.endswith(".sgf"):
+                continue
+            if skip > 0:
+                skip -= 1
+                continue
+            data = tar.extractfile(member).read()
+            try:
+                game = sgf.Sgf_game.from_bytes(data)
+            except ValueError:
+                continue
+            if game.get_size() != 19:
+                continue
+            states = _replay(game)
+            if states:
+                yield states
+
+
+def _replay(game) -> list[GameState]:
+    state = GameState(19)
+    root = game.get_root()
+    black, white, _ = root.get_setup_stones()
+    try:
+        for color, points in ((BLACK, black), (WHITE, white)):
+            for row, col in points:
+                state.place_setup(row * 19 + col, color)
+        if white or black:
+            state.to_move = WHITE if black and not white else BLACK
+        states = []
+        for node in game.get_main_sequence()[1:]:
+            color, point = node.get_move()
+            if color is None:
+                continue
+            state.play(PASS if point is None else point[0] * 19 + point[1], BLACK if color == "b" else WHITE)
+            states.append(state.copy())
+    except (IllegalMoveError, ValueError):
+        return []
+    return states
+
+
+def calibration_planes(size: int, count: int, seed: int, source: str = "auto") -> np.ndarray:
+    """float32 [count, 18, N, N] from real games on 19×19 when they are available, otherwise random games."""
+    states: list[GameState] = []
+    if source in ("auto", "sgf") and size == 19:
+        try:
+            states = sgf_positions(count, seed)
+        except (OSError, ImportError):  # no archives, or no sgfmill to read them (the lent GPU machine has neither)
+            if source == "sgf":
+                raise
+    if not states:
+        states = random_positions(size, count, seed)
+    return encode_batch(states)
+
+
+# -- quantization ------------------------------------------------------------------------------------------------
+
+
+def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) -> None:
+    """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration``
+    (board size -> planes), keeping the metadata with ``precision`` set to int8."""
+    import onnx
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from engine.net.network import set_metadata
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{"planes": planes[i: i + 32]} for planes in calibration.values()
+                                 for i in range(0, len(planes), 32)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    metadata = {p.key: p.value for p in onnx.load(source).metadata_props}
+    with tempfile.TemporaryDirectory() as scratch:
+        prepared = os.path.join(scratch, "prepared.onnx")
+        quant_pre_process(source, prepared, skip_symbolic_shape=True)
+        # The heads are a sliver of the work but most of the error: they stay fp32. Percentile calibration
+        # (99.999%) measured slightly more accurate than min-max on real positions (docs/BENCHMARKS.md).
+        heads = [n.name for n in onnx.load(prepared).graph.node if n.name.startswith("/head/")]
+        with contextlib.redirect_stdout(sys.stderr):  # the calibrators print progress on stdout
+            quantize_static(prepared, target, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                            calibrate_method=CalibrationMethod.Percentile, nodes_to_exclude=heads,
+                            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
+    proto = onnx.load(target)
+    metadata["precision"] = "int8"
+    metadata["provenance"] = (metadata.get("provenance", "")
+                              + "; int8 static quantization of the trunk (QDQ, per channel)")
+    set_metadata(proto, metadata)
+    onnx.save(proto, target)
+
+
+# -- the command -----------------------------------------------------------------------------------------------------
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tabula export", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--random", action="store_true", help="a random network (calibrated batch norms)")
+    mode.add_argument("--from-leelaz", metavar="WEIGHTS", help="a Leela Zero weight file (text, maybe gzipped)")
+    mode.add_argument("--to-leelaz", metavar="IN", help="write IN (Tabula .onnx or .pt, agz head) as LZ weights")
+    parser.add_argument("paths", nargs="+", help="[IN] OUT")
+    parser.add_argument("--blocks", type=int, default=6)
+    parser.add_argument("--filters", type=int, default=64)
+    parser.add_argument("--head", choices=("agz", "pooled"), default="agz")
+    parser.add_argument("--size", type=int, default=19, help="board size of an agz head")
+    parser.add_argument("--board-sizes", default="", help="pooled head: comma-separated sizes (default 9,13,19)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--leelaz-out", help="with --random: also write the same net as LZ weights")
+    parser.add_argument("--checkpoint-out", help="with --random or --from-leelaz: also write a torch checkpoint")
+    parser.add_argument("--quantize", choices=("none", "int8"), default="none")
+    parser.add_argument("--calibration", type=int, default=256, help="positions for calibration (int8, random)")
+    parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto")
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    """Run ``tabula export``. A file that cannot be read or converted ends the run with one line naming it
+    (SystemExit, status 1), not a traceback."""
+    args = build_parser().parse_args(argv)
+    from engine.net.evaluator import NetworkFileError
+    from engine.net.leelaz import LeelazFormatError
+
+    source = args.to_leelaz or args.from_leelaz or (None if args.random else args.paths[0])
+    try:
+        return _export(args)
+    except (NetworkFileError, LeelazFormatError) as error:
+        raise SystemExit(f"tabula export: {error}") from None  # the message names the file
+    except OSError as error:
+        raise SystemExit(f"tabula export: {error.filename or source}: {error.strerror or error}") from None
+    except ValueError as error:
+        raise SystemExit(f"tabula export: {source or args.paths[-1]}: {error}") from None
+
+
+def _export(args: argparse.Namespace) -> int:
+    from engine.net import network
+    from engine.net.leelaz import read_leelaz, write_leelaz
+
+    paths = args.paths
+    out = paths[-1]
+    if args.to_leelaz:
+        if len(paths) != 1:
+            raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
+        model = _load_any(args.to_leelaz)
+        write_leelaz(network.to_leelaz(model), out)
+        print(f"wrote {out} ({model.spec.blocks}x{model.spec.filters}, LZ format)", file=sys.stderr)
+        return 0
+
+    if args.random:
+        if len(paths) != 1:
+            raise SystemExit("tabula export --random OUT.onnx: give OUT only")
+        spec = network.NetSpec(blocks=args.blocks, filters=args.filters, head=args.head, board_size=args.size)
+        sizes = _sizes(args, spec)
+        calibration = [calibration_planes(s, min(args.calibration, 128), args.seed, args.calibration_source)
+                       for s in sizes]
+        model = network.random_network(spec, args.seed, calibration)
+        provenance = f"random weights, seed {args.seed}, tabula export --random"
+    elif args.from_leelaz:
+        if len(paths) != 1:
+            raise SystemExit("tabula export --from-leelaz WEIGHTS OUT.onnx: give OUT only")
+        model = network.from_leelaz(read_leelaz(args.from_leelaz))
+        sizes = [model.spec.board_size]
+        provenance = f"Leela Zero weights {os.path.basename(args.from_leelaz)} sha256:{_sha256(args.from_leelaz)}"
+    else:
+        if len(paths) != 2:
+            raise SystemExit("tabula export IN OUT.onnx")
+        source = paths[0]
+        if source.endswith(".onnx") and args.quantize == "int8":
+            _write_quantized(source, out, args)
+            return 0
+        model = _load_any(source)
+        sizes = _sizes(args, model.spec)
+        provenance = f"converted from {os.path.basename(source)} sha256:{_sha256(source)}"
+
+    if args.leelaz_out:
+        write_leelaz(network.to_leelaz(model), args.leelaz_out)
+    if args.checkpoint_out:
+        network.save_checkpoint(model, args.checkpoint_out)
+    if args.quantize == "int8":
+        with tempfile.TemporaryDirectory() as scratch:
+            fp32 = os.path.join(scratch, "fp32.onnx")
+            network.export_onnx(model, fp32, provenance, sizes)
+            _write_quantized(fp32, out, args)
+    else:
+        network.export_onnx(model, out, provenance, sizes)
+    spec = model.spec
+    print(f"wrote {out} ({spec.blocks}x{spec.filters}, {spec.head} head, sizes {sizes}, {args.quantize})",
+          file=sys.stderr)
+    return 0
+
+
+def _sizes(args: argparse.Namespace, spec) -> list[int]:
+    from engine.net.network import default_board_sizes
+
+    if args.board_sizes and spec.head == "pooled":
+        return [int(s) for s in args.board_sizes.split(",")]
+    return default_board_sizes(spec)
+
+
+def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
+    import onnx
+
+    metadata = {p.key: p.value for p in onnx.load(source).metadata_props}
+    sizes = [int(s) for s in metadata.get("board_sizes", "19").split(",")]
+    calibration = {s: calibration_planes(s, args.calibration, args.seed + 1, args.calibration_source)
+                   for s in sizes}
+    quantize_int8(source, out, calibration)
+
+
+def _load_any(path: str):
+    from engine.net import network
+
+    if path.endswith(".onnx"):
+        return network.load_onnx(path)
+    return network.load_checkpoint(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

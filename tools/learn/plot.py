@@ -1,0 +1,142 @@
+"""`tabula plot RUNDIR [--out FILE.png]`: what a run directory's logs show.
+
+A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against the samples seen (steps ×
+batch, from RUNDIR/config.json; steps where it is missing), and the auxiliary heads' validation losses where the run
+has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play games, rejected
+candidates as crosses (default RUNDIR/elo.png).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+METRICS = "metrics.jsonl"  # written by tools/learn/train.py
+ELO = "elo.jsonl"  # written by tools/learn/rl_loop.py: one line per evaluated candidate
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """Lines of a JSON-lines file ([] if there is none); a line cut short by a kill is skipped."""
+    if not os.path.exists(path):
+        return []
+    found = []
+    with open(path) as handle:
+        for line in handle:
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return found
+
+
+def read_metrics(run_dir: str) -> tuple[list[dict], list[dict]]:
+    """(train lines, validation lines) of RUNDIR/metrics.jsonl."""
+    records = read_jsonl(os.path.join(run_dir, METRICS))
+    return ([r for r in records if r.get("kind") != "val"], [r for r in records if r.get("kind") == "val"])
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_training(run_dir: str, out: str | None = None) -> str | None:
+    """RUNDIR/metrics.jsonl as three panels; returns the image's path, or None when there are no metrics."""
+    train, val = read_metrics(run_dir)
+    if not train and not val:
+        return None
+    plt = _pyplot()
+    aux = [name for name in ("val_ownership_loss", "val_score_loss", "val_reply_loss") if val and name in val[-1]]
+    figure, axes = plt.subplots(1, 4 if aux else 3, figsize=(20 if aux else 15, 4.2))
+    loss_ax, acc_ax, value_ax = axes[:3]
+    batch, unit = _samples_per_step(run_dir)
+    steps = [r["step"] * batch for r in train]
+    vsteps = [r["step"] * batch for r in val]
+    loss_ax.plot(steps, [r["loss"] for r in train], label="train total")
+    loss_ax.plot(steps, [r["policy_loss"] for r in train], label="train policy CE")
+    if val:
+        loss_ax.plot(vsteps, [r["val_policy_loss"] for r in val], "o-", label="val policy CE")
+    loss_ax.set_title("loss")
+    acc_ax.plot(steps, [r["top1"] for r in train], label="train top-1")
+    if val:
+        acc_ax.plot(vsteps, [r["val_top1"] for r in val], "o-", label="val top-1")
+        acc_ax.plot(vsteps, [r["val_top5"] for r in val], "o-", label="val top-5")
+    acc_ax.set_title("policy accuracy")
+    value_ax.plot(steps, [r["value_mse"] for r in train], label="train")
+    if val:
+        value_ax.plot(vsteps, [r["val_value_mse"] for r in val], "o-", label="val")
+    value_ax.set_title("value MSE")
+    if aux:
+        for name in aux:
+            axes[3].plot(vsteps, [r.get(name, float("nan")) for r in val], "o-", label=name[4:].replace("_", " "))
+        axes[3].set_title("auxiliary heads (val)")
+    for ax in axes:
+        ax.set_xlabel(unit)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
+    return _save(plt, figure, out or os.path.join(run_dir, "loss.png"))
+
+
+def _samples_per_step(run_dir: str) -> tuple[int, str]:
+    """(samples a step sees, the x axis's name): the run's batch from config.json, or 1 and "step"."""
+    try:
+        with open(os.path.join(run_dir, "config.json")) as handle:
+            return int(json.load(handle)["batch"]), "samples seen"
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1, "step"
+
+
+def _save(plt, figure, out: str) -> str:
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+    return out
+
+
+def plot_elo(run_dir: str, out: str | None = None) -> str:
+    """RUNDIR/elo.jsonl: the accepted networks' Elo (generation 0 = 0) against self-play games; returns the path."""
+    history = read_jsonl(os.path.join(run_dir, ELO))
+    plt = _pyplot()
+    accepted = [h for h in history if h["accepted"]]
+    figure, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot([0] + [h["games"] for h in accepted], [0.0] + [h["elo"] for h in accepted], "o-", label="accepted")
+    rejected = [h for h in history if not h["accepted"]]
+    if rejected:
+        ax.plot([h["games"] for h in rejected], [h["elo"] for h in rejected], "x", color="grey", label="rejected")
+    ax.set_xlabel("self-play games")
+    ax.set_ylabel("Elo (generation 0 = 0)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(os.path.basename(os.path.normpath(run_dir)))
+    return _save(plt, figure, out or os.path.join(run_dir, "elo.png"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabula plot", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", metavar="RUNDIR", help="a `tabula train` or a `tabula rl` run directory")
+    parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png or RUNDIR/elo.png)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if os.path.exists(os.path.join(args.run_dir, METRICS)):
+        out = plot_training(args.run_dir, args.out)
+        if out is None:
+            print(f"tabula plot: no metrics in {args.run_dir}", file=sys.stderr)
+            return 1
+    elif os.path.exists(os.path.join(args.run_dir, ELO)):
+        out = plot_elo(args.run_dir, args.out)
+    else:
+        print(f"tabula plot: {args.run_dir} has neither {METRICS} (a `tabula train` run) nor {ELO} "
+              f"(a `tabula rl` run)", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

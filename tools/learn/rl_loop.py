@@ -1,0 +1,499 @@
+"""`tabula rl`: the AlphaGo Zero loop from random weights — self-play into a replay window, the supervised trainer on
+that window, ONNX export, gating against the best network, an Elo history — started, stopped and resumed from one
+directory.
+
+Layer: tools. Self-play and gating games run on ``tools.learn.selfplay`` workers (local processes or Ray); training is
+``tools.learn.train.train`` unchanged, given ``engine.data.replay.ReplaySampler`` (a ``PositionSampler`` whose targets are the
+search's visit distributions) as its sampler; export is ``engine.net.network.export_onnx``; the Elo plot is
+``tools.learn.plot.plot_elo``.
+
+Run directory::
+
+    config.json      the run's settings (fixed when the run starts; workers, Ray and time limits may change)
+    state.json       generation, best network, its Elo, resignation threshold (rewritten atomically)
+    replay/          the window: one shard per game (engine/data/replay.py); sgf/ every game as SGF
+    train/           the trainer's run directory (checkpoint.pt, metrics.jsonl)
+    nets/            gen-NNNN.onnx: every candidate; the best is named in state.json
+    gating.jsonl     one line per evaluation game; elo.jsonl one line per evaluated candidate
+    STOP             create it (or `tabula rl --dir D --stop`) to stop after the current game or step
+
+    tabula rl --dir runs/rl9 --blocks 4 --filters 32 --visits 64 --workers 2      (rerun the same to resume)
+    tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
+    tabula rl --dir runs/rl9more --start-from weights/tabula-4x32-rl9.onnx ...   (continue a network by self-play)
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.config import add_flags, from_flags
+from engine.rules.coords import BLACK, WHITE
+from engine.data.replay import ReplaySampler, ReplayStore, calibrate_resign_threshold, winner_triggers
+from tools.learn.plot import ELO, plot_elo, read_jsonl
+from tools.learn.selfplay import (GatingTask, NetBlob, SelfPlayConfig, make_workers, play_gating_game, run_selfplay,
+                            selfplay_tasks)
+
+CONFIG = "config.json"
+STATE = "state.json"
+GATING = "gating.jsonl"
+STOP = "STOP"
+# Settings that may change when a run is resumed (where to run, how long, the schedule); the rest is fixed.
+MUTABLE = ("workers", "ray", "ray_address", "max_minutes", "generations", "train_threads", "train_workers",
+           "games_per_generation", "train_steps", "gate_games")
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """The loop; saved with ``SelfPlayConfig`` in config.json."""
+
+    blocks: int = 4
+    filters: int = 32
+    games_per_generation: int = 50  # self-play games between training chunks
+    window_games: int = 2000  # the replay window: the newest games (AGZ: 500,000)
+    min_positions: int = 1000  # recorded positions in the window before the first training
+    train_steps: int = 100  # optimizer steps per generation
+    batch: int = 128
+    optimizer: str = "sgd"  # sgd | adamw (the supervised trainer's)
+    lr: float = 0.02
+    weight_decay: float = 1e-4
+    warmup_steps: int = 50
+    gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
+    gate_threshold: float = 0.55  # score the candidate needs to replace the best
+    gate_visits: int = 32
+    resign_false_positive: float = 0.05  # AGZ: keep resignations that lose a won game under 5%
+    resign_min_games: int = 20  # calibration games needed before anyone resigns
+    resign_ceiling: float = 0.2  # the calibrated threshold never exceeds this winrate
+    seed: int = 1
+    workers: int = 1  # self-play processes (or Ray CPUs when Ray is started here)
+    ray: bool = False  # run games as Ray tasks on a Ray instance started here
+    ray_address: str = ""  # join this Ray cluster instead
+    generations: int = 0  # stop after this many generations (0: until stopped)
+    max_minutes: float = 0.0  # stop after this much wall time in this invocation (0: none)
+    train_threads: int = 2  # torch threads of the trainer
+    train_workers: int = 1  # the trainer's data-loading processes (the self-play workers are idle meanwhile)
+    start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
+
+
+# -- files ----------------------------------------------------------------------------------------------------------
+
+
+def _write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _append_jsonl(path: str, record: dict) -> None:
+    with open(path, "a+b") as handle:
+        torn = False
+        if handle.seek(0, os.SEEK_END) > 0:
+            handle.seek(-1, os.SEEK_END)
+            torn = handle.read(1) != b"\n"
+        # After a line torn by a kill, start a new one: the next record must not be glued to the torn one.
+        handle.write((b"\n" if torn else b"") + json.dumps(record, sort_keys=True).encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
+    path = os.path.join(directory, CONFIG)
+    if not os.path.exists(path):
+        return None
+    with open(path) as handle:
+        saved = json.load(handle)
+    return RLConfig(**saved["rl"]), SelfPlayConfig(**saved["selfplay"])
+
+
+def settle_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig) -> tuple[RLConfig, SelfPlayConfig]:
+    """Save a new run's settings; check a resumed run's against its saved ones (only ``MUTABLE`` may differ)."""
+    os.makedirs(directory, exist_ok=True)
+    saved = saved_config(directory)
+    if saved is not None:
+        fixed_rl = dataclasses.replace(rl, **{k: getattr(saved[0], k) for k in MUTABLE})
+        if fixed_rl != saved[0] or selfplay != saved[1]:
+            different = [f.name for cls, new, old in ((RLConfig, fixed_rl, saved[0]),
+                                                       (SelfPlayConfig, selfplay, saved[1]))
+                         for f in dataclasses.fields(cls) if getattr(new, f.name) != getattr(old, f.name)]
+            raise SystemExit(f"tabula rl: {directory} is a run with other {', '.join(different)}; "
+                             f"only {', '.join(MUTABLE)} may change on resume")
+    _write_json(os.path.join(directory, CONFIG), {"rl": dataclasses.asdict(rl),
+                                                  "selfplay": dataclasses.asdict(selfplay)})
+    return rl, selfplay
+
+
+# -- training through the supervised trainer ----------------------------------------------------------------------
+
+
+def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
+    """The supervised trainer's settings for this run: one endless run, trained ``train_steps`` at a time."""
+    from tools.learn.train import TrainConfig
+
+    return TrainConfig(data=os.path.join(directory, "replay"), out=os.path.join(directory, "train"),
+                       blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
+                       lr=rl.lr, weight_decay=rl.weight_decay, warmup_steps=rl.warmup_steps, lr_drops="",
+                       seed=rl.seed, device="cpu", precision="fp32", threads=rl.train_threads,
+                       workers=rl.train_workers,
+                       val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
+                       checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
+                       init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "")
+
+
+def trained_steps(directory: str) -> int:
+    from tools.learn.train import CHECKPOINT, load_training_checkpoint
+
+    path = os.path.join(directory, "train", CHECKPOINT)
+    return int(load_training_checkpoint(path)["step"]) if os.path.exists(path) else 0
+
+
+def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
+    """Train up to ``target_step`` (resuming the trainer's checkpoint); returns the step reached."""
+    from tools.learn.train import train
+
+    config = dataclasses.replace(train_config(directory, rl, selfplay),
+                                 chunk_steps=max(1, target_step - trained_steps(directory)))
+    train(config, log=log, make_sampler=ReplaySampler, fixed_data=False)
+    return trained_steps(directory)
+
+
+def export_candidate(directory: str, path: str, generation: int) -> None:
+    """The trainer's checkpoint as ONNX, atomically, with the exporter every Tabula network goes through."""
+    from engine.net.network import export_onnx, load_checkpoint
+
+    model = load_checkpoint(os.path.join(directory, "train", "checkpoint.pt"))
+    tmp = path + ".tmp.onnx"
+    export_onnx(model, tmp, f"tabula rl: {os.path.basename(os.path.normpath(directory))} generation {generation}")
+    os.replace(tmp, path)
+
+
+INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, where the trainer's first chunk begins
+
+
+def start_network_spec(path: str, size: int):
+    """The architecture of a ``--start-from`` network, checked against the run: an AlphaGo Zero head for ``size``."""
+    from engine.net.evaluator import NetworkFileError, OnnxEvaluator
+    from engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
+
+    try:
+        metadata = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None).metadata
+        spec = NetSpec.from_dict(json.loads(metadata["architecture"]))
+    except (NetworkFileError, KeyError, TypeError, ValueError) as e:
+        raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
+    if spec.head != AGZ or spec.board_size != size or spec.value_perspective != SIDE_TO_MOVE:
+        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {spec.board_size}x"
+                         f"{spec.board_size}; the run plays {size}x{size} and trains AlphaGo Zero heads")
+    return spec
+
+
+def adopt_start_network(rl: RLConfig, size: int) -> RLConfig:
+    """A run that starts from a network takes that network's blocks and filters."""
+    if not rl.start_from:
+        return rl
+    spec = start_network_spec(rl.start_from, size)
+    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters)
+
+
+def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
+    """Generation 0: the ``--start-from`` network (copied, and its weights saved where the trainer starts), or the
+    trainer's own starting weights (same seed, same initialisation), exported."""
+    import torch
+
+    from engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
+
+    if rl.start_from:
+        start = os.path.join(directory, INIT_CHECKPOINT)
+        save_checkpoint(load_onnx(rl.start_from), start + ".tmp")
+        os.replace(start + ".tmp", start)
+        with open(rl.start_from, "rb") as source, open(path + ".tmp.onnx", "wb") as target:
+            target.write(source.read())
+            target.flush()
+            os.fsync(target.fileno())
+        os.replace(path + ".tmp.onnx", path)
+        return
+    torch.manual_seed(rl.seed)
+    model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, board_size=size)).eval()
+    tmp = path + ".tmp.onnx"
+    export_onnx(model, tmp, "tabula rl: random initial weights")
+    os.replace(tmp, path)
+
+
+# -- Elo ------------------------------------------------------------------------------------------------------------
+
+
+def gating_score(games: list[dict]) -> tuple[float, int, int, int]:
+    """(candidate's score in [0, 1], wins, losses, draws)."""
+    wins = sum(g["winner"] == g["candidate_color"] for g in games)
+    draws = sum(g["winner"] == 0 for g in games)
+    losses = len(games) - wins - draws
+    return ((wins + 0.5 * draws) / len(games) if games else 0.5), wins, losses, draws
+
+
+def elo_difference(score: float, games: int) -> float:
+    """Elo from a score, with 0 and 1 pulled in by half a game (a finite estimate from small matches)."""
+    from tools.compete.elo import elo_from_score
+
+    if games <= 0:
+        return 0.0
+    clipped = min(max(score, 0.5 / games), 1.0 - 0.5 / games)
+    return elo_from_score(clipped)
+
+
+# -- the loop -------------------------------------------------------------------------------------------------------
+
+
+class Loop:
+    """One run directory's loop. ``run()`` plays generations until told to stop; everything it needs to resume is
+    on disk after every game, training chunk and evaluation game."""
+
+    def __init__(self, directory: str, rl: RLConfig, selfplay: SelfPlayConfig, log=None):
+        self.directory = directory
+        self.rl, self.selfplay = settle_config(directory, rl, selfplay)
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.nets = os.path.join(directory, "nets")
+        os.makedirs(self.nets, exist_ok=True)
+        self.state_path = os.path.join(directory, STATE)
+        self.state = self._load_state()
+        self.started = time.time()
+        self.session_games = 0
+        self._signal = None
+
+    def _load_state(self) -> dict:
+        if os.path.exists(self.state_path):
+            with open(self.state_path) as handle:
+                return json.load(handle)
+        best = os.path.join(self.nets, "gen-0000.onnx")
+        if not os.path.exists(best):
+            initial_network(best, self.rl, self.selfplay.size, self.directory)
+        state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
+                 "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
+                 "train_target": 0, "train_generation": 0}
+        _write_json(self.state_path, state)
+        return state
+
+    def _save_state(self) -> None:
+        _write_json(self.state_path, self.state)
+
+    def stopping(self) -> bool:
+        if self._signal is not None or os.path.exists(os.path.join(self.directory, STOP)):
+            return True
+        if self.rl.max_minutes > 0 and time.time() - self.started >= 60 * self.rl.max_minutes:
+            return True
+        return False
+
+    def status(self, store: ReplayStore, positions: int | None = None) -> str:
+        hours = max(time.time() - self.started, 1e-9) / 3600
+        positions_text = f", {positions} positions in window" if positions is not None else ""
+        return (f"gen {self.state['generation']}: {store.total} games ({self.session_games / hours:.0f} games/h)"
+                f"{positions_text}, best gen {self.state['best_generation']} Elo {self.state['best_elo']:+.0f}, "
+                f"resign < {100 * self.state['resign_threshold']:.1f}%")
+
+    def run(self) -> dict:
+        rl = self.rl
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        workers = make_workers(rl.workers, rl.ray, rl.ray_address)
+        self.log(f"tabula rl: {self.directory} on {workers.describe()}")
+        try:
+            with ReplayStore(os.path.join(self.directory, "replay"), rl.window_games) as store:
+                done = 0
+                while not self.stopping():
+                    if rl.generations and done >= rl.generations:
+                        break
+                    if not self._generation(store, workers):
+                        break
+                    done += 1
+                self.log("tabula rl: stopped; " + self.status(store))
+        finally:
+            workers.close()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return self.state
+
+    def _on_signal(self, signum, _frame) -> None:
+        self._signal = signum
+        self.log("tabula rl: stopping after the current game or training step")
+
+    def _generation(self, store: ReplayStore, workers) -> bool:
+        """One generation: self-play, train, export, gate. False when stopped part-way (resume continues)."""
+        state, rl = self.state, self.rl
+        generation = state["generation"]
+        if store.total < state["selfplay_target"] and not self._selfplay(store, workers):
+            return False
+        sampler_positions = self._window_positions(store)
+        if sampler_positions < rl.min_positions:
+            self.log(f"tabula rl: {sampler_positions} recorded positions in the window, training starts at "
+                     f"{rl.min_positions}")
+            state["selfplay_target"] = store.total + rl.games_per_generation
+            self._save_state()
+            return True
+        # The chunk's target is fixed once per generation: a resume after the chunk (during export or gating) must
+        # not read "target reached" as "start the next chunk".
+        trained = trained_steps(self.directory)
+        candidate = os.path.join(self.nets, f"gen-{generation:04d}.onnx")
+        if "train_generation" not in state:  # a run from before the field: was this generation's chunk started?
+            started = trained < state["train_target"] or os.path.exists(candidate)
+            state["train_generation"] = generation if started else generation - 1
+        if state["train_generation"] != generation:
+            state["train_target"] = trained + rl.train_steps
+            state["train_generation"] = generation
+            self._save_state()
+        if trained < state["train_target"]:
+            reached = train_chunk(self.directory, rl, self.selfplay, state["train_target"],
+                                  log=lambda line: self.log("  " + line))
+            if reached < state["train_target"]:
+                return False
+        if not os.path.exists(candidate):
+            export_candidate(self.directory, candidate, generation)
+        if not self._gate(store, workers, generation, candidate):
+            return False
+        state["generation"] = generation + 1
+        state["selfplay_target"] = store.total + rl.games_per_generation
+        state["resign_threshold"] = self._resign_threshold(store)
+        self._save_state()
+        self.log("tabula rl: " + self.status(store, sampler_positions))
+        return True
+
+    def _window_positions(self, store: ReplayStore) -> int:
+        paths = store.paths()
+        if not paths:
+            return 0
+        try:
+            return ReplaySampler(paths).num_targets
+        except ValueError:
+            return 0
+
+    def _resign_threshold(self, store: ReplayStore) -> float:
+        triggers = winner_triggers(store.games(), self.selfplay.resign_consecutive)
+        return calibrate_resign_threshold(triggers, self.rl.resign_false_positive, self.rl.resign_min_games,
+                                          self.rl.resign_ceiling)
+
+    def _selfplay(self, store: ReplayStore, workers) -> bool:
+        from tqdm import tqdm
+
+        state = self.state
+        count = state["selfplay_target"] - store.total
+        best = NetBlob.load(os.path.join(self.directory, state["best"]))
+        # Task numbers never repeat, even for games lost in flight, so no two games share a seed.
+        first = max(state.get("tasks_issued", 0), store.total)
+        tasks = selfplay_tasks(best, self.selfplay, count, self.rl.seed, first, state["resign_threshold"])
+        state["tasks_issued"] = first + count
+        self._save_state()
+        bar = tqdm(total=count, desc=f"gen {state['generation']} self-play", unit="game", file=sys.stderr,
+                   leave=False)
+
+        def on_game(game) -> None:
+            self.session_games += 1
+            bar.update(1)
+            bar.set_postfix_str(self.status(store))
+
+        try:
+            run_selfplay(store, os.path.join(self.directory, "sgf"), tasks, workers, on_game, self.stopping)
+        finally:
+            bar.close()
+        return store.total >= state["selfplay_target"]
+
+    def _gate(self, store: ReplayStore, workers, generation: int, candidate: str) -> bool:
+        """Evaluate ``candidate`` against the best (resuming its games); record Elo; replace the best if it wins."""
+        from tqdm import tqdm
+
+        state, rl = self.state, self.rl
+        gating_path = os.path.join(self.directory, GATING)
+        elo_path = os.path.join(self.directory, ELO)
+        # A kill between the Elo line and the state save leaves the generation decided: reuse it, play nothing more.
+        recorded = [h for h in read_jsonl(elo_path) if h["generation"] == generation]
+        played = [g for g in read_jsonl(gating_path) if g["generation"] == generation]
+        wanted = rl.gate_games
+        if len(played) < wanted and not recorded:
+            blobs = NetBlob.load(candidate), NetBlob.load(os.path.join(self.directory, state["best"]))
+            indices = sorted(set(range(wanted)) - {g["game"] for g in played})
+            tasks = [GatingTask(blobs[0], blobs[1], BLACK if i % 2 == 0 else WHITE, self.selfplay, rl.gate_visits,
+                                int(np.random.default_rng([rl.seed, generation, i, 17]).integers(1 << 62)), i)
+                     for i in indices]
+            bar = tqdm(total=wanted, initial=len(played), desc=f"gen {generation} gating", unit="game",
+                       file=sys.stderr, leave=False)
+            try:
+                for result in workers.map_unordered(play_gating_game, tasks):
+                    record = {"generation": generation, **result}
+                    _append_jsonl(gating_path, record)
+                    played.append(record)
+                    bar.update(1)
+                    score, *_ = gating_score(played)
+                    bar.set_postfix_str(f"candidate {100 * score:.0f}%")
+                    if self.stopping():
+                        break
+            finally:
+                bar.close()
+            if len(played) < wanted:
+                return False
+        if recorded:
+            record = recorded[-1]
+            score, wins, losses, elo, accepted = (record[k] for k in ("score", "wins", "losses", "elo", "accepted"))
+        else:
+            score, wins, losses, draws = gating_score(played)
+            accepted = wanted == 0 or score >= rl.gate_threshold
+            elo = state["best_elo"] + elo_difference(score, len(played)) if wanted else state["best_elo"]
+            record = {"generation": generation, "net": os.path.relpath(candidate, self.directory),
+                      "games": store.total, "steps": trained_steps(self.directory), "score": score, "wins": wins,
+                      "losses": losses, "draws": draws, "elo": elo, "accepted": accepted, "opponent": state["best"],
+                      "time": time.time()}
+            _append_jsonl(elo_path, record)
+        self.log(f"tabula rl: generation {generation} scored {100 * score:.0f}% ({wins}-{losses}) against "
+                 f"{state['best']}: {'accepted' if accepted else 'rejected'}, Elo {elo:+.0f}")
+        if accepted:
+            state.update(best=record["net"], best_generation=generation, best_elo=elo)
+        return True
+
+
+# -- command line ---------------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabula rl", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dir", required=True, help="run directory (rerun the same command to resume)")
+    parser.add_argument("--stop", action="store_true", help="ask the run in --dir to stop, and return")
+    parser.add_argument("--plot", action="store_true", help="write --dir/elo.png from the Elo history, and return")
+    parser.add_argument("--status", action="store_true", help="print the run's state and Elo history, and return")
+    add_flags(parser, RLConfig, keep_unset=True)
+    add_flags(parser, SelfPlayConfig, keep_unset=True)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.stop:
+        open(os.path.join(args.dir, STOP), "w").close()
+        return 0
+    if args.plot:
+        print(plot_elo(args.dir))
+        return 0
+    if args.status:
+        with open(os.path.join(args.dir, STATE)) as handle:
+            print(json.dumps(json.load(handle), indent=2))
+        for h in read_jsonl(os.path.join(args.dir, ELO)):
+            print(f"gen {h['generation']:4d}  {h['games']:6d} games  {h['steps']:6d} steps  score "
+                  f"{100 * h['score']:5.1f}%  Elo {h['elo']:+7.0f}  {'accepted' if h['accepted'] else 'rejected'}")
+        return 0
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(args.dir, STOP))
+    saved = saved_config(args.dir)  # a resumed run: options not given keep their saved values
+    rl = from_flags(saved[0] if saved else RLConfig, args)
+    selfplay = from_flags(saved[1] if saved else SelfPlayConfig, args)
+    if not saved:
+        rl = adopt_start_network(rl, selfplay.size)
+    Loop(args.dir, rl, selfplay).run()
+    return 0
+
+
+__all__ = ["RLConfig", "Loop", "settle_config", "train_config", "gating_score", "elo_difference",
+           "read_jsonl"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

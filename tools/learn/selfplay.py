@@ -1,0 +1,455 @@
+"""`tabula selfplay`: self-play games with the training options (root noise, opening temperature, playout-cap
+randomization, calibrated resignation), written to a replay store and as SGF; and the workers that play them, as
+local processes or Ray tasks.
+
+Layer: tools; imports engine (search, evaluator, replay) and never torch, so that workers start fast. The games are
+pure functions of a task (network bytes, options, seed): ``play_selfplay_game`` and ``play_gating_game`` run the
+same in this process, a local process pool or a Ray cluster.
+
+    tabula selfplay --net best.onnx --out runs/sp --games 20 --visits 64
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import math
+import multiprocessing
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from engine.config import PlayConfig, SearchConfig, add_flags, from_flags
+from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
+from engine.play.decision import MoveDecider
+from engine.rules.game import GameState, Rules
+from engine.data.replay import ReplayStore, SelfPlayGame
+from engine.play.search import Candidate, Search, SearchResult
+
+
+@dataclass(frozen=True)
+class SelfPlayConfig:
+    """How self-play games are played; saved in the run's config.json."""
+
+    size: int = 9
+    komi: float = 7.5  # area scoring; a half point so that no game is drawn
+    visits: int = 64  # full search: root visits of a move whose visit distribution becomes a policy target
+    fast_visits: int = 16  # KataGo's playout-cap randomization: visits of the other moves (0: every move is full)
+    full_fraction: float = 0.25  # share of moves searched in full (and recorded), the rest fast and unrecorded
+    temperature_moves: int = 8  # the first moves are drawn in proportion to visits (temperature 1), then the best
+    dirichlet_alpha: float = 0.03  # on 19x19; the search scales it by 361/N² (0.13 on 9x9)
+    noise_weight: float = 0.25  # share of Dirichlet noise in the root priors of full searches
+    c_puct: float = 1.5
+    prune_targets: bool = True  # KataGo's policy-target pruning of visits that only exploration explains
+    resign_consecutive: int = 3  # resign after this many own moves in a row under the threshold
+    no_resign_fraction: float = 0.1  # games played to the end to calibrate the threshold
+    max_moves_factor: float = 2.0  # a game is scored after this many × N² moves
+    batch_size: int = 8  # leaves per network call (one search thread)
+
+    def play_config(self, resign_winrate: float) -> PlayConfig:
+        """How a self-play move is chosen from its search: drawn by visits for the first moves, passes and
+        resignations as in matches, but scored by Tromp-Taylor (no referee-aware counts)."""
+        return PlayConfig(temperature_moves=self.temperature_moves, temperature=1.0, resign_winrate=resign_winrate,
+                          resign_consecutive=self.resign_consecutive, referee_aware=False)
+
+    def search_config(self, visits: int, noise: bool) -> SearchConfig:
+        """The search of one move: full searches get noise and no early stop, so their visits are a target."""
+        return SearchConfig(visits=visits, threads=1, batch_size=self.batch_size, c_puct=self.c_puct,
+                            fpu_root_reduction=0.0 if noise else SearchConfig.fpu_root_reduction,
+                            lcb=False, early_stop=not noise, noise=noise, dirichlet_alpha=self.dirichlet_alpha,
+                            noise_weight=self.noise_weight, cache_entries=20_000)
+
+
+# -- the search's visit distribution as a target ----------------------------------------------------------------
+
+
+def prune_target(candidates: Sequence[Candidate], c_puct: float) -> dict[int, int]:
+    """KataGo's policy-target pruning: take from every move but the most visited the visits it would not have got
+    if only its PUCT score (with the root's noised priors) had to stay below the best move's; moves left with one
+    visit or fewer are dropped. Returns {move: visits}.
+
+    A visit count n' is kept for move i when Q_i + c·P_i·√N/(1+n') would still be below the best move's score,
+    i.e. n' > c·P_i·√N/(U_best − Q_i) − 1.
+    """
+    if not candidates:
+        return {}
+    best = max(candidates, key=lambda c: c.visits)
+    total = sum(c.visits for c in candidates)
+    sqrt_n = math.sqrt(max(total, 1))
+    best_score = best.value + c_puct * best.prior * sqrt_n / (1 + best.visits)
+    kept = {best.move: best.visits}
+    for c in candidates:
+        if c is best:
+            continue
+        gap = best_score - c.value
+        if gap <= 0:
+            visits = c.visits
+        else:
+            needed = math.floor(c_puct * c.prior * sqrt_n / gap - 1.0) + 1
+            visits = min(c.visits, max(0, needed))
+        if visits > 1:
+            kept[c.move] = visits
+    return kept
+
+
+def visit_target(candidates: Sequence[Candidate], size: int, c_puct: float,
+                 prune: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(policy indices int64 [k], pass = N*N; visits int64 [k]) of a search's root, most visited first."""
+    counts = prune_target(candidates, c_puct) if prune else {c.move: c.visits for c in candidates if c.visits > 0}
+    ordered = sorted(counts.items(), key=lambda item: -item[1])
+    moves = np.array([size * size if m == PASS else m for m, _ in ordered], dtype=np.int64)
+    return moves, np.array([v for _, v in ordered], dtype=np.int64)
+
+
+# -- networks in worker processes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NetBlob:
+    """An ONNX network as bytes, so that a task carries it to any machine; ``name`` is for records and logs."""
+
+    name: str
+    data: bytes
+
+    @classmethod
+    def load(cls, path: str) -> "NetBlob":
+        with open(path, "rb") as handle:
+            return cls(os.path.basename(path), handle.read())
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()[:16]
+
+
+class EvaluatorCache:
+    """The few networks a worker process has loaded, by content (tasks of one generation share one)."""
+
+    def __init__(self, capacity: int = 3):
+        self.capacity = capacity
+        self._loaded: OrderedDict[str, object] = OrderedDict()
+        self._directory = tempfile.mkdtemp(prefix="tabula-nets-")
+
+    def get(self, net: NetBlob, seed: int):
+        from engine.net.evaluator import OnnxEvaluator
+
+        key = net.digest
+        if key not in self._loaded:
+            path = os.path.join(self._directory, key + ".onnx")
+            if not os.path.exists(path):
+                with open(path + ".tmp", "wb") as handle:
+                    handle.write(net.data)
+                os.replace(path + ".tmp", path)
+            self._loaded[key] = OnnxEvaluator(path, symmetry="random", rng=np.random.default_rng(seed), threads=1,
+                                              provider="cpu", log=None)
+            while len(self._loaded) > self.capacity:
+                self._loaded.popitem(last=False)
+        self._loaded.move_to_end(key)
+        return self._loaded[key]
+
+
+_CACHE: EvaluatorCache | None = None  # one per worker process, created on its first task
+
+
+def _evaluator(net: NetBlob, seed: int):
+    global _CACHE
+    if _CACHE is None:
+        _CACHE = EvaluatorCache()
+    return _CACHE.get(net, seed)
+
+
+# -- games ----------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SelfPlayTask:
+    net: NetBlob
+    config: SelfPlayConfig
+    seed: int
+    resign_threshold: float  # winrate; 0 never resigns
+    resign_enabled: bool  # False: a calibration game, played to the end whatever the threshold
+
+
+def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame, bytes]:
+    """One self-play game: (the game with its targets, its SGF). ``evaluator``: use this one instead of the task's
+    network (tests)."""
+    from engine.rules.sgf import write_sgf
+
+    config = task.config
+    rng = np.random.default_rng(task.seed)
+    evaluator = evaluator or _evaluator(task.net, int(rng.integers(1 << 62)))
+    full = Search(evaluator, config.search_config(config.visits, noise=True), rng)
+    fast = Search(evaluator, config.search_config(config.fast_visits, noise=False), rng) \
+        if config.fast_visits > 0 and config.full_fraction < 1.0 else None
+    state = GameState(config.size, Rules(komi=config.komi))
+    targets: list[tuple[np.ndarray, np.ndarray] | None] = []
+    values: list[float] = []
+    resign = task.resign_threshold if task.resign_enabled else 0.0
+    decider = MoveDecider(config.play_config(resign), rng, random.Random(task.seed))
+    max_moves = int(config.max_moves_factor * config.size * config.size)
+    winner, result_text = 0, ""
+    start = time.monotonic()
+    while not state.is_game_over() and len(state.moves) < max_moves:
+        color = state.to_move
+        is_full = fast is None or rng.random() < config.full_fraction
+        search = full if is_full else fast
+        result = search.run(state)
+        decision = decider.decide(state, result)
+        if decision.move == RESIGN:
+            winner = 3 - color
+            result_text = f"{'B' if winner == BLACK else 'W'}+R"
+            break
+        targets.append(visit_target(result.candidates, config.size, config.c_puct, config.prune_targets)
+                       if is_full else None)
+        values.append(decision.value)
+        state.play(decision.move)
+    if not result_text:
+        score = state.area_score()
+        winner = BLACK if score > 0 else WHITE if score < 0 else 0
+        result_text = state.result_string()
+    game = SelfPlayGame(size=config.size, komi=config.komi, moves=list(state.moves), targets=targets, values=values,
+                        winner=winner, result=result_text, resign_enabled=task.resign_enabled,
+                        resign_threshold=task.resign_threshold, net=task.net.name,
+                        seconds=time.monotonic() - start)
+    sgf = write_sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
+    return game, sgf
+
+
+@dataclass(frozen=True)
+class GatingTask:
+    candidate: NetBlob
+    best: NetBlob
+    candidate_color: int  # BLACK or WHITE
+    config: SelfPlayConfig
+    visits: int
+    seed: int
+    index: int = 0  # the game's number in its evaluation
+    opening_moves: int = 4  # moves drawn in proportion to visits, so that the games differ
+
+
+def play_gating_game(task: GatingTask) -> dict:
+    """One evaluation game, candidate against best, no noise; returns {"game", "candidate_color", "winner",
+    "moves", "result"}."""
+    config = task.config
+    rng = np.random.default_rng(task.seed)
+    search_config = dataclasses.replace(config.search_config(task.visits, noise=False), lcb=True)
+    nets = {task.candidate_color: task.candidate, 3 - task.candidate_color: task.best}
+    searches = {color: Search(_evaluator(net, int(rng.integers(1 << 62))), search_config, rng)
+                for color, net in nets.items()}
+    state = GameState(config.size, Rules(komi=config.komi))
+    max_moves = int(config.max_moves_factor * config.size * config.size)
+    # A fixed, safe resignation: the side to move sure of its loss (winrate under 2.5%, a value under -0.95) for
+    # three moves in a row; gating needs only the winner. The first moves are drawn so that the games differ.
+    deciders = {color: MoveDecider(PlayConfig(temperature_moves=task.opening_moves, resign_winrate=0.025,
+                                              resign_consecutive=3, referee_aware=False), rng,
+                                   random.Random(task.seed))
+                for color in (BLACK, WHITE)}
+    winner, result_text = 0, ""
+    while not state.is_game_over() and len(state.moves) < max_moves:
+        color = state.to_move
+        move = deciders[color].decide(state, searches[color].run(state)).move
+        if move == RESIGN:
+            winner, result_text = 3 - color, f"{'B' if color == WHITE else 'W'}+R"
+            break
+        state.play(move)
+    if not result_text:
+        score = state.area_score()
+        winner = BLACK if score > 0 else WHITE if score < 0 else 0
+        result_text = state.result_string()
+    return {"game": task.index, "candidate_color": task.candidate_color, "winner": winner, "moves": len(state.moves),
+            "result": result_text}
+
+
+# -- workers ----------------------------------------------------------------------------------------------------
+
+
+class Workers:
+    """Where tasks run: ``map_unordered(function, tasks)`` yields results as they finish."""
+
+    def map_unordered(self, function: Callable, tasks: Sequence) -> Iterator:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+
+class LocalWorkers(Workers):
+    """``processes`` local worker processes (spawned: the loop's process may hold torch threads); 1 runs the tasks
+    in this process, one after another."""
+
+    def __init__(self, processes: int = 1):
+        self.processes = max(1, processes)
+        self._pool = None
+        if self.processes > 1:
+            self._pool = multiprocessing.get_context("spawn").Pool(self.processes)
+
+    def map_unordered(self, function: Callable, tasks: Sequence) -> Iterator:
+        if self._pool is None:
+            for task in tasks:
+                yield function(task)
+            return
+        yield from self._pool.imap_unordered(function, tasks)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def describe(self) -> str:
+        return f"{self.processes} local process{'es' if self.processes > 1 else ''}"
+
+
+def _call(function: Callable, task):
+    return function(task)
+
+
+class RayWorkers(Workers):
+    """Tasks as Ray tasks, one CPU each: on the cluster at ``address``, or on a Ray instance started here with
+    ``processes`` CPUs. Every node needs Tabula importable (``pip install -e .[ray]`` in the same place)."""
+
+    def __init__(self, address: str = "", processes: int = 1):
+        import ray
+
+        self._ray = ray
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                ray.init(num_cpus=max(1, processes), include_dashboard=False, log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": root, "OMP_NUM_THREADS": "1"}})
+        self._remote = ray.remote(num_cpus=1, max_retries=2)(_call)
+        self.address = address
+
+    def map_unordered(self, function: Callable, tasks: Sequence) -> Iterator:
+        ray = self._ray
+        function_ref = ray.put(function)
+        pending = [self._remote.remote(function_ref, task) for task in tasks]
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                yield ray.get(done[0])
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+
+    def close(self) -> None:
+        if not self.address:
+            self._ray.shutdown()
+
+    def describe(self) -> str:
+        cpus = int(self._ray.cluster_resources().get("CPU", 0))
+        return f"Ray {'at ' + self.address if self.address else 'started here'}, {cpus} CPUs"
+
+
+def make_workers(processes: int, ray: bool = False, ray_address: str = "") -> Workers:
+    if ray or ray_address:
+        return RayWorkers(ray_address, processes)
+    return LocalWorkers(processes)
+
+
+# -- writing games ------------------------------------------------------------------------------------------------
+
+
+def write_sgf_file(directory: str, index: int, sgf: bytes) -> str:
+    """The game's SGF, atomically (an SGF that exists is whole)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{index:09d}.sgf")
+    with open(path + ".tmp", "wb") as handle:
+        handle.write(sgf)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def selfplay_tasks(net: NetBlob, config: SelfPlayConfig, count: int, seed: int, first: int,
+                   resign_threshold: float) -> list[SelfPlayTask]:
+    """``count`` tasks numbered from ``first`` (their seeds depend on the number, so a resumed run plays new
+    games), a ``no_resign_fraction`` of them without resignation."""
+    tasks = []
+    for i in range(first, first + count):
+        rng = np.random.default_rng([seed, i])
+        game_seed = int(rng.integers(1 << 62))
+        enabled = rng.random() >= config.no_resign_fraction
+        tasks.append(SelfPlayTask(net, config, game_seed, resign_threshold, enabled))
+    return tasks
+
+
+def run_selfplay(store: ReplayStore, sgf_directory: str, tasks: Sequence[SelfPlayTask], workers: Workers,
+                 on_game: Callable[[SelfPlayGame], None] | None = None,
+                 should_stop: Callable[[], bool] = lambda: False) -> int:
+    """Play ``tasks`` on ``workers`` and append each game to ``store`` as soon as it arrives; returns games written.
+    Stops taking results when ``should_stop()`` turns true (games in flight are lost).
+
+    The SGF is written before the game is appended: a kill between the two leaves an SGF under the next number,
+    which the next game overwrites, never a stored game without its SGF."""
+    written = 0
+    for game, sgf in workers.map_unordered(play_selfplay_game, tasks):
+        write_sgf_file(sgf_directory, store.total, sgf)
+        store.append(game)
+        written += 1
+        if on_game is not None:
+            on_game(game)
+        if should_stop():
+            break
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabula selfplay", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--net", required=True, help="ONNX network")
+    parser.add_argument("--out", required=True, help="directory: replay/ (one shard per game) and sgf/")
+    parser.add_argument("--games", type=int, default=10)
+    parser.add_argument("--window", type=int, default=0, help="keep only the newest games (0: all)")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--ray", action="store_true", help="run games as Ray tasks (Ray started here)")
+    parser.add_argument("--ray-address", default="", help="join this Ray cluster")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--resign-threshold", type=float, default=0.0, help="winrate (0: never resign)")
+    add_flags(parser, SelfPlayConfig, keep_unset=True)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    config = from_flags(SelfPlayConfig, args)
+    from tqdm import tqdm
+
+    with ReplayStore(os.path.join(args.out, "replay"), args.window) as store:
+        tasks = selfplay_tasks(NetBlob.load(args.net), config, args.games, args.seed, store.total,
+                               args.resign_threshold)
+        workers = make_workers(args.workers, args.ray, args.ray_address)
+        bar = tqdm(total=len(tasks), desc="self-play", unit="game", file=sys.stderr)
+        started = time.time()
+
+        def on_game(game: SelfPlayGame) -> None:
+            bar.update(1)
+            hours = max(time.time() - started, 1e-9) / 3600
+            bar.set_postfix_str(f"{bar.n / hours:.0f} games/h, {len(game.moves)} moves, {game.result}")
+
+        try:
+            run_selfplay(store, os.path.join(args.out, "sgf"), tasks, workers, on_game)
+        finally:
+            bar.close()
+            workers.close()
+    return 0
+
+
+# -- argparse from dataclasses (shared with tools/learn/rl_loop.py) -----------------------------------------------------
+
+
+__all__ = ["SelfPlayConfig", "SelfPlayTask", "GatingTask", "NetBlob", "prune_target", "visit_target",
+           "play_selfplay_game", "play_gating_game", "LocalWorkers", "RayWorkers", "make_workers", "run_selfplay",
+           "selfplay_tasks"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
