@@ -118,8 +118,50 @@ def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territor
     player = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
     assert player.search.run(state).move == invasion  # what the search alone would do
     assert player.generate(state, BLACK, None) == PASS
-    resigning = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1)
+    # resigning is on, but not in the first quarter of the game: a pass
+    assert generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1).generate(state, BLACK, None) == PASS
+    resigning = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1, resign_after=0.0)
     assert resigning.generate(state, BLACK, None) == RESIGN
+
+
+def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory():
+    """The search's favourite A1 is inside black's settled corner; the top of the board is still open. After
+    white's pass, black (behind by the count and by the playouts' estimate) plays one of its open moves instead."""
+    state = board_from_ascii("""
+        . . . . . . .
+        . . . . . . .
+        . . . . . . .
+        X X X . . . .
+        . . X . . . .
+        . . X O O O O
+        . . X O . . .""", to_move=WHITE, komi=30.5)
+    state.play(PASS)
+    corner = [parse_vertex(v, 7) for v in ("A1", "B1", "A2", "B2", "A3", "B3")]
+
+    class TwoFavourites(RiggedEvaluator):
+        """A1 first, E6 (open) second."""
+
+        def evaluate(self, states):
+            evaluation = super().evaluate(states)
+            evaluation.policy[:, parse_vertex("E6", 7)] += 0.3
+            evaluation.policy /= evaluation.policy.sum(axis=1, keepdims=True)
+            return evaluation
+
+    player = generator(TwoFavourites(parse_vertex("A1", 7), 0.6), resign_winrate=0.0, visits=120)
+    assert player.search.run(state).move == parse_vertex("A1", 7)  # what the search alone would do
+    move = player.generate(state, BLACK, None)
+    assert move not in corner + [PASS, RESIGN] and state.legal(move)
+
+
+def test_temperature_zero_plays_the_search_move():
+    from engine.config import PlayConfig
+    from engine.play.decision import MoveDecider
+    player = generator(UniformEvaluator(), visits=40)
+    result = player.search.run(GameState(5))
+    decider = MoveDecider(PlayConfig(temperature_moves=10, temperature=0.0), np.random.default_rng(0))
+    assert decider.decide(GameState(5), result).move == result.move
+    cold = MoveDecider(PlayConfig(temperature_moves=10, temperature=1e-4), np.random.default_rng(0))
+    assert cold.decide(GameState(5), result).move in [c.move for c in result.candidates]
 
 
 def test_after_the_opponents_pass_dead_stones_are_still_removed():

@@ -347,3 +347,12 @@ def test_resign_false_positives_count_games_the_winner_would_have_resigned():
     scores.resign_rows = rows
     lines = dict(line.split(": ") for line in scores.resign_lines())
     assert lines["resign_false_0.05"] == "0.5000" and lines["resign_false_0.02"] == "0.0000"
+
+
+def test_a_run_restored_from_its_kept_checkpoint_still_refuses_other_settings(data_dir, tmp_path):
+    out, keep = str(tmp_path / "out"), str(tmp_path / "keep")
+    train(tiny(data_dir, out, keep=keep, chunk_steps=4), log=quiet)
+    import shutil
+    shutil.rmtree(out)
+    with pytest.raises(SystemExit, match="lr"):
+        train(tiny(data_dir, out, keep=keep, lr=1e-2), log=quiet)

@@ -97,17 +97,17 @@ class MoveDecider:
         if len(state.moves) < config.temperature_moves:
             move = self.sample(result, config.temperature)
         move = self._pass_rules(state, result, move, priors)
-        if self._should_resign(state, value):
+        if move == RESIGN or (result.candidates and self._should_resign(state, value)):
             move = RESIGN
         return Decision(move, value)
 
     def sample(self, result: SearchResult, temperature: float) -> int:
-        """A root move drawn in proportion to visits^(1/temperature)."""
+        """A root move drawn in proportion to visits^(1/temperature); temperature 0 is the search's own move."""
         candidates = [c for c in result.candidates if c.visits > 0]
-        if not candidates:
+        if not candidates or temperature <= 0:
             return result.move
         visits = np.array([c.visits for c in candidates], dtype=np.float64)
-        weights = visits ** (1.0 / max(temperature, 1e-3))
+        weights = (visits / visits.max()) ** (1.0 / temperature)  # scaled first: no overflow at a low temperature
         weights /= weights.sum()
         return candidates[int(self.rng.choice(len(candidates), p=weights))].move
 
@@ -126,8 +126,9 @@ class MoveDecider:
 
         After the opponent's pass, a move on a point that is already settled (inside either side's territory:
         ``settled``) changes nothing under area counting and costs a point under territory counting (KGS, OGS's
-        Japanese rules, GNU Go as referee). Such a move becomes a pass, or a resignation where the count says the
-        game is lost and resigning is on."""
+        Japanese rules, GNU Go as referee). Such a move gives way to the search's best move on a point still open;
+        where there is none, to a pass, or to a resignation where the count says the game is lost and resigning is
+        allowed at this point of the game."""
         if not self.config.referee_aware:
             return pass_rules(state, result, move, priors)
         color = state.to_move
@@ -144,8 +145,16 @@ class MoveDecider:
         # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
         cleaning_up = counted < 0 < estimated
         if passed and move not in (PASS, RESIGN) and not cleaning_up and settled(state, owned, move):
-            return RESIGN if lead < 0 and self.config.resign_winrate > 0 else PASS
+            open_moves = [c.move for c in result.candidates if c.move != PASS and not settled(state, owned, c.move)]
+            if open_moves:
+                return open_moves[0]
+            return RESIGN if lead < 0 and self._may_resign(state) else PASS
         return move
+
+    def _may_resign(self, state: GameState) -> bool:
+        """Whether resigning is on and the game is past its first ``resign_after`` share of the board's points."""
+        area = state.size * state.size
+        return self.config.resign_winrate > 0 and len(state.moves) >= int(self.config.resign_after * area)
 
     def _should_resign(self, state: GameState, value: float) -> bool:
         """Leela Zero's rule, made patient: the winrate under the threshold for ``resign_consecutive`` moves in a
@@ -157,7 +166,7 @@ class MoveDecider:
             return False
         area = state.size * state.size
         moves = len(state.moves)
-        if moves < config.resign_after * area:
+        if not self._may_resign(state):
             self._hopeless[color] = 0
             return False
         threshold = config.resign_winrate

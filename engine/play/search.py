@@ -34,7 +34,8 @@ _UNEXPANDED, _PENDING, _EXPANDED, _TERMINAL = range(4)
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _PV_DEPTH = 24  # longest principal variation reported
-_OWNERSHIP_DEPTH = 12  # plies of the tree averaged into the ownership; deeper nodes count with their subtree's root
+_OWNERSHIP_DEPTH = 4  # plies of the tree averaged into the ownership; deeper nodes count through their ancestor
+_OWNERSHIP_MIN_VISITS = 2  # a child with fewer visits adds nothing its parent's evaluation does not
 
 
 def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
@@ -773,8 +774,8 @@ class Search:
         start = 0
         scores = [0.0] * len(states) if evaluation.score is None else np.asarray(evaluation.score).tolist()
         owners: list[np.ndarray | None] = [None] * len(states)
+        self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
         if evaluation.ownership is not None:
-            self.has_score = True
             black = np.array([1.0 if state.to_move == BLACK else -1.0 for state in states], dtype=np.float32)
             owners = list((np.asarray(evaluation.ownership, dtype=np.float32) * black[:, None]).astype(np.float16))
         for end, value, score, owner in zip(ends, values.tolist(), scores, owners):
@@ -937,21 +938,28 @@ class Search:
     def ownership(self) -> np.ndarray | None:
         """The final owner of each point averaged over the search tree (float32 [N*N] in [-1, 1], black's view), as
         KataGo averages it: each node's own ownership weighs one visit and each child's average as many as the
-        child has. None when the network has no ownership head. Thread-safe, usable mid-search."""
+        child has. None when the network has no ownership head. Thread-safe, usable mid-search: the weights are
+        read under the tree lock (scalars only) and the arrays summed outside it, so a GUI asking often does not
+        stall the workers."""
         with self._lock:
             if self.root.ownership is None:
                 return None
-            return self._tree_ownership(self.root, _OWNERSHIP_DEPTH).astype(np.float32)
+            terms: list[tuple[float, np.ndarray]] = []
+            self._ownership_terms(self.root, 1.0, _OWNERSHIP_DEPTH, terms)
+        total = np.zeros(len(terms[0][1]), dtype=np.float64)
+        for weight, owned in terms:
+            total += weight * owned
+        return total.astype(np.float32)
 
-    def _tree_ownership(self, node: Node, depth: int) -> np.ndarray:
-        total = node.ownership.astype(np.float64)
-        weight = 1.0
-        if depth > 0:
-            for child in node.children.values():
-                if child.ownership is not None and child.visits > 0:
-                    total = total + child.visits * self._tree_ownership(child, depth - 1)
-                    weight += child.visits
-        return total / weight
+    def _ownership_terms(self, node: Node, weight: float, depth: int, terms: list) -> None:
+        """``weight`` times ``node``'s tree average, as (weight, ownership) terms; children with fewer than
+        ``_OWNERSHIP_MIN_VISITS`` visits, and plies past ``depth``, count through their parent's own ownership."""
+        children = [c for c in node.children.values()
+                    if c.ownership is not None and c.visits >= _OWNERSHIP_MIN_VISITS] if depth > 0 else []
+        total = 1.0 + sum(c.visits for c in children)
+        terms.append((weight / total, node.ownership))
+        for child in children:
+            self._ownership_terms(child, weight * child.visits / total, depth - 1, terms)
 
     def _pv(self, node: Node | None) -> list[int]:
         """The most visited line below ``node``."""

@@ -110,10 +110,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 class SearchScores:
     """How often a search's move, and the raw policy's best move, is the move played, on the same positions."""
 
-    def __init__(self, weights: str, config: SearchConfig, provider: str):
+    def __init__(self, weights: str, config: SearchConfig, provider: str, net_threads: int = 0):
         evaluator = OnnxEvaluator(weights, symmetry="random", rng=np.random.default_rng(0), provider=provider,
-                                  log=None)
-        self.raw = OnnxEvaluator(weights, symmetry="identity", provider=provider, log=None)
+                                  threads=net_threads, log=None)
+        self.raw = OnnxEvaluator(weights, symmetry="identity", provider=provider, threads=net_threads, log=None)
         self.search = Search(evaluator, config, rng=np.random.default_rng(1))
         self.positions = self.search_hits = self.policy_hits = 0
 
@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
     search = from_flags(EVAL_SEARCH, args)
-    searches = SearchScores(args.weights, search, args.provider) if search.visits else None
+    searches = SearchScores(args.weights, search, args.provider, args.net_threads) if search.visits else None
     states: list[GameState] = []
     targets: list[int] = []
     values: list[float] = []

@@ -334,6 +334,20 @@ def _settle_config(config: TrainConfig) -> TrainConfig:
     return config
 
 
+def _restore_kept_run(config: TrainConfig) -> bool:
+    """On a new machine (``--out`` has no checkpoint) copy the run kept in ``--keep`` (checkpoint, metrics,
+    config.json) into ``--out``, so that it resumes and its settings are checked as any resumed run's are."""
+    if not config.keep or os.path.exists(os.path.join(config.out, CHECKPOINT)) \
+            or not os.path.exists(os.path.join(config.keep, CHECKPOINT)):
+        return False
+    import shutil
+    os.makedirs(config.out, exist_ok=True)
+    for name in (CONFIG, METRICS, CHECKPOINT):  # the checkpoint last: a kill before it leaves nothing resumable
+        if os.path.exists(os.path.join(config.keep, name)):
+            shutil.copyfile(os.path.join(config.keep, name), os.path.join(config.out, name))
+    return True
+
+
 def _append_metrics(path: str, record: dict) -> None:
     with open(path, "a") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -367,8 +381,10 @@ def train(config: TrainConfig, log=print,
     ``fixed_data``: the shards are the same on every resume (checked), unlike self-play's moving window.
     """
     started = time.time()
-    cpu_started = time.process_time()
+    restored = _restore_kept_run(config)  # before the settings are compared: the kept config.json is the run's
     config = _settle_config(config)
+    if restored:
+        log(f"tabula train: restored the checkpoint kept in {config.keep}")
     if config.threads > 0:
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
@@ -388,13 +404,6 @@ def train(config: TrainConfig, log=print,
     checkpoint_path = os.path.join(config.out, CHECKPOINT)
     metrics_path = os.path.join(config.out, METRICS)
     kept_checkpoint = os.path.join(config.keep, CHECKPOINT) if config.keep else ""
-    if kept_checkpoint and not os.path.exists(checkpoint_path) and os.path.exists(kept_checkpoint):
-        # a new machine: the run directory is gone, the kept checkpoint and metrics are in the repository
-        import shutil
-        shutil.copyfile(kept_checkpoint, checkpoint_path)
-        if os.path.exists(os.path.join(config.keep, METRICS)):
-            shutil.copyfile(os.path.join(config.keep, METRICS), metrics_path)
-        log(f"tabula train: restored the checkpoint kept in {config.keep}")
     step, elapsed_before, cpu_before = 0, 0.0, 0.0
     validation_cpu = 0.0  # validation's own CPU time, left out of cpu_s so that runs compare by training cost
     saved_window: dict = {}
@@ -469,6 +478,7 @@ def train(config: TrainConfig, log=print,
 
     old_handler = signal.signal(signal.SIGTERM, on_signal) if _main_thread() else None
     validation = Validation(config)
+    cpu_started = time.process_time()  # the training's own cost: loading the data and the validation set is not
     log(f"tabula train: {sampler.num_games} games, {sampler.num_positions} positions; {config.blocks}x"
         f"{config.filters} {config.head}{' aux' if config.aux else ''} net, {'bf16' if bf16 else 'fp32'} on "
         f"{device}, {validation.size} validation positions")
