@@ -58,6 +58,12 @@ class SearchConfig:
         return replace(self, batches_in_flight=2 if on_gpu else 1)
 
 
+# PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that
+# plays the board size (its metadata ``resign_winrate``, written by ``tabula export --resign-winrate``), and never
+# resigning with a network that has none: a value head nobody measured is no reason to give up a game.
+CALIBRATED = -1.0
+
+
 @dataclass(frozen=True)
 class PlayConfig:
     """How a search's result becomes the move played (engine.play.decision.MoveDecider), the same for GTP, self-play
@@ -65,7 +71,7 @@ class PlayConfig:
 
     temperature_moves: int = 0  # moves played in proportion to visits^(1/temperature) for the first k moves
     temperature: float = 1.0
-    resign_winrate: float = 0.10  # resign below this winrate (0: never)
+    resign_winrate: float = 0.10  # resign below this winrate (0: never; CALIBRATED: the network's own, see below)
     resign_consecutive: int = 3  # ... for this many of our moves in a row
     resign_after: float = 0.25  # ... and never in the first this share of the board's points in moves
     # Before passing, also count the lead as a referee removing dead stones would (random playouts), and after the
@@ -115,7 +121,7 @@ class NetConfig:
 class EngineConfig:
     rules: Rules = field(default_factory=Rules)
     search: SearchConfig = field(default_factory=SearchConfig)
-    play: PlayConfig = field(default_factory=PlayConfig)
+    play: PlayConfig = field(default_factory=lambda: PlayConfig(resign_winrate=CALIBRATED))
     time: TimeConfig = field(default_factory=TimeConfig)
     net: NetConfig = field(default_factory=NetConfig)
     player: str = "search"  # move generator: search (the network, default) | random (the baseline)

@@ -64,7 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     }, prefix="net_")
     add_flags(parser, defaults.play, {
         "ponder": "think on the opponent's time until the next command",
-        "resign_winrate": "resign below this winrate for several moves in a row (0: never resign)",
+        "resign_winrate": "resign below this winrate for several moves in a row (0: never resign; default -1: the "
+                          "threshold calibrated for the network, never resigning with one that has none)",
     })
     parser.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
                         help="stderr logging level of every logger (default: WARNING, plus the per-move search "

@@ -6,6 +6,7 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from engine.net import evaluator as evaluator_module
 from engine.play import search_player
@@ -330,3 +331,21 @@ def test_dead_stones_come_from_the_networks_ownership_where_it_has_one():
     assert np.allclose(owned, -1.0, atol=1e-3)
     assert sorted(search_player.playout.dead_stones(state, owned)) == sorted(
         p for p in range(49) if state.color_at(p) == BLACK)
+
+
+def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):
+    """`tabula export --resign-winrate` writes the threshold measured for a network; an engine built from its entry
+    point resigns with it, and never with a network that has none (a value nobody measured)."""
+    from engine.config import CALIBRATED
+    from tools.learn import export
+
+    calibrated = tmp_path / "calibrated.onnx"
+    assert export.main([str(tiny_onnx), str(calibrated), "--resign-winrate", "0.07"]) == 0
+    assert EngineConfig().play.resign_winrate == CALIBRATED
+    for weights, threshold in ((calibrated, 0.07), (tiny_onnx, 0.0)):
+        config = EngineConfig(net=NetConfig(weights=(str(weights),)), seed=1,
+                              search=SearchConfig(threads=1, visits=8))
+        generator = search_player.from_config(config)
+        assert generator.resign_by_size == {19: threshold}
+    with pytest.raises(SystemExit):
+        export.main([str(tiny_onnx), str(tmp_path / "bad.onnx"), "--resign-winrate", "1.5"])

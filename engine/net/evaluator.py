@@ -249,6 +249,8 @@ class OnnxEvaluator:
         # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
         self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
         self.board_sizes: tuple[int, ...] = self._validate()
+        # the winrate below which resigning loses few games, as measured for this network (None: never measured)
+        self.resign_winrate: float | None = _metadata_float(self.metadata, "resign_winrate")
         self.provider: str = session.get_providers()[0]
         if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
             notes.append(f"onnxruntime could not start {chosen[0]}")
@@ -470,6 +472,14 @@ class OnnxEvaluator:
             evaluation.score = score.astype(np.float32, copy=False)
             evaluation.ownership = np.clip(ownership, -1.0, 1.0).astype(np.float32, copy=False)
         return evaluation
+
+
+def _metadata_float(metadata: dict[str, str], key: str) -> float | None:
+    try:
+        value = float(metadata[key])
+    except (KeyError, ValueError):
+        return None
+    return value if 0.0 <= value < 1.0 else None
 
 
 def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:

@@ -86,10 +86,14 @@ class MoveDecider:
         self.playout_rng = playout_rng or random.Random(int(rng.integers(1 << 62)))
         self._hopeless = {BLACK: 0, WHITE: 0}
         self._last_move_number = -1
+        self._resign_winrate = config.resign_winrate
 
-    def decide(self, state: GameState, result: SearchResult, priors: dict[int, float] | None = None) -> Decision:
+    def decide(self, state: GameState, result: SearchResult, priors: dict[int, float] | None = None,
+               resign_winrate: float | None = None) -> Decision:
         """The move for the side to move in ``state``, from ``result`` (a search of ``state``). ``priors``
-        (move -> root prior) pick a move when the pass rules refuse the search's pass and it offers nothing else."""
+        (move -> root prior) pick a move when the pass rules refuse the search's pass and it offers nothing else.
+        ``resign_winrate``: this move's threshold where it is not the configuration's (the network's own)."""
+        self._resign_winrate = self.config.resign_winrate if resign_winrate is None else resign_winrate
         self._new_game_check(state)
         config = self.config
         value = result.candidates[0].value if result.candidates else 0.0
@@ -154,7 +158,7 @@ class MoveDecider:
     def _may_resign(self, state: GameState) -> bool:
         """Whether resigning is on and the game is past its first ``resign_after`` share of the board's points."""
         area = state.size * state.size
-        return self.config.resign_winrate > 0 and len(state.moves) >= int(self.config.resign_after * area)
+        return self._resign_winrate > 0 and len(state.moves) >= int(self.config.resign_after * area)
 
     def _should_resign(self, state: GameState, value: float) -> bool:
         """Leela Zero's rule, made patient: the winrate under the threshold for ``resign_consecutive`` moves in a
@@ -162,14 +166,14 @@ class MoveDecider:
         games."""
         config = self.config
         color = state.to_move
-        if config.resign_winrate <= 0:
+        if self._resign_winrate <= 0:
             return False
         area = state.size * state.size
         moves = len(state.moves)
         if not self._may_resign(state):
             self._hopeless[color] = 0
             return False
-        threshold = config.resign_winrate
+        threshold = self._resign_winrate
         if state.handicap > 0 and color == WHITE:
             # White's network is pessimistic in handicap games; blend towards the full threshold as moves pass.
             blend = min(1.0, moves / (0.6 * area))

@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from engine.rules import playout
-from engine.config import EngineConfig, PlayConfig, SearchConfig
+from engine.config import CALIBRATED, EngineConfig, PlayConfig, SearchConfig
 from engine.rules.coords import PASS, format_vertex
 from engine.play.decision import MoveDecider
 from engine.net.evaluator import Evaluator
@@ -39,13 +39,15 @@ class SearchGenerator:
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
                  rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
-                 play: PlayConfig | None = None):
+                 play: PlayConfig | None = None, resign_by_size: dict[int, float] | None = None):
         self.config = config or SearchConfig()
         self.play = play or PlayConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
         self.search = Search(evaluator, self.config, self.rng)
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
+        # the resignation threshold of each board size's network, where the configuration leaves it to them
+        self.resign_by_size = resign_by_size or {}
         self.last_search: SearchResult | None = None
         self._stop = threading.Event()
 
@@ -67,7 +69,8 @@ class SearchGenerator:
         result = self._search(state, budget_s, noise=self.config.noise,
                               early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
                               progress_interval_s=progress_interval_s)
-        move = self.decider.decide(state, result, self.search.root_priors()).move
+        move = self.decider.decide(state, result, self.search.root_priors(),
+                                   resign_winrate=self.resign_by_size.get(state.size)).move
         self._log(state, result, move)
         return move
 
@@ -216,8 +219,14 @@ def from_config(config: EngineConfig) -> SearchGenerator:
                               cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
     evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
+    resign_by_size: dict[int, float] = {}
+    if config.play.resign_winrate == CALIBRATED:
+        for network in reversed(networks):  # the first network that plays a size is the one that plays it
+            for size in network.board_sizes:
+                resign_by_size[size] = network.resign_winrate or 0.0
     return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
-                           playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play)
+                           playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
+                           resign_by_size=resign_by_size)
 
 
 __all__ = ["SearchGenerator", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]

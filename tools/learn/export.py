@@ -190,11 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--filters", type=int, default=64)
     parser.add_argument("--head", choices=("agz", "pooled"), default="agz")
     parser.add_argument("--size", type=int, default=19, help="board size of an agz head")
-    parser.add_argument("--board-sizes", default="", help="pooled head: comma-separated sizes (default 9,13,19)")
+    parser.add_argument("--board-sizes", default="", help="pooled head: comma-separated sizes (default 2 to 25)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--leelaz-out", help="with --random: also write the same net as LZ weights")
     parser.add_argument("--checkpoint-out", help="with --random or --from-leelaz: also write a torch checkpoint")
     parser.add_argument("--quantize", choices=("none", "int8"), default="none")
+    parser.add_argument("--resign-winrate", type=float, default=None,
+                        help="write this calibrated resignation threshold into the network's metadata (tabula gtp "
+                             "resigns with it by default; see tabula eval's resign_false_T lines)")
     parser.add_argument("--calibration", type=int, default=256, help="positions for calibration (int8, random)")
     parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto")
     return parser
@@ -208,8 +211,13 @@ def main(argv: list[str]) -> int:
     from engine.net.leelaz import LeelazFormatError
 
     source = args.to_leelaz or args.from_leelaz or (None if args.random else args.paths[0])
+    if args.resign_winrate is not None and not 0.0 <= args.resign_winrate < 1.0:
+        raise SystemExit("tabula export: --resign-winrate is a winrate in [0, 1)")
     try:
-        return _export(args)
+        status = _export(args)
+        if args.resign_winrate is not None and not args.to_leelaz:
+            _set_metadata_value(args.paths[-1], "resign_winrate", f"{args.resign_winrate:g}")
+        return status
     except (NetworkFileError, LeelazFormatError) as error:
         raise SystemExit(f"tabula export: {error}") from None  # the message names the file
     except OSError as error:
@@ -273,6 +281,19 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({spec.blocks}x{spec.filters}, {spec.head} head, sizes {sizes}, {args.quantize})",
           file=sys.stderr)
     return 0
+
+
+def _set_metadata_value(path: str, key: str, value: str) -> None:
+    """One metadata entry of an ONNX file set (added or replaced), the rest kept."""
+    import onnx
+
+    proto = onnx.load(path)
+    entries = {p.key: p.value for p in proto.metadata_props}
+    entries[key] = value
+    from engine.net.network import set_metadata
+
+    set_metadata(proto, entries)
+    onnx.save(proto, path)
 
 
 def _sizes(args: argparse.Namespace, spec) -> list[int]:
