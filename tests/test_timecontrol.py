@@ -185,3 +185,21 @@ def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_
     player.time_settings = TimeSettings.byoyomi(0, 1, 1)  # overtime never runs out this way: play on
     player.clocks[BLACK] = ClockState.start(player.time_settings)
     assert player.genmove(BLACK) != PASS or player.state.legal_moves() == []
+
+
+def test_one_clock_for_engine_and_referee_with_the_referees_grace_on_top() -> None:
+    """tabula match's referee keeps the engine's ClockState; the grace forgives an overrun once, never per move."""
+    settings = TimeSettings.byoyomi(0, 5, 1)
+    clock = ClockState.start(settings)
+    clock.charge(settings, 5.3, grace_s=0.5)  # the last period, 0.3 s over: forgiven
+    assert not clock.flagged and clock.periods_left == 1 and clock.limit_s(settings) == 5
+    clock.charge(settings, 5.6, grace_s=0.5)
+    assert clock.flagged
+    strict = ClockState.start(settings)
+    strict.charge(settings, 5.3)  # the engine's own clock has no grace
+    assert strict.flagged
+    canadian = TimeSettings.canadian(10, 20, 5)
+    clock = ClockState.start(canadian)
+    assert clock.limit_s(canadian) == 30 and clock.time_left_args(canadian) == (10, 0)
+    clock.charge(canadian, 14)
+    assert clock.in_overtime(canadian) and clock.time_left_args(canadian) == (16, 4)

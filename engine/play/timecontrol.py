@@ -141,15 +141,19 @@ class ClockState:
     def in_overtime(self, settings: TimeSettings) -> bool:
         return settings.kind in (BYOYOMI, CANADIAN) and self.main_left_s <= 0
 
-    def charge(self, settings: TimeSettings, elapsed_s: float) -> None:
-        """Take ``elapsed_s`` seconds spent on one move off the clock, by the rules of ``settings``."""
+    def charge(self, settings: TimeSettings, elapsed_s: float, grace_s: float = 0.0) -> None:
+        """Take ``elapsed_s`` seconds spent on one move off the clock, by the rules of ``settings``. ``grace_s``: an
+        overrun a referee forgives (transport, process start-up) before the flag falls; it is forgiven once, not on
+        every move, since the clock keeps the overrun (absolute time, a Canadian period) or spends the last period
+        on it (byo-yomi)."""
         elapsed_s = max(0.0, elapsed_s)
+        grace_s = max(0.0, grace_s)
         kind = settings.kind
         if kind == NONE:
             return
         if kind in (ABSOLUTE, FISCHER):
             self.main_left_s -= elapsed_s
-            if self.main_left_s < 0:
+            if self.main_left_s < -grace_s:
                 self.flagged = True
             elif kind == FISCHER:
                 self.main_left_s += settings.period_s
@@ -167,18 +171,41 @@ class ClockState:
                 self.periods_left -= 1
                 self.period_left_s = settings.period_s
             if self.periods_left <= 0:
-                self.flagged = True
+                if elapsed_s <= grace_s:
+                    self.periods_left = 1  # the last period, overrun by less than the grace
+                else:
+                    self.flagged = True
             self.period_left_s = settings.period_s
             return
         # canadian
         self.period_left_s -= elapsed_s
-        if self.period_left_s < 0:
+        if self.period_left_s < -grace_s:
             self.flagged = True
             return
         self.stones_left -= 1
         if self.stones_left <= 0:
             self.stones_left = settings.stones
             self.period_left_s = settings.period_s
+
+    def limit_s(self, settings: TimeSettings) -> float:
+        """How long the next move may take before the flag falls (a referee's grace not included)."""
+        kind = settings.kind
+        if kind == NONE:
+            return math.inf
+        if kind in (ABSOLUTE, FISCHER):
+            return self.main_left_s
+        if kind == CANADIAN:
+            return self.period_left_s if self.in_overtime(settings) else self.main_left_s + settings.period_s
+        return max(self.main_left_s, 0.0) + self.periods_left * settings.period_s
+
+    def time_left_args(self, settings: TimeSettings) -> tuple[int, int]:
+        """GTP ``time_left`` arguments for this clock: whole seconds, and the stones (Canadian) or periods
+        (byo-yomi, as KGS counts them) left in overtime; 0 stones means main time."""
+        if not self.in_overtime(settings):
+            return int(max(self.main_left_s, 0.0)), 0
+        if settings.kind == CANADIAN:
+            return int(max(self.period_left_s, 0.0)), self.stones_left
+        return int(settings.period_s), self.periods_left
 
     def set_left(self, settings: TimeSettings, seconds: float, stones: int) -> None:
         """GTP ``time_left``. ``stones`` 0 means main time. Under byoyomi, as KGS sends it, ``stones`` counts the

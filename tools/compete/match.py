@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 from engine.rules.board import IllegalMoveError
 from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex, \
     to_rowcol
+from engine.play.timecontrol import ClockState, TimeSettings
 from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points
 from tools.compete.elo import WinRate, fit_ratings
 from tools.compete.gtp_client import EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
@@ -70,6 +71,16 @@ class TimeControl:
             raise ValueError("canadian time needs --period-time > 0 and --stones > 0")
         if self.system == BYOYOMI and (self.period_s <= 0 or self.periods <= 0):
             raise ValueError("byoyomi needs --period-time > 0 and --periods > 0")
+
+    def settings(self) -> TimeSettings:
+        """The same control as the engine's time settings (``engine.play.timecontrol``)."""
+        if self.system == ABSOLUTE:
+            return TimeSettings.absolute(self.main_s)
+        if self.system == CANADIAN:
+            return TimeSettings.canadian(self.main_s, self.period_s, self.stones)
+        if self.system == BYOYOMI:
+            return TimeSettings.byoyomi(self.main_s, self.period_s, self.periods)
+        return TimeSettings.none()
 
     def sgf_overtime(self) -> str:
         if self.system == CANADIAN:
@@ -117,83 +128,45 @@ class MatchConfig:
 
 
 class Clock:
-    """One side's clock, kept by the match (the referee), not by the engine. Times in seconds of wall time."""
+    """One side's clock, kept by the match (the referee), not by the engine: the engine's own clock
+    (``engine.play.timecontrol.ClockState``, so that both count periods alike) with the referee's grace on top.
+    Times in seconds of wall time."""
 
     def __init__(self, control: TimeControl):
         self.control = control
-        self.main_left_s = control.main_s
-        self.period_left_s = control.period_s
-        self.stones_left = control.stones
-        self.periods_left = control.periods
-        self.overtime = control.main_s <= 0 and control.system in (CANADIAN, BYOYOMI)
+        self.settings = control.settings()
+        self.state = ClockState.start(self.settings)
 
     @property
     def active(self) -> bool:
         return self.control.system != NO_TIME
 
+    @property
+    def overtime(self) -> bool:
+        return self.state.in_overtime(self.settings)
+
     def limit_s(self) -> float:
         """How long the next move may take before the flag falls (grace not included)."""
-        control = self.control
-        if control.system == NO_TIME:
-            return math.inf
-        if control.system == ABSOLUTE:
-            return self.main_left_s
-        if control.system == CANADIAN:
-            return self.period_left_s if self.overtime else self.main_left_s + control.period_s
-        return (0.0 if self.overtime else self.main_left_s) + self.periods_left * control.period_s
+        return self.state.limit_s(self.settings)
 
     def spend(self, elapsed_s: float) -> bool:
         """Charge one move; False when the side has run out of time (beyond the grace)."""
-        control = self.control
-        if control.system == NO_TIME:
-            return True
-        over = elapsed_s
-        if not self.overtime:
-            if control.system == ABSOLUTE:
-                # The grace is forgiven once per game, not once per move: the clock keeps its overrun, so a side
-                # that plays on at zero loses as soon as its moves add up to more than the grace.
-                self.main_left_s -= over
-                return self.main_left_s >= -control.grace_s
-            if over <= self.main_left_s:
-                self.main_left_s -= over
-                return True
-            over -= self.main_left_s
-            self.main_left_s = 0.0
-            self.overtime = True
-        if control.system == CANADIAN:
-            # The period keeps its overrun too (no reset to 0): the grace covers a whole period, not each stone.
-            self.period_left_s -= over
-            if self.period_left_s < -control.grace_s:
-                return False
-            self.stones_left -= 1
-            if self.stones_left <= 0:
-                self.period_left_s, self.stones_left = control.period_s, control.stones
-            return True
-        # Japanese byo-yomi: a move that outlasts its period uses up that period and goes on in the next one.
-        if over > self.periods_left * control.period_s + control.grace_s:
-            self.periods_left = 0
-            return False
-        used = max(0, math.ceil(over / control.period_s) - 1)
-        self.periods_left = max(1, self.periods_left - used)
-        return True
+        self.state.charge(self.settings, elapsed_s, self.control.grace_s)
+        return not self.state.flagged
 
     def time_left_args(self) -> tuple[int, int]:
         """GTP ``time_left`` arguments: whole seconds, and stones (Canadian) or periods (byo-yomi) left; 0 stones
         means main time."""
-        control = self.control
-        if not self.overtime:
-            return int(max(self.main_left_s, 0.0)), 0
-        if control.system == CANADIAN:
-            return int(max(self.period_left_s, 0.0)), self.stones_left
-        return int(control.period_s), self.periods_left
+        return self.state.time_left_args(self.settings)
 
     def sgf_left(self) -> tuple[float, int | None]:
         """(time left, stones or periods left or None) for the SGF BL/WL and OB/OW properties."""
+        state = self.state
         if not self.overtime:
-            return max(self.main_left_s, 0.0), None
+            return max(state.main_left_s, 0.0), None
         if self.control.system == CANADIAN:
-            return max(self.period_left_s, 0.0), self.stones_left
-        return self.control.period_s, self.periods_left
+            return max(state.period_left_s, 0.0), state.stones_left
+        return self.control.period_s, state.periods_left
 
 
 # -- scoring --------------------------------------------------------------------------------------------------------
