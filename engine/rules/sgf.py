@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from sgfmill import sgf
 
@@ -180,33 +181,53 @@ def load_state(data: bytes, rules: Rules | None = None, move_number: int | None 
 def write_sgf(state: GameState, black_name: str = "", white_name: str = "", result: str = "",
               application: str = "Tabula") -> bytes:
     """The game that led to ``state``: size, komi, handicap, setup stones, moves, players and result."""
-    size = state.size
-    game = sgf.Sgf_game(size)
-    root = game.get_root()
-    root.set("KM", float(state.rules.komi))
-    root.set("RU", "Chinese" if state.rules.superko != "simple" else "Japanese")
-    root.set("AP", (application, "0.1"))
-    if state.handicap:
-        root.set("HA", state.handicap)
+    root: dict[str, object] = {}
     if black_name:
-        root.set("PB", black_name)
+        root["PB"] = black_name
     if white_name:
-        root.set("PW", white_name)
+        root["PW"] = white_name
     if result:
-        root.set("RE", result)
-    if state.setup:
-        black = {to_rowcol(p, size) for c, p in state.setup if c == BLACK}
-        white = {to_rowcol(p, size) for c, p in state.setup if c == WHITE}
-        root.set_setup_stones(black, white)
-        first = state.moves[0][0] if state.moves else state.to_move
-        if not (state.handicap and first == WHITE):
-            root.set("PL", _LETTERS[first])
-    node = root  # extend_main_sequence() walks from the root on every call: quadratic in the number of moves
-    for color, move in state.moves:
+        root["RE"] = result
+    first = state.moves[0][0] if state.moves else state.to_move
+    return write_game(state.size, state.moves, state.rules.komi, state.rules.superko, setup=state.setup,
+                      handicap=state.handicap, first_to_move=first, root=root, application=(application, "0.1"))
+
+
+def write_game(size: int, moves: Sequence[tuple[int, int]], komi: float, superko: str,
+               setup: Sequence[tuple[int, int]] = (), handicap: int = 0, first_to_move: int | None = None,
+               root: dict[str, object] | None = None, per_move: Sequence[dict[str, object]] | None = None,
+               final_comment: str = "", application: tuple[str, str] = ("Tabula", "0.1")) -> bytes:
+    """One SGF writer for every game Tabula saves (``printsgf``, self-play, ``tabula match``).
+
+    ``moves``: (colour, flat move or PASS). ``setup``: (colour, flat point) before the first move; ``PL`` is
+    written where the first mover is not the usual one (white after a handicap). ``root``: further root properties
+    (PB, PW, RE, GN, DT, TM, OT, C ...). ``per_move``: properties of each move's node (BL/WL, OB/OW, C), aligned
+    with ``moves``. ``final_comment`` is added to the last node's comment (the root's when there are no moves)."""
+    game = sgf.Sgf_game(size)
+    node = game.get_root()
+    node.set("KM", float(komi))
+    node.set("RU", "Chinese" if superko != "simple" else "Japanese")
+    node.set("AP", application)
+    if handicap:
+        node.set("HA", handicap)
+    if setup:
+        node.set_setup_stones({to_rowcol(p, size) for c, p in setup if c == BLACK},
+                              {to_rowcol(p, size) for c, p in setup if c == WHITE})
+        if first_to_move is not None and not (handicap and first_to_move == WHITE):
+            node.set("PL", _LETTERS[first_to_move])
+    for key, value in (root or {}).items():
+        node.set(key, value)
+    # new_child, not extend_main_sequence(), which walks from the root on every call: quadratic in the moves
+    for number, (color, move) in enumerate(moves):
         node = node.new_child()
         node.set_move(_LETTERS[color], None if move == PASS else to_rowcol(move, size))
+        for key, value in (per_move[number] if per_move is not None else {}).items():
+            node.set(key, value)
+    if final_comment:
+        node.set("C", (node.get("C") + "\n" if node.has_property("C") else "") + final_comment)
     return game.serialise()
 
 
 __all__ = ["SgfError", "SgfRecord", "MAX_MOVES", "MAX_NODES", "read_sgf", "start_position", "replay", "load_state",
+           "write_game",
            "write_sgf"]

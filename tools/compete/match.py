@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from engine.rules.board import IllegalMoveError
-from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex, \
-    to_rowcol
+from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex
 from engine.play.timecontrol import ClockState, TimeSettings
+from engine.rules.sgf import write_game
 from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points
 from tools.compete.elo import WinRate, fit_ratings
 from tools.compete.gtp_client import EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
@@ -586,49 +586,41 @@ class Game:
         }
 
     def sgf_bytes(self, record: dict) -> bytes:
-        from sgfmill import sgf  # the match's only use of sgfmill; imported here to keep `--summary` light
-
         config = self.config
-        game = sgf.Sgf_game(size=config.size)
-        root = game.get_root()
-        root.set("AP", ("tabula-match", "1"))
-        root.set("RU", "Chinese" if config.superko != SIMPLE_KO else "Japanese")
-        root.set("KM", config.komi)
-        root.set("PB", record["black_name"] or f"engine {record['black']}")
-        root.set("PW", record["white_name"] or f"engine {record['white']}")
-        root.set("RE", record["result"])
-        root.set("GN", record["game"])
-        root.set("DT", datetime.now().strftime("%Y-%m-%d"))
-        if self.handicap_stones:
-            root.set("HA", len(self.handicap_stones))
-            root.set_setup_stones([to_rowcol(p, config.size) for p in self.handicap_stones], [])
+        root: dict[str, object] = {
+            "PB": record["black_name"] or f"engine {record['black']}",
+            "PW": record["white_name"] or f"engine {record['white']}",
+            "RE": record["result"], "GN": record["game"], "DT": datetime.now().strftime("%Y-%m-%d"),
+            "C": f"engine {record['black']} (black): {config.engines[record['black']]}\n"
+                 f"engine {record['white']} (white): {config.engines[record['white']]}"}
         if config.time.system != NO_TIME:
-            root.set("TM", config.time.main_s)
+            root["TM"] = config.time.main_s
             if config.time.sgf_overtime():
-                root.set("OT", config.time.sgf_overtime())
-        root.set("C", f"engine {record['black']} (black): {config.engines[record['black']]}\n"
-                      f"engine {record['white']} (white): {config.engines[record['white']]}")
-        node = root
+                root["OT"] = config.time.sgf_overtime()
+        moves, per_move, notes = [], [], []
         for color, move, seconds, left, stones in self.log:
             if move == RESIGN:
-                node.set("C", (node.get("C") + "\n" if node.has_property("C") else "")
-                         + f"{color_name(color)} resigns after {seconds:.2f} s")
+                notes.append(f"{color_name(color)} resigns after {seconds:.2f} s")
                 break
-            node = game.extend_main_sequence()
-            side = "b" if color == BLACK else "w"
-            node.set_move(side, to_rowcol(move, config.size) if move != PASS else None)
+            side = "B" if color == BLACK else "W"
+            properties: dict[str, object] = {}
             if left is not None:
-                node.set(side.upper() + "L", round(left, 3))
+                properties[side + "L"] = round(left, 3)
                 if stones is not None:
-                    node.set("O" + side.upper(), stones)
-            node.set("C", f"{seconds:.3f} s")
+                    properties["O" + side] = stones
+            properties["C"] = f"{seconds:.3f} s"
+            moves.append((color, move))
+            per_move.append(properties)
         ending = f"Result {record['result']}: {record['reason']}"
         if record["scores"]:
             ending += "\nscores: " + ", ".join(f"{k} {v}" for k, v in record["scores"].items())
         if record["notes"]:
             ending += "\n" + "\n".join(record["notes"])
-        node.set("C", (node.get("C") + "\n" if node.has_property("C") else "") + ending)
-        return game.serialise()
+        notes.append(ending)
+        setup = [(BLACK, p) for p in self.handicap_stones]
+        return write_game(config.size, moves, config.komi, config.superko, setup=setup,
+                          handicap=len(self.handicap_stones), root=root, per_move=per_move,
+                          final_comment="\n".join(notes), application=("tabula-match", "1"))
 
 
 # -- the match ------------------------------------------------------------------------------------------------------
