@@ -2,7 +2,8 @@
 komi before boardsize and pipelined plays, undo to a fork, genmove, error replies and quit (sabaki.js, random
 player); and, with the search player on a tiny random network, analysis as Sabaki reads it (sabaki_analysis.js):
 ``analyze B 10`` and ``lz-analyze 10`` streamed through the library's subscribers and stopped by the next command,
-and ``genmove_analyze`` whose ``play`` line Sabaki takes as the move.
+and ``genmove_analyze`` whose ``play`` line Sabaki takes as the move; and, with a tiny network that has score and
+ownership heads, KataGo's ``kata-analyze ... ownership true`` and ``kata-genmove_analyze`` (sabaki_kata.js).
 
 Needs node and `npm install` in tests/clients (node_modules is not in git); skipped otherwise.
 """
@@ -75,3 +76,29 @@ def test_sabaki_reads_analysis(tiny_net):
     for prefix in ["ok analyze B 10: visits grow", "ok genmove_analyze W 2 ends with play ",
                    "ok the state tracker recorded W ", "ok lz-analyze 10: visits grow"]:
         assert any(line.startswith(prefix) for line in lines), text
+
+
+KATA_SCRIPT = HERE / "sabaki_kata.js"
+
+
+@pytest.fixture(scope="module")
+def tiny_aux_net(tmp_path_factory) -> Path:
+    """A size-independent network with score and ownership heads, 1 block × 8 filters, random weights."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is needed to export a network")
+    path = tmp_path_factory.mktemp("sabaki") / "tiny_aux.onnx"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run([sys.executable, "-m", "tools.cli", "export", "--random", "--head", "pooled", "--aux",
+                                "--blocks", "1", "--filters", "8", "--seed", "1", "--board-sizes", "9,13,19",
+                                str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0 and path.exists(), completed.stdout + completed.stderr
+    return path
+
+
+def test_kata_analyze_with_ownership_through_sabakis_controller(tiny_aux_net):
+    engine = [sys.executable, "-m", "gtp", "--player", "search", "--weights", str(tiny_aux_net), "--visits", "200",
+              "--threads", "1"]
+    lines = run_node(KATA_SCRIPT, "9", *engine)
+    text = "\n".join(lines)
+    assert "ok every line ends with ownership: 81 values in [-1, 1]" in lines, text
+    assert any(line.startswith("ok kata-genmove_analyze B 5 ends with play ") for line in lines), text

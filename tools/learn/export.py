@@ -189,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--filters", type=int, default=64)
     parser.add_argument("--head", choices=("agz", "pooled"), default="agz")
+    parser.add_argument("--aux", action="store_true", help="with --random --head pooled: score and ownership heads")
     parser.add_argument("--size", type=int, default=19, help="board size of an agz head")
     parser.add_argument("--board-sizes", default="", help="pooled head: comma-separated sizes (default 2 to 25)")
     parser.add_argument("--seed", type=int, default=0)
@@ -243,7 +244,8 @@ def _export(args: argparse.Namespace) -> int:
     if args.random:
         if len(paths) != 1:
             raise SystemExit("tabula export --random OUT.onnx: give OUT only")
-        spec = network.NetSpec(blocks=args.blocks, filters=args.filters, head=args.head, board_size=args.size)
+        spec = network.NetSpec(blocks=args.blocks, filters=args.filters, head=args.head, board_size=args.size,
+                               aux=args.aux)
         sizes = _sizes(args, spec)
         calibration = [calibration_planes(s, min(args.calibration, 128), args.seed, args.calibration_source)
                        for s in sizes]
