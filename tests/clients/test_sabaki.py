@@ -48,18 +48,23 @@ def test_sabaki_controller_drives_tabula():
     assert "ok synced a forked history (undo, then play)" in lines
 
 
-@pytest.fixture(scope="module")
-def tiny_net(tmp_path_factory) -> Path:
-    """A 19×19 agz network, 1 block × 8 filters, random weights, written by `tabula export --random`."""
+def random_network(tmp_path_factory, name: str, *options: str) -> Path:
+    """A network of 1 block × 8 filters with random weights, written by `tabula export --random` with ``options``."""
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is needed to export a network")
-    path = tmp_path_factory.mktemp("sabaki") / "tiny.onnx"
+    path = tmp_path_factory.mktemp("sabaki") / name
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     completed = subprocess.run([sys.executable, "-m", "tools.cli", "export", "--random", "--blocks", "1",
-                                "--filters", "8", "--seed", "1", str(path)],
+                                "--filters", "8", "--seed", "1", *options, str(path)],
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0 and path.exists(), completed.stdout + completed.stderr
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny_net(tmp_path_factory) -> Path:
+    """A 19×19 agz network."""
+    return random_network(tmp_path_factory, "tiny.onnx")
 
 
 def test_sabaki_reads_analysis(tiny_net):
@@ -83,16 +88,8 @@ KATA_SCRIPT = HERE / "sabaki_kata.js"
 
 @pytest.fixture(scope="module")
 def tiny_aux_net(tmp_path_factory) -> Path:
-    """A size-independent network with score and ownership heads, 1 block × 8 filters, random weights."""
-    if importlib.util.find_spec("torch") is None:
-        pytest.skip("torch is needed to export a network")
-    path = tmp_path_factory.mktemp("sabaki") / "tiny_aux.onnx"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    completed = subprocess.run([sys.executable, "-m", "tools.cli", "export", "--random", "--head", "pooled", "--aux",
-                                "--blocks", "1", "--filters", "8", "--seed", "1", "--board-sizes", "9,13,19",
-                                str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert completed.returncode == 0 and path.exists(), completed.stdout + completed.stderr
-    return path
+    """A size-independent network with score and ownership heads."""
+    return random_network(tmp_path_factory, "tiny_aux.onnx", "--head", "pooled", "--aux", "--board-sizes", "9,13,19")
 
 
 def test_kata_analyze_with_ownership_through_sabakis_controller(tiny_aux_net):
