@@ -293,17 +293,23 @@ class Validation:
 
 class WeightAverage:
     """An exponential moving average of every floating tensor of the model's state (weights and batch-norm
-    statistics), updated after each optimizer step; what validation and export use when the run has one."""
+    statistics), updated after each optimizer step; what validation and export use when the run has one.
+
+    The decay warms up, (1 + n) / (10 + n) after n steps until it reaches ``decay``: a plain 0.999 would still give
+    the random initial weights 37% of the average after 1,000 steps (the long run's first validation read 7% top-1
+    from the average while the network itself predicted 34%)."""
 
     def __init__(self, model: TabulaNet, decay: float):
         self.decay = decay
         self.state = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
 
-    def update(self, model: TabulaNet) -> None:
+    def update(self, model: TabulaNet, step: int) -> None:
+        """Fold in the weights after optimizer step ``step`` (0-based)."""
+        decay = min(self.decay, (1.0 + step) / (10.0 + step))
         with torch.no_grad():
             for name, value in model.state_dict().items():
                 if name in self.state:
-                    self.state[name].lerp_(value.detach(), 1.0 - self.decay)
+                    self.state[name].lerp_(value.detach(), 1.0 - decay)
 
     def averaged(self, model: TabulaNet) -> TabulaNet:
         """A copy of ``model`` holding the averaged weights."""
@@ -521,7 +527,7 @@ def train(config: TrainConfig, log=print,
             loss.backward()
             optimizer.step()
             if average is not None:
-                average.update(model)
+                average.update(model, step)
             step += 1
             loss_value = loss.item()
             if not math.isfinite(loss_value):
