@@ -949,7 +949,7 @@ class Search:
         total = np.zeros(len(terms[0][1]), dtype=np.float64)
         for weight, owned in terms:
             total += weight * owned
-        return total.astype(np.float32)
+        return np.clip(total, -1.0, 1.0).astype(np.float32)  # the weights sum to 1 up to rounding
 
     def _ownership_terms(self, node: Node, weight: float, depth: int, terms: list) -> None:
         """``weight`` times ``node``'s tree average, as (weight, ownership) terms; children with fewer than
