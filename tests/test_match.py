@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf
 
-from tools.compete.match import ABSOLUTE, BYOYOMI, CANADIAN, Clock, MatchConfig, TimeControl, main, parse_score, \
-    read_results, schedule, summarise
+from tools.compete.match import main, schedule
+from tools.compete.referee import Clock, parse_score
+from tools.compete.results import read_results, summarise
+from tools.compete.settings import ABSOLUTE, BYOYOMI, CANADIAN, MatchConfig, TimeControl
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {ROOT / 'tests' / 'fake_gtp_engine.py'}"

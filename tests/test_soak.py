@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools.check import soak
-from tools.compete.match import read_results
+from tools.compete.results import read_results
 
 # Minutes of real work (whole runs, killed processes, long matches): CI runs it, `python3 -m pytest` leaves it out.
 pytestmark = pytest.mark.slow

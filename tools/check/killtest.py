@@ -4,7 +4,7 @@ kill that no finished game, result or checkpoint was lost or corrupted, and that
 Layer: tools. The target runs as a subprocess in a session (and process group) of its own, marked by an environment
 variable that its children inherit, so that every process it started can be found in /proc, even the engines that
 ``tools.compete.gtp_client`` puts in sessions of their own. The run directory is read back with the readers the target itself
-uses (``tools.compete.match.read_results``, ``engine.data.replay``) and with independent ones (sgfmill, onnxruntime,
+uses (``tools.compete.results.read_results``, ``engine.data.replay``) and with independent ones (sgfmill, onnxruntime,
 ``torch.load(weights_only=True)``).
 
     python3 -m tools.check.killtest match --out runs/kill/match --kills 10 --seed 1
@@ -242,16 +242,16 @@ class MatchTarget:
         return [sys.executable, "-m", "tools.cli", "match", "--out", str(self.out), *self.options]
 
     def scheduled(self) -> int | None:
-        from tools.compete import match
+        from tools.compete import match, settings
 
-        path = self.out / match.CONFIG_FILE
+        path = self.out / settings.CONFIG_FILE
         return len(match.schedule(match.load_config(path))) if path.exists() else None
 
     def snapshot(self) -> Snapshot:
-        from tools.compete import match
+        from tools.compete import results, settings
 
         snap = Snapshot()
-        parsed, snap.torn_lines = json_lines(self.out / match.RESULTS_FILE)
+        parsed, snap.torn_lines = json_lines(self.out / settings.RESULTS_FILE)
         seen: dict[str, int] = {}
         records: dict[str, dict] = {}
         for _number, record in parsed:
@@ -262,9 +262,9 @@ class MatchTarget:
             seen[game] = seen.get(game, 0) + 1
             records[game] = record
         snap.duplicates = sorted(f"game {g} recorded {n} times" for g, n in seen.items() if n > 1)
-        theirs = {r["game"] for r in match.read_results(self.out / match.RESULTS_FILE)}
+        theirs = {r["game"] for r in results.read_results(self.out / settings.RESULTS_FILE)}
         if theirs != set(records):
-            snap.bad.append(f"tools.compete.match.read_results reads {len(theirs)} games, the lines hold {len(records)}")
+            snap.bad.append(f"tools.compete.results.read_results reads {len(theirs)} games, the lines hold {len(records)}")
         for game, record in sorted(records.items()):
             snap.items[f"record {game}"] = canonical(record)
             path = self.out / record.get("sgf", f"games/{game}.sgf")

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from tools.compete import match
+from tools.compete import match, results, settings
 
 BLOCK_GAMES = 100
 
@@ -94,14 +94,14 @@ def clock_lines(out: Path, records: Sequence[dict], engine: int, system: str) ->
              f"clock {least_left if least_left is not None else '-'} s"
              + (f", fewest periods/stones left {least_periods}" if least_periods is not None else "")]
     losses = sum(1 for record in records
-                 if (record.get("fault") or {}).get("kind") == match.TIME_LOSS and record["fault"]["engine"] == engine)
+                 if (record.get("fault") or {}).get("kind") == settings.TIME_LOSS and record["fault"]["engine"] == engine)
     lines.append(f"losses on time of engine {engine}: {losses}")
     return lines
 
 
 def report(out: Path, engine: int, wall_s: float | None = None) -> tuple[str, bool]:
-    config = match.load_config(out / match.CONFIG_FILE)
-    records = match.read_results(out / match.RESULTS_FILE)
+    config = match.load_config(out / settings.CONFIG_FILE)
+    records = results.read_results(out / settings.RESULTS_FILE)
     reasons = Counter(record["reason"] for record in records)
     faults = [record for record in records if record.get("fault")]
     games = {record["game"] for record in records}
@@ -118,9 +118,9 @@ def report(out: Path, engine: int, wall_s: float | None = None) -> tuple[str, bo
         lines.append(f"  {record['game']}: {record['reason']} {record['fault']}")
     lines.append(f"engine processes alive after the match: {len(leaked)}"
                  + (f" {leaked[:10]}" if leaked else ""))
-    if config.time.system != match.NO_TIME:
+    if config.time.system != settings.NO_TIME:
         lines += clock_lines(out, records, engine, config.time.system)
-    name = match.config_name(config, engine)
+    name = settings.config_name(config, engine)
     lines.append(f"resident memory of engine {engine} ({name}) per {BLOCK_GAMES} games, MiB (largest at a game's "
                  f"end / peak / processes):")
     blocks = memory_blocks(records, engine)
@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--summary needs --out")
         out = Path(args.out)
         wall_s = None
-        if not (out / match.CONFIG_FILE).is_file():
-            print(f"soak: {out} holds no match ({match.CONFIG_FILE} is missing)", file=sys.stderr)
+        if not (out / settings.CONFIG_FILE).is_file():
+            print(f"soak: {out} holds no match ({settings.CONFIG_FILE} is missing)", file=sys.stderr)
             return 2
     else:
         if not match_argv:
