@@ -240,6 +240,7 @@ class _Run:
     stopped_early: bool = False
     error: BaseException | None = None
     root_mask: np.ndarray | None = None  # bool [k]: root edges this run may choose (None: all)
+    batch_size: int = 1  # leaves per network call (Search._batching)
 
 
 @dataclass
@@ -298,6 +299,7 @@ class Search:
         self._nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
         self._current: _Run | None = None
         self.has_score = False  # the network gives a score and ownership (set by its first such answer)
+        self._virtual_loss = self.config.virtual_loss  # this run's (Search._batching); no leaf is in flight between
 
     # -- positioning and reuse -----------------------------------------------------------------------------------
 
@@ -439,6 +441,7 @@ class Search:
             run = _Run(target=min(limits) if limits else _UNBOUNDED,
                        deadline=start + time_s if time_s is not None else math.inf,
                        stop=stop, early_stop=early_stop, start=start)
+            run.batch_size, self._virtual_loss = self._batching(run.target)
             self._prepare_root(run, noise, allowed)
             self._current = run
             try:
@@ -565,9 +568,9 @@ class Search:
 
     def _cannot_overtake(self, remaining: float, mask: np.ndarray | None) -> bool:
         n = self.root.n
-        if self._root_pending is not None and self.config.virtual_loss:
+        if self._root_pending is not None and self._virtual_loss:
             # A leaf in flight holds virtual_loss visits on its root edge and will leave exactly one.
-            n = n - (self.config.virtual_loss - 1) * self._root_pending
+            n = n - (self._virtual_loss - 1) * self._root_pending
         if mask is not None:
             n = np.where(mask, n, 0.0)
         if self.root.blocked is not None:
@@ -577,18 +580,24 @@ class Search:
         second, first = np.partition(n, len(n) - 2)[-2:]
         return bool(first - second > remaining)
 
-    def _batch_size(self, run: _Run) -> int:
-        """Leaves per network call for this run: the configured batch, or less for a small search, so that at most
-        1/16 of its playouts are in flight at once across threads and batches (each one a visit chosen blind)."""
+    def _batching(self, target: int) -> tuple[int, int]:
+        """(leaves per network call, virtual loss) for a run of ``target`` playouts: the configured ones, or for a
+        small search at most 1/32 of its playouts in flight at once across threads and batches (each one a visit
+        chosen without the results still to come), and a virtual loss of 1 once a batch holds 4 leaves or fewer:
+        so few leaves barely collide, and a heavier loss only pushes visits off the best move. Measured with
+        `tabula bench visits` (docs/BENCHMARKS.md): at 100 visits, batches of 8 moved 35% of the visit shares from
+        where one leaf at a time puts them, batches of 3 with a virtual loss of 1 moved 2.5%."""
         config = self.config
-        size = max(1, config.batch_size)
-        if config.adaptive_batch and run.target != _UNBOUNDED:
-            in_flight = 16 * max(1, config.threads) * max(1, config.batches_in_flight)
-            size = max(1, min(size, run.target // in_flight))
-        return size
+        size, loss = max(1, config.batch_size), config.virtual_loss
+        if config.adaptive_batch and target != _UNBOUNDED:
+            in_flight = 32 * max(1, config.threads) * max(1, config.batches_in_flight)
+            size = max(1, min(size, target // in_flight))
+            if size <= 4:
+                loss = min(loss, 1)
+        return size, loss
 
     def _worker(self, run: _Run) -> None:
-        batch_size = self._batch_size(run)
+        batch_size = run.batch_size
         depth = max(1, self.config.batches_in_flight)
         in_flight: deque[tuple[list[_Leaf], PendingEvaluation]] = deque()
         leaves: list[_Leaf] = []  # collected and not yet handed to the evaluator
@@ -653,7 +662,7 @@ class Search:
         evaluation). Returns a _Leaf to evaluate, or _DONE (backed up already: terminal or cached), _COLLISION
         (the leaf is in flight elsewhere; virtual loss undone) or _RETRY (an edge proved illegal)."""
         config = self.config
-        vl = config.virtual_loss
+        vl = self._virtual_loss
         root = node = self.root
         state = self.root_state.copy()
         pass_index = state.size * state.size
@@ -837,7 +846,7 @@ class Search:
         self._refresh_urgency(node)
 
     def _undo(self, path: list[tuple[Node, int]]) -> None:
-        vl = self.config.virtual_loss
+        vl = self._virtual_loss
         root = self.root
         for node, idx in path:
             if vl:
@@ -848,7 +857,7 @@ class Search:
     def _backup(self, path: list[tuple[Node, int]], leaf: Node, value: float, score: float = 0.0) -> None:
         """Replace the virtual loss along ``path`` by ``value`` and add ``score`` (both the leaf's side-to-move
         view)."""
-        vl = self.config.virtual_loss
+        vl = self._virtual_loss
         leaf.visits += 1
         gain = self._gain
         sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
@@ -885,7 +894,7 @@ class Search:
         root = self.root
         if root.status != _EXPANDED:
             return []
-        vl = self.config.virtual_loss
+        vl = self._virtual_loss
         pending = self._root_pending if self._root_pending is not None else 0
         n = root.n - vl * pending  # real visits: in-flight leaves removed
         w = root.w + vl * pending
@@ -948,7 +957,7 @@ class Search:
             self._ownership_terms(self.root, 1.0, _OWNERSHIP_DEPTH, terms)
         total = np.zeros(len(terms[0][1]), dtype=np.float64)
         for weight, owned in terms:
-            total += weight * owned
+            total += weight * owned.astype(np.float64)  # float16 times a Python float stays float16 in numpy 2
         return np.clip(total, -1.0, 1.0).astype(np.float32)  # the weights sum to 1 up to rounding
 
     def _ownership_terms(self, node: Node, weight: float, depth: int, terms: list) -> None:
@@ -982,7 +991,7 @@ class Search:
             root = self.root
             if root.status != _EXPANDED or root.visits <= 1:
                 return root.value
-            total = float(np.sum(root.w)) + self.config.virtual_loss * float(np.sum(self._root_pending))
+            total = float(np.sum(root.w)) + self._virtual_loss * float(np.sum(self._root_pending))
             return (root.value + total) / root.visits
 
     def root_priors(self) -> dict[int, float]:

@@ -8,6 +8,7 @@ KINDS = {
     "board": "tools.bench.board",  # random legal games through the rules code: moves/s
     "net": "tools.bench.net",  # raw network throughput by batch size and threads
     "search": "tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
+    "visits": "tools.bench.visits",  # how batching bends a small search's visit distribution
 }
 
 

@@ -1,0 +1,102 @@
+"""`tabula bench visits`: how batching bends a small search's visit distribution.
+
+    tabula bench visits weights/tabula-6x64-sl.onnx --visits 100 --positions 40
+
+Every leaf in flight is a visit chosen without the results still to come (under virtual loss), so a search of N
+visits in batches of B spends part of its visits where a one-leaf-at-a-time search would not. For positions from
+held-out games (the first moves of Tygem 2016 games, or random games without archives), this searches each position
+three times with the same network (identity symmetry, so that only the batching differs): one leaf at a time, with
+the default adaptive batch, and with the fixed batch of ``--batch-size``, and prints the total variation distance of
+the root's visit shares from the one-leaf search's, and how often the most visited move differs from it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import glob
+import random
+import sys
+
+import numpy as np
+
+from engine.config import SearchConfig, add_flags, from_flags
+from engine.net.evaluator import OnnxEvaluator
+from engine.play.search import Search
+from engine.rules.game import GameState
+from engine.rules.playout import random_move
+
+GAMES_GLOB = "../shared/data/games/tygem-9d-2016.tar.xz"
+BENCH_VISITS = SearchConfig(visits=100, threads=1, early_stop=False, root_symmetries=False)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tabula bench visits", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("weights", help="Tabula .onnx")
+    add_flags(parser, BENCH_VISITS, {"visits": "visits of each search", "batch_size": "the fixed batch compared",
+                                     "threads": "search threads of the batched searches"})
+    parser.add_argument("--positions", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def positions(size: int, count: int, seed: int) -> list[GameState]:
+    """Positions 10 to 60 moves into held-out games where the archive is here, else into random games."""
+    rng = random.Random(seed)
+    found: list[GameState] = []
+    archives = sorted(glob.glob(GAMES_GLOB)) if size == 19 else []
+    if archives:
+        from engine.data.records import RecordFilter, iter_records
+        _, records = iter_records(archives, RecordFilter(), max_games=count)
+        for record in records:
+            found.append(record.replay(upto=rng.randint(10, min(60, len(record.moves) - 1))))
+    while len(found) < count:
+        state = GameState(size)
+        for _ in range(rng.randint(10, 60)):
+            state.play(random_move(state, rng))
+        found.append(state)
+    return found[:count]
+
+
+def shares(search: Search, state: GameState) -> tuple[dict[int, float], int]:
+    result = search.run(state)
+    total = sum(c.visits for c in result.candidates) or 1
+    visits = {c.move: c.visits / total for c in result.candidates}
+    return visits, max(visits, key=visits.get)
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    config = from_flags(BENCH_VISITS, args)
+    try:
+        evaluator = OnnxEvaluator(args.weights, symmetry="identity", log=None)
+    except (ValueError, RuntimeError) as error:
+        raise SystemExit(f"tabula bench visits: {error}") from None
+    size = 19 if 19 in evaluator.board_sizes else max(evaluator.board_sizes)
+    variants = {
+        "one leaf at a time": dataclasses.replace(config, batch_size=1, threads=1, adaptive_batch=False),
+        f"adaptive (at most {config.batch_size})": dataclasses.replace(config, adaptive_batch=True),
+        f"fixed batch {config.batch_size}": dataclasses.replace(config, adaptive_batch=False),
+    }
+    distance = {name: [] for name in variants}
+    other_top = {name: 0 for name in variants}
+    for state in positions(size, args.positions, args.seed):
+        reference, top = None, None
+        for name, variant in variants.items():
+            visits, best = shares(Search(evaluator, variant, rng=np.random.default_rng(args.seed)), state)
+            if reference is None:
+                reference, top = visits, best
+            moves = set(visits) | set(reference)
+            distance[name].append(0.5 * sum(abs(visits.get(m, 0.0) - reference.get(m, 0.0)) for m in moves))
+            other_top[name] += best != top
+    print(f"{args.positions} positions on {size}x{size}, {config.visits} visits, {config.threads} threads for the "
+          f"batched searches; distance from the one-leaf search's visit shares (total variation), and how often "
+          f"the most visited move differs:")
+    for name in variants:
+        print(f"  {name:<28} distance {np.mean(distance[name]):.3f}  other top move {other_top[name]}/"
+              f"{args.positions}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
