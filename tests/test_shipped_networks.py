@@ -1,5 +1,5 @@
-"""The networks in weights/: `tabula gtp` with no options plays 19x19 and 9x9 with the shipped networks, and an
-engine given only networks of another size starts on a size it plays."""
+"""The networks in weights/: `tabula gtp` with no options plays 19x19, 9x9, 13x13 and every other size a GUI offers
+with the shipped networks, and an engine given only networks of another size starts on a size it plays."""
 from __future__ import annotations
 
 import re
@@ -27,16 +27,20 @@ def test_every_default_network_is_shipped_with_a_model_card():
         assert (WEIGHTS_DIR / f"MODEL_CARD-{path.stem}.md").is_file(), path.name
 
 
-def test_default_engine_plays_19x19_and_9x9_and_refuses_other_sizes():
+def test_default_engine_plays_every_size_a_gui_offers():
     replies, stderr = run_gtp(["genmove b", "boardsize 9", "clear_board", "genmove b", "genmove w",
-                               "boardsize 13", "boardsize 19", "genmove b"])
+                               "boardsize 13", "clear_board", "genmove b", "boardsize 7", "genmove b",
+                               "boardsize 25", "genmove b", "boardsize 19", "genmove b", "boardsize 26"])
     vertex = r"= [A-HJ-T]\d{1,2}"
     assert re.fullmatch(vertex, replies[0])  # starts on 19x19
     assert replies[1:3] == ["=", "="]
     assert re.fullmatch(r"= [A-J][1-9]", replies[3]) and re.fullmatch(r"= [A-J][1-9]", replies[4])
-    assert replies[5] == "? unacceptable size"
-    assert replies[6] == "=" and re.fullmatch(vertex, replies[7])
-    assert stderr.count("tabula: network") == 2  # one line per network, naming its provider
+    assert replies[5:7] == ["=", "="] and re.fullmatch(r"= [A-HJ-N]\d{1,2}", replies[7])  # 13x13
+    assert replies[8] == "=" and re.fullmatch(r"= [A-G][1-7]", replies[9])  # 7x7
+    assert replies[10] == "=" and re.fullmatch(r"= [A-HJ-Z]\d{1,2}", replies[11])  # 25x25
+    assert replies[12] == "=" and re.fullmatch(vertex, replies[13])
+    assert replies[14] == "? unacceptable size"  # GTP's largest board is 25x25
+    assert stderr.count("tabula: network") == len(default_weights())  # one line per network, naming its provider
 
 
 @pytest.mark.parametrize("size_option, first_reply", [((), r"= [A-J][1-9]"), (("--size", "19"), None)])
