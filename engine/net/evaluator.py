@@ -317,7 +317,9 @@ class OnnxEvaluator:
             shape = f"{arch['blocks']}x{arch['filters']} {arch['head']}"
         except (KeyError, TypeError, ValueError):
             shape = "unknown architecture"
-        sizes = "/".join(str(s) for s in self.board_sizes)
+        sizes = self.board_sizes
+        contiguous = len(sizes) > 3 and list(sizes) == list(range(sizes[0], sizes[-1] + 1))
+        sizes = f"{sizes[0]}-{sizes[-1]}" if contiguous else "/".join(str(s) for s in sizes)
         return f"{shape}, {sizes}, {self.metadata.get('precision', 'fp32')}"
 
     # -- checks --------------------------------------------------------------------------------------------------
