@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from engine.config import NetConfig, SearchConfig, add_flags, from_flags
+from engine.config import NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
 from engine.rules.coords import PASS
 from engine.net.evaluator import OnnxEvaluator
 from engine.play.search import Search
@@ -34,7 +34,7 @@ from engine.data.records import RecordFilter, is_validation, iter_records
 TOP_K = 5
 EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it
 RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
-RESIGN_CONSECUTIVE = 3  # as SearchConfig.resign_consecutive
+RESIGN_CONSECUTIVE = PlayConfig.resign_consecutive  # the engine's own rule: resignation as the decider applies it
 
 
 class Scores:
@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
             weights.append(record.value_weight)
             values[-1] *= 1.0 if record.value_weight > 0 else 0.0  # no result, no resignation question
-            where.append((scores.games, len(position.moves), record.size * record.size // 4))
+            where.append((scores.games, len(position.moves),
+                          int(PlayConfig.resign_after * record.size * record.size)))
             state.play(move, color)
             if len(states) >= args.batch:
                 flush()
