@@ -77,6 +77,9 @@ class PlayConfig:
     # Before passing, also count the lead as a referee removing dead stones would (random playouts), and after the
     # opponent's pass play no stones inside settled territory. Off in self-play, which scores by Tromp-Taylor.
     referee_aware: bool = True
+    # After the opponent's pass, behind by that count: when no move the search tried has this winrate, playing on
+    # changes nothing, so pass (or resign where allowed) rather than give away a point a stone under territory rules.
+    lost_winrate: float = 0.10
     ponder: bool = False  # search on the opponent's time until the next command arrives
     ownership_playouts: int = 64  # random playouts behind ownership() and final_status_list without a network head
 

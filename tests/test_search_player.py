@@ -100,6 +100,44 @@ def test_no_pass_while_the_lead_rests_on_dead_stones():
     assert player.generate(state, WHITE, None) not in (PASS, RESIGN)
 
 
+class PassFavouriteBlackWins(RiggedEvaluator):
+    """Nearly all the prior on a pass; black wins every position (``black_winrate``) whoever is to move."""
+
+    def __init__(self, black_winrate: float):
+        super().__init__(PASS, 0.99)
+        self.black_value = 2.0 * black_winrate - 1.0
+
+    def evaluate(self, states):
+        evaluation = super().evaluate(states)
+        values = [self.black_value if s.to_move == BLACK else -self.black_value for s in states]
+        return Evaluation(evaluation.policy, np.array(values, dtype=np.float32))
+
+
+def test_after_the_opponents_pass_a_hopeless_game_ends_with_a_pass():
+    """White's stones inside black's wall are dead; black has passed. The search would pass, since Tromp-Taylor
+    counts white's dead stones; the referee-aware count says white has lost; and no other move gives white a
+    chance. Playing on would change nothing under area counting and give away a point a stone under territory
+    counting (GNU Go's count differed from ours by 10 points in a 9x9 game for this reason): pass, or resign."""
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=42.5)
+    state.play(PASS)
+    assert state.area_score() < 0  # white "leads" by Tromp-Taylor
+    player = generator(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.0)
+    assert player.search.run(state).move == PASS  # what the search alone would do
+    assert player.generate(state, WHITE, None) == PASS
+    resigning = generator(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.1, resign_after=0.0)
+    assert resigning.generate(state, WHITE, None) == RESIGN
+    # A value head that sees a chance (or sees nothing: 50%) plays on rather than pass into the lost count.
+    from engine.play.decision import MoveDecider
+    from engine.play.search import Candidate, SearchResult
+    inside = parse_vertex("C4", 7)  # beside white's dead stones, not settled
+    for winrate, expected in ((0.5, inside), (0.2, inside), (0.05, PASS)):
+        candidates = [Candidate(PASS, 36, 0.98, 0.99, 0.95, [PASS]),
+                      Candidate(inside, 4, 2 * winrate - 1, 0.001, -1.0, [inside])]
+        result = SearchResult(PASS, candidates, 40, 40, 0.1, 40, 40, 0, 0, 0, False)
+        decider = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
+        assert decider.decide(state, result).move == expected
+
+
 LOST_AFTER_WHITES_PASS = """
         . . . . . . .
         . . . . . . .

@@ -132,7 +132,9 @@ class MoveDecider:
         ``settled``) changes nothing under area counting and costs a point under territory counting (KGS, OGS's
         Japanese rules, GNU Go as referee). Such a move gives way to the search's best move on a point still open;
         where there is none, to a pass, or to a resignation where the count says the game is lost and resigning is
-        allowed at this point of the game."""
+        allowed at this point of the game. And after the opponent's pass, behind by the referee-aware count, when
+        no move the search tried has a chance (``_hopeless_after``), it passes (or resigns) at once: GNU Go's
+        territory count saw 10 stones played into its area in a lost 9x9 game."""
         if not self.config.referee_aware:
             return pass_rules(state, result, move, priors)
         color = state.to_move
@@ -148,12 +150,23 @@ class MoveDecider:
         move = pass_rules(state, result, move, priors, lead=lead)
         # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
         cleaning_up = counted < 0 < estimated
+        if passed and lead < 0 and not cleaning_up and move not in (PASS, RESIGN) and self._hopeless_after(result):
+            return RESIGN if self._may_resign(state) else PASS
         if passed and move not in (PASS, RESIGN) and not cleaning_up and settled(state, owned, move):
             open_moves = [c.move for c in result.candidates if c.move != PASS and not settled(state, owned, c.move)]
             if open_moves:
                 return open_moves[0]
             return RESIGN if lead < 0 and self._may_resign(state) else PASS
         return move
+
+    def _hopeless_after(self, result: SearchResult) -> bool:
+        """Whether every move but a pass that the search tried is below ``lost_winrate``.
+
+        The pass itself is left out: the search scores a game ended by two passes with Tromp-Taylor, which counts
+        our dead stones as alive, so a pass can look won when the referee-aware lead says it is lost. A network
+        whose value says nothing (about 50% everywhere) never makes a position hopeless, and the game goes on."""
+        tried = [c.winrate for c in result.candidates if c.move != PASS and c.visits > 0]
+        return bool(tried) and max(tried) < self.config.lost_winrate
 
     def _may_resign(self, state: GameState) -> bool:
         """Whether resigning is on and the game is past its first ``resign_after`` share of the board's points."""
