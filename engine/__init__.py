@@ -14,7 +14,9 @@
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
 | | `network.py`, `torch_backend.py`, `leelaz.py` | torch model and ONNX export (training only), the torch GPU backend, Leela Zero weight files |
-| `play/` | `search.py` | PUCT search: virtual loss, threads, batches in flight, transposition table, tree reuse, scores |
+| `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT selection, virtual loss, backup, reuse |
+| | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
+| | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |
 | | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
 | | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
 | | `timecontrol.py` | clocks and the time budget of one move |

@@ -15,7 +15,7 @@ import numpy as np
 from dataclasses import dataclass
 
 from engine.rules.coords import BLACK, PASS, format_vertex, parse_color
-from engine.play.search import Candidate
+from engine.play.result import Candidate
 from engine.play.search_player import SearchGenerator
 
 from .commands import TABLE, Session

@@ -175,7 +175,7 @@ def test_pondering_is_installed_only_when_asked():
     interrupt = threading.Event()
     threading.Timer(0.2, interrupt.set).start()
     pondering.idle_task(interrupt)
-    assert pondering.player.generator.search.root.visits > 1
+    assert pondering.player.generator.search.tree.root.visits > 1
 
 
 def test_genmove_analyze_with_the_next_command_already_waiting_still_says_its_move():

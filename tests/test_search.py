@@ -15,7 +15,9 @@ from engine.config import SearchConfig
 from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
 from engine.net.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
 from engine.rules.game import GameState, Rules
-from engine.play.search import Candidate, _EXPANDED, _PENDING, _TERMINAL, Node, Search, terminal_value
+from engine.play.result import Candidate, lcb_order
+from engine.play.search import Search, terminal_outcome
+from engine.play.tree import EXPANDED, PENDING, TERMINAL, Node
 from tests.conftest import board_from_ascii
 
 
@@ -108,9 +110,9 @@ def walk(node: Node):
 
 def check_tree(search: Search) -> None:
     """Every expanded node: visits = 1 + its edges' visits, each child's visits = its edge's, no virtual loss."""
-    for node in walk(search.root):
-        assert node.status != _PENDING
-        if node.status == _EXPANDED:
+    for node in walk(search.tree.root):
+        assert node.status != PENDING
+        if node.status == EXPANDED:
             assert node.visits == 1 + round(float(node.n.sum())), "visits = 1 + sum of children's"
             assert node.n_sum == pytest.approx(float(node.n.sum()), abs=1e-3)
             assert np.all(node.n == np.round(node.n)), "virtual visits left behind"
@@ -121,9 +123,9 @@ def check_tree(search: Search) -> None:
             assert node.visited_prior == pytest.approx(float(node.prior[visited].sum()), abs=1e-4)
             for idx, child in node.children.items():
                 assert child.visits == int(node.n[idx])
-        elif node.status != _TERMINAL:
+        elif node.status != TERMINAL:
             assert node.visits == 0
-    assert search._root_pending is None or not search._root_pending.any()
+    assert search.tree.root_pending is None or not search.tree.root_pending.any()
 
 
 # -- tests -------------------------------------------------------------------------------------------------------
@@ -233,7 +235,7 @@ def test_superko_moves_are_never_searched_inside_the_tree():
     search = Search(RiggedEvaluator(second, 0.9), SearchConfig(threads=1, visits=300, early_stop=False),
                     rng=np.random.default_rng(0))
     search.run(state, allowed=[first])
-    child = search.root.child(first)
+    child = search.tree.root.child(first)
     assert child is not None and child.expanded
     idx = int(np.flatnonzero(child.moves == second)[0])
     assert child.n[idx] == 0 and child.blocked is not None and child.blocked[idx]
@@ -248,7 +250,7 @@ def test_tree_reuse_after_our_move_and_the_reply_undo_and_a_resent_game():
     first = search.run(state)
     ours = first.move
     reply = first.candidates[0].pv[1]
-    grandchild = search.root.child(ours).child(reply)
+    grandchild = search.tree.root.child(ours).child(reply)
     kept = grandchild.visits
     assert kept > 0
 
@@ -287,14 +289,14 @@ def test_transposition_table_serves_repeated_positions():
     first = evaluator.positions
     search.run(state)  # a fresh tree (no reuse), its positions mostly in the table
     assert evaluator.positions - first < first / 3
-    assert len(search.cache) <= search.cache.capacity
+    assert len(search.tree.cache) <= search.tree.cache.capacity
 
 
 def test_transposition_table_is_bounded():
     search = Search(UniformEvaluator(), SearchConfig(threads=1, visits=300, cache_entries=50),
                     rng=np.random.default_rng(0))
     search.run(GameState(5))
-    assert len(search.cache) == 50
+    assert len(search.tree.cache) == 50
 
 
 def test_time_limit_and_stop():
@@ -476,24 +478,25 @@ def test_terminal_nodes_score_by_tromp_taylor():
         . X O . .
         X X O . .
         . X O O O""", to_move=BLACK, komi=0.5)
-    assert terminal_value(state) < 0  # white has more area
+    assert terminal_outcome(state)[0] < 0  # white has more area
     state.play(PASS)
     state.play(PASS)
     assert state.is_game_over()
     white_view = state.copy()
     white_view.to_move = WHITE
-    assert terminal_value(white_view) == 1.0
+    value, score = terminal_outcome(white_view)
+    assert value == 1.0 and score == -white_view.area_score() > 0  # the margin too, from white's view
 
 
 def test_noise_changes_root_priors_for_one_run_only():
     search = Search(UniformEvaluator(), SearchConfig(threads=1, visits=50), rng=np.random.default_rng(0))
     state = GameState(5)
     search.run(state)
-    clean = search.root.prior.copy()
+    clean = search.tree.root.prior.copy()
     search.run(state, visits=60, noise=True)
-    assert not np.allclose(search.root.prior, clean)
+    assert not np.allclose(search.tree.root.prior, clean)
     search.run(state, visits=70)
-    assert np.allclose(search.root.prior, clean)
+    assert np.allclose(search.tree.root.prior, clean)
 
 
 def test_lcb_bounds_stay_below_the_means():
@@ -514,10 +517,9 @@ def candidate(move: int, visits: int, value: float, lcb: float, prior: float = 0
     (candidate(2, 5, 0.90, 0.60), False),  # too few visits (under a tenth of the top move's)
 ])
 def test_lcb_changes_the_move_only_where_the_bound_separates_the_moves(other, promoted):
-    search = Search(UniformEvaluator(), SearchConfig())
     top = candidate(1, 100, 0.50, 0.40, prior=0.5)
     third = candidate(3, 20, 0.30, 0.10)
-    order = search._lcb_order([top, other, third])
+    order = lcb_order([top, other, third], SearchConfig())
     assert order[0] is (other if promoted else top)
     assert sorted(c.move for c in order) == [1, 2, 3]
 
@@ -599,7 +601,7 @@ def test_the_root_takes_its_priors_and_value_from_all_eight_symmetries():
     evaluator = SymmetryAwareEvaluator(favourite, 0.25)
     search = Search(evaluator, SearchConfig(threads=1, visits=40), rng=np.random.default_rng(0))
     result = search.run(GameState(5))
-    root = search.root
+    root = search.tree.root
     assert root.averaged and root.value == pytest.approx(0.25)
     assert root.prior[list(root.moves).index(favourite)] > 0.8
     assert root.prior.sum() == pytest.approx(1.0)
@@ -608,7 +610,7 @@ def test_the_root_takes_its_priors_and_value_from_all_eight_symmetries():
     state = GameState(5)
     state.play(favourite)
     search.run(state)
-    assert evaluator.averaged_calls == 2 and search.root.averaged
+    assert evaluator.averaged_calls == 2 and search.tree.root.averaged
     search.run(state, visits=80)
     assert evaluator.averaged_calls == 2
 
@@ -617,7 +619,7 @@ def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
     evaluator = SymmetryAwareEvaluator(parse_vertex("C3", 5), 0.25)
     search = Search(evaluator, SearchConfig(threads=1, visits=40, root_symmetries=False))
     search.run(GameState(5))
-    assert evaluator.averaged_calls == 0 and not search.root.averaged
+    assert evaluator.averaged_calls == 0 and not search.tree.root.averaged
 
 
 @pytest.mark.parametrize("visits, threads, largest, loss", [(48, 1, 1, 1), (100, 1, 3, 1), (100, 2, 1, 1),
@@ -630,7 +632,7 @@ def test_small_searches_use_small_batches(visits, threads, largest, loss):
     config = SearchConfig(threads=threads, batch_size=8, visits=visits, early_stop=False)
     search = Search(evaluator, config, rng=np.random.default_rng(1))
     search.run(GameState(9))
-    assert max(evaluator.batch_sizes) == largest and search._virtual_loss == loss
+    assert max(evaluator.batch_sizes) == largest and search.tree.virtual_loss == loss
     fixed = SymmetryAwareEvaluator(0, 0.0)
     Search(fixed, replace(config, adaptive_batch=False), rng=np.random.default_rng(1)).run(GameState(9))
     assert max(fixed.batch_sizes) == 8

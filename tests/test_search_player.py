@@ -313,7 +313,7 @@ def test_pondering_stops_on_interrupt_and_keeps_the_tree():
     start = time.monotonic()
     player.ponder(state, interrupt)
     assert time.monotonic() - start < 2.0
-    pondered = player.search.root.visits
+    pondered = player.search.tree.root.visits
     assert pondered > 30
     player.generate(state, WHITE, None)
     assert player.last_search.reused_visits == pondered and player.last_search.playouts == 0

@@ -14,7 +14,7 @@ from engine.net.evaluator import UniformEvaluator
 from engine.rules.game import GameState, Rules
 from engine.data.replay import ReplaySampler, ReplayStore, game_files, read_game
 from engine.play.decision import pass_rules
-from engine.play.search import Candidate
+from engine.play.result import Candidate
 from tools.learn.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask,
                             play_gating_game, play_selfplay_game, prune_target, selfplay_tasks, visit_target)
 
@@ -56,7 +56,7 @@ def test_prune_target_removes_exploration_visits():
 
 def test_pass_rules(board_from_ascii):
     from engine.rules.coords import BLACK, WHITE
-    from engine.play.search import SearchResult
+    from engine.play.result import SearchResult
 
     state = board_from_ascii("""
         . O . . .

@@ -16,7 +16,7 @@ from engine.rules import playout
 from engine.config import PlayConfig
 from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
 from engine.rules.game import GameState
-from engine.play.search import SearchResult
+from engine.play.result import SearchResult
 
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
 SETTLED_OWNERSHIP = 0.5  # see settled()

@@ -29,7 +29,7 @@ MAX_ABS_KOMI = 1000.0  # beyond this a komi is a typo, whatever the board size
 UNDO_SNAPSHOT_MOVES = 128  # a loaded game keeps a position every this many moves; undo replays fewer than this
 
 
-Progress = Callable[[list], None]  # called with a search's candidates (engine.play.search.Candidate) as it goes
+Progress = Callable[[list], None]  # called with a search's candidates (engine.play.result.Candidate) as it goes
 
 
 class MoveGenerator(Protocol):
@@ -40,7 +40,7 @@ class MoveGenerator(Protocol):
 
     name: str
     board_sizes: tuple[int, ...] | None  # the sizes it plays; None: every size
-    last_search: object | None  # the search behind the latest generated move (an engine.play.search.SearchResult)
+    last_search: object | None  # the search behind the latest generated move (an engine.play.result.SearchResult)
 
     def generate(self, state: GameState, color: int, budget_s: float | None,
                  on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:

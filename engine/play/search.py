@@ -1,10 +1,11 @@
-"""PUCT tree search: one shared tree descended by worker threads under virtual loss, leaves evaluated in batches,
-network results cached by position hash, and the tree reused between moves.
+"""The PUCT search's driver: worker threads descend one shared tree (``engine.play.tree``) under virtual loss, leaves
+are evaluated in batches, a run stops on visits, playouts, time, a stop event or a move that can no longer be
+overtaken, and the result is read from the tree (``engine.play.result``).
 
-Layer: above game and the evaluator protocol; the search calls the evaluator from one place per mode
-(``Search._evaluate_batch``, or ``_start_batch`` with batches in flight) and never imports a network. Values are in
-[-1, 1]; an edge's statistics are kept in its parent's arrays from the parent's side-to-move view, so selection is
-a handful of numpy operations per level.
+Layer: above the tree and the evaluator protocol; the search calls the evaluator from one place per mode
+(``Search._evaluate_batch``, or ``_start_batch`` with batches in flight) and never imports a network. A leaf's
+value comes from one of three places (``Search._descend``): a finished game's count, the table of network results,
+or the network; the last two enter the tree through ``Search._expand_leaf``.
 
 Threads: every worker collects up to ``batch_size`` leaves under the tree lock (adding virtual loss on the way
 down), releases the lock while the evaluator runs, then expands and backs up under the lock. No leaf ever waits for
@@ -18,207 +19,32 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict, deque
-from dataclasses import dataclass, field
+from collections import deque
+from dataclasses import dataclass
 from typing import Callable, Collection
 
 import numpy as np
 
-from engine.rules.board import IllegalMoveError, own_eye_masks
 from engine.config import SearchConfig
-from engine.rules.coords import BLACK, PASS
 from engine.net.evaluator import Evaluation, Evaluator, PendingEvaluation, evaluate_all_symmetries, evaluate_async
+from engine.play import result as readout
+from engine.play.result import Candidate, SearchResult
+from engine.play.tree import EXPANDED, PENDING, TERMINAL, UNEXPANDED, Expansion, Node, Path, Tree, expansions
+from engine.rules.coords import BLACK, PASS
 from engine.rules.game import GameState
 
-_UNEXPANDED, _PENDING, _EXPANDED, _TERMINAL = range(4)
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
-_PV_DEPTH = 24  # longest principal variation reported
-_OWNERSHIP_DEPTH = 4  # plies of the tree averaged into the ownership; deeper nodes count through their ancestor
-_OWNERSHIP_MIN_VISITS = 2  # a child with fewer visits adds nothing its parent's evaluation does not
-
-
-def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
-    """``policy`` (float32 [B, N*N+1]) with the moves that fill the mover's own single-point eyes removed, and the
-    rows that lost one renormalised.
-
-    A network that has not learned the endgame fills its own eyes and dies; no strong move does it (an eye point
-    touches no opponent stone, so filling it never captures). Pass keeps its prior, and takes everything when
-    nothing else is left, as the random player passes."""
-    eyes = own_eye_masks([state.board for state in states], [state.to_move for state in states])
-    changed = (eyes & (policy[:, :-1] > 0)).any(axis=1)
-    if not changed.any():
-        return policy
-    rows = policy[changed]  # a copy: the evaluator's array is left alone
-    rows[:, :-1][eyes[changed]] = 0.0
-    totals = rows.sum(axis=1)
-    nothing_left = totals <= 0.0
-    rows[nothing_left, -1] = 1.0
-    totals[nothing_left] = 1.0
-    rows /= totals[:, None]
-    policy = policy.copy()
-    policy[changed] = rows
-    return policy
-
-
-class Node:
-    """One position in the tree. The statistics of the edge leading here live in the parent's arrays.
-
-    Set once at expansion: ``moves`` (int16 [k] policy indices of the children, pass = N*N), ``prior`` (float32 [k],
-    shared with the transposition table until changed), ``value`` (the net's value, side to move's view).
-    Changed under the search lock: ``n``/``w``/``w2`` (float32 [k]: visits, value sum and sum of squares of each
-    edge, this node's side-to-move view; ``n`` and ``w`` include virtual visits counted as losses),
-    ``n_sum`` (sum of ``n``), ``visits`` (real visits of this node: 1 for its own evaluation plus its children's),
-    ``visited_prior`` (prior mass of children with ``n > 0``, for first-play urgency), ``children``
-    (edge index -> Node, created on first descent), ``blocked`` (bool [k] of edges found illegal by superko).
-    Kept in step with ``n``/``w`` so that selection is two array operations: ``q`` (float32 [k]: ``w / n``, or
-    the first-play urgency where ``n == 0``) and ``pu`` (float32 [k]: ``prior / (1 + n)``).
-    """
-
-    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "q", "pu", "n_sum", "visits", "value",
-                 "score", "ownership", "visited_prior", "children", "blocked", "averaged")
-
-    def __init__(self) -> None:
-        self.status = _UNEXPANDED
-        self.moves: np.ndarray | None = None
-        self.prior: np.ndarray | None = None
-        self.n: np.ndarray | None = None
-        self.w: np.ndarray | None = None
-        self.w2: np.ndarray | None = None
-        self.s: np.ndarray | None = None  # score sums of each edge (points, this node's side-to-move view)
-        self.s2: np.ndarray | None = None  # ... and sums of squares
-        self.q: np.ndarray | None = None
-        self.pu: np.ndarray | None = None
-        self.n_sum = 0.0
-        self.visits = 0
-        self.value = 0.0
-        self.score = 0.0  # the net's final margin (points, side to move's view); the count at a finished game
-        self.ownership: np.ndarray | None = None  # the net's ownership, black's view (float16 [N*N]), if it has one
-        self.visited_prior = 0.0
-        self.children: dict[int, Node] = {}
-        self.blocked: np.ndarray | None = None
-        self.averaged = False  # priors and value are the mean over the 8 symmetries (the root's)
-
-    @property
-    def expanded(self) -> bool:
-        return self.status == _EXPANDED
-
-    def child(self, move_index: int) -> "Node | None":
-        """The child reached by policy index ``move_index``, if it exists."""
-        if self.moves is None:
-            return None
-        where = np.flatnonzero(self.moves == move_index)
-        return self.children.get(int(where[0])) if where.size else None
-
-
-@dataclass(frozen=True)
-class _Entry:
-    """A cached network result: the children a position gets and their priors, and its value."""
-
-    moves: np.ndarray  # int16 [k] policy indices with nonzero prior, pass always included
-    prior: np.ndarray  # float32 [k]
-    value: float  # side to move's view
-    score: float = 0.0  # side to move's view, points (0 from networks without a score head)
-    ownership: np.ndarray | None = None  # float16 [N*N], black's view
-
-
-class TranspositionTable:
-    """Network results by board size and position hash (stones, side to move, ko point), least recently used
-    evicted first.
-
-    Not thread-safe on its own: the search only touches it under its tree lock.
-    """
-
-    def __init__(self, capacity: int):
-        self.capacity = capacity
-        self._entries: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: tuple[int, int]) -> _Entry | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
-        self._entries.move_to_end(key)
-        self.hits += 1
-        return entry
-
-    def put(self, key: tuple[int, int], entry: _Entry) -> None:
-        if self.capacity <= 0:
-            return
-        self._entries[key] = entry
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.capacity:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-@dataclass
-class Candidate:
-    """One root move as the search sees it. ``value`` and ``lcb`` are in [-1, 1], the root side to move's view."""
-
-    move: int  # flat point or PASS
-    visits: int
-    value: float
-    prior: float
-    lcb: float
-    pv: list[int]  # starts with ``move``
-    order: int = 0  # rank in the order the search would choose (0: its move)
-    score: float = 0.0  # mean final margin after this move, points, the root side to move's view
-    score_stdev: float = 0.0  # spread of that margin over the move's visits
-
-    @property
-    def winrate(self) -> float:
-        return (self.value + 1.0) / 2.0
-
-    @property
-    def lcb_winrate(self) -> float:
-        return (self.lcb + 1.0) / 2.0
-
-
-@dataclass
-class SearchResult:
-    """What one ``Search.run`` did and found."""
-
-    move: int  # the chosen move (most visits, or best LCB), PASS if nothing else
-    candidates: list[Candidate]  # ordered as chosen, visited moves only
-    root_visits: int  # visits of the root, reused ones included
-    playouts: int  # new playouts this run
-    elapsed_s: float
-    batches: int  # network calls
-    evaluated: int  # positions sent to the network
-    cache_hits: int
-    collisions: int
-    reused_visits: int  # root visits kept from earlier searches
-    stopped_early: bool  # the best move could no longer be overtaken
-
-    @property
-    def value(self) -> float:
-        """The chosen move's value, side to move's view; 0 without candidates."""
-        for candidate in self.candidates:
-            if candidate.move == self.move:
-                return candidate.value
-        return 0.0
-
-    @property
-    def playouts_per_s(self) -> float:
-        return self.playouts / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def mean_batch(self) -> float:
-        return self.evaluated / self.batches if self.batches else 0.0
+_UNBOUNDED = 1 << 62  # a run's playout target when only time or a stop event ends it
 
 
 @dataclass
 class _Leaf:
+    """A leaf on its way to the network: its node (PENDING), the path to it under virtual loss, its position and
+    its key in the table."""
+
     node: Node
-    path: list[tuple[Node, int]]
+    path: Path
     state: GameState
     key: tuple[int, int]
 
@@ -227,7 +53,7 @@ class _Leaf:
 class _Run:
     """The limits and counters of one ``Search.run``; counters change under the tree lock."""
 
-    target: int  # playouts to start (sys.maxsize: unbounded)
+    target: int  # playouts to start (_UNBOUNDED: no limit)
     deadline: float  # time.monotonic() limit (inf: none)
     stop: threading.Event
     early_stop: bool
@@ -243,30 +69,11 @@ class _Run:
     batch_size: int = 1  # leaves per network call (Search._batching)
 
 
-@dataclass
-class _Link:
-    """A kept ancestor of the root: its position and the edges from it to the next kept root (or the root)."""
-
-    state: GameState
-    node: Node
-    edges: list[tuple[Node, int]] = field(default_factory=list)
-
-
-def _t_quantile(dof: int, z: float = 4.265) -> float:
-    """Student-t quantile for ``dof`` degrees of freedom at the normal quantile ``z`` (one-sided 1e-5 by default),
-    by the Cornish-Fisher expansion: Leela Zero's confidence for its lower bound."""
-    if dof <= 0:
-        return math.inf
-    z3, z5 = z ** 3, z ** 5
-    return z + (z3 + z) / (4 * dof) + (5 * z5 + 16 * z3 + 3 * z) / (96 * dof * dof)
-
-
-def terminal_value(state: GameState) -> float:
-    """The Tromp-Taylor result of a finished game: +1, -1 or 0 from the side to move's view."""
-    score = state.area_score()
-    if state.to_move != BLACK:
-        score = -score
-    return 1.0 if score > 0 else -1.0 if score < 0 else 0.0
+def terminal_outcome(state: GameState) -> tuple[float, float]:
+    """The value and score of a finished game by Tromp-Taylor count: +1, -1 or 0, and the margin in points, both
+    from the side to move's view."""
+    score = state.area_score() * (1.0 if state.to_move == BLACK else -1.0)
+    return (1.0 if score > 0 else -1.0 if score < 0 else 0.0), score
 
 
 class Search:
@@ -286,126 +93,23 @@ class Search:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._run_lock = threading.Lock()  # one run at a time
-        # The tree, changed under _lock by workers and by set_position between runs.
-        self.cache = TranspositionTable(self.config.cache_entries)
-        self.root = Node()
-        self.root_state: GameState | None = None
-        self._ancestors: list[_Link] = []  # kept earlier roots, oldest first, for undo
-        # visits, value sum, square sum, score sum, score square sum backed up through the root since it became root
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
-        self._root_pending: np.ndarray | None = None  # int32 [k]: leaves in flight below each root edge
-        self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
-        self._rules = None
-        self._nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
+        # The tree and its table, changed under _lock by workers and by set_position between runs.
+        self.tree = Tree(self.config)
         self._current: _Run | None = None
         self.has_score = False  # the network gives a score and ownership (set by its first such answer)
-        self._virtual_loss = self.config.virtual_loss  # this run's (Search._batching); no leaf is in flight between
 
-    # -- positioning and reuse -----------------------------------------------------------------------------------
+    # -- positioning ---------------------------------------------------------------------------------------------
 
     def set_position(self, state: GameState) -> bool:
-        """Make ``state`` the root, reusing the subtree that matches its move sequence. Returns whether it did.
-
-        Matches the current root or a kept ancestor (undo, or a GUI re-sending the game) whose moves are a prefix
-        of ``state.moves``, with the same size, rules, setup stones and side to move along the way.
-        """
+        """Make ``state`` the root, reusing the subtree that matches its move sequence. Returns whether it did
+        (``Tree.set_position``)."""
         with self._lock:
-            self._restore_root_prior()
-            self._flush_gain()
-            if state.rules != self._rules:
-                self.cache.clear()  # test evaluators score with komi; the network's cache stays valid otherwise
-                self._rules = state.rules
-            chain = self._ancestors + ([_Link(self.root_state, self.root)] if self.root_state is not None else [])
-            if not self.config.reuse_tree:
-                chain = []
-            for depth in range(len(chain) - 1, -1, -1):
-                link = chain[depth]
-                edges = self._walk(link, state)
-                if edges is None:
-                    continue
-                new_root = edges[-1][0].children[edges[-1][1]] if edges else link.node
-                if new_root.status not in (_EXPANDED, _UNEXPANDED):
-                    continue
-                kept = chain[:depth + 1]
-                kept[-1] = _Link(link.state, link.node, edges)
-                if not edges:
-                    kept.pop()
-                self._ancestors = self._trim(kept, len(state.moves))
-                self._set_root(new_root, state)
-                return True
-            self._ancestors = []
-            self._nodes = 0
-            self._set_root(Node(), state)
-            return False
-
-    def _walk(self, link: _Link, state: GameState) -> list[tuple[Node, int]] | None:
-        """Edges from ``link``'s node to ``state``'s position, or None when the tree cannot reach it."""
-        old = link.state
-        if (old.size != state.size or old.rules != state.rules or old.setup != state.setup
-                or old.handicap != state.handicap or len(old.moves) > len(state.moves)
-                or state.moves[:len(old.moves)] != old.moves):
-            return None
-        node, to_move, edges = link.node, old.to_move, []
-        pass_index = state.size * state.size
-        for color, move in state.moves[len(old.moves):]:
-            if color != to_move or node.status != _EXPANDED:
-                return None
-            where = np.flatnonzero(node.moves == (pass_index if move == PASS else move))
-            if not where.size:
-                return None
-            idx = int(where[0])
-            if idx not in node.children:
-                node.children[idx] = Node()
-            edges.append((node, idx))
-            node = node.children[idx]
-            to_move = 3 - to_move
-        return edges if to_move == state.to_move else None
-
-    def _trim(self, chain: list[_Link], root_moves: int) -> list[_Link]:
-        """Drop ancestors further than ``reuse_undo_plies`` above the root, which free their other subtrees."""
-        limit = self.config.reuse_undo_plies
-        return [link for link in chain if root_moves - len(link.state.moves) <= limit]
-
-    def _set_root(self, node: Node, state: GameState) -> None:
-        previous, self.root = self.root, node
-        self._refresh(previous)  # its unvisited children lose the root's first-play reduction
-        self.root_state = state.copy()
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
-        self._root_pending = None if node.moves is None else np.zeros(len(node.moves), dtype=np.int32)
-        self._clean_root_prior = None
-
-    def _restore_root_prior(self) -> None:
-        """Take the noise back out of the root's priors: noise belongs to one run at one root."""
-        if self._clean_root_prior is not None:
-            self.root.prior = self._clean_root_prior
-            self._clean_root_prior = None
-            self._refresh(self.root)
-
-    def _flush_gain(self) -> None:
-        """Add what was backed up through the root to the edges above it, so kept ancestors stay consistent."""
-        visits, value, squares, score, score_squares = self._gain
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
-        if not visits or not self._ancestors:
-            return
-        edges = [edge for link in self._ancestors for edge in link.edges]
-        for node, idx in reversed(edges):
-            value = -value  # the parent's view
-            score = -score
-            self._update(node, idx, visits, value)
-            node.w2[idx] += squares
-            node.s[idx] += score
-            node.s2[idx] += score_squares
-            node.visits += visits
+            return self.tree.set_position(state)
 
     def clear(self) -> None:
         """Forget the tree and the cached network results."""
         with self._lock:
-            self.cache.clear()
-            self.root = Node()
-            self.root_state = None
-            self._ancestors = []
-            self._gain = [0, 0.0, 0.0, 0.0, 0.0]
-            self._nodes = 0
+            self.tree.clear()
 
     # -- running -------------------------------------------------------------------------------------------------
 
@@ -436,12 +140,12 @@ class Search:
             start = time.monotonic()
             self.set_position(state)
             stop = stop or threading.Event()
-            reused = self.root.visits
+            reused = self.tree.root.visits
             limits = ([max(0, visits - reused)] if visits else []) + ([playouts] if playouts else [])
             run = _Run(target=min(limits) if limits else _UNBOUNDED,
                        deadline=start + time_s if time_s is not None else math.inf,
                        stop=stop, early_stop=early_stop, start=start)
-            run.batch_size, self._virtual_loss = self._batching(run.target)
+            run.batch_size, self.tree.virtual_loss = self._batching(run.target)
             self._prepare_root(run, noise, allowed)
             self._current = run
             try:
@@ -451,11 +155,11 @@ class Search:
             if run.error is not None:
                 raise run.error
             with self._lock:
-                candidates = self._candidates(run.root_mask)
-                hits = self.cache.hits
+                candidates = readout.candidates(self.tree, self.config, run.root_mask)
+                hits = self.tree.cache.hits
             return SearchResult(
                 move=candidates[0].move if candidates else PASS, candidates=candidates,
-                root_visits=self.root.visits, playouts=run.finished, elapsed_s=time.monotonic() - start,
+                root_visits=self.tree.root.visits, playouts=run.finished, elapsed_s=time.monotonic() - start,
                 batches=run.batches, evaluated=run.evaluated, cache_hits=hits, collisions=run.collisions,
                 reused_visits=reused, stopped_early=run.stopped_early)
 
@@ -471,15 +175,16 @@ class Search:
 
     def _prepare_root(self, run: _Run, noise: bool, allowed: Collection[int] | None) -> None:
         """Expand the root if needed, block superko-illegal edges, mix in noise and restrict the root's moves."""
-        root, state = self.root, self.root_state
-        if root.status != _EXPANDED:
+        tree = self.tree
+        root, state = tree.root, tree.root_state
+        if root.status != EXPANDED:
             # The first evaluation of the root is a visit like any other (and may come from the cache).
             leaf = self._descend(run)
             if isinstance(leaf, _Leaf):
                 self._evaluate_batch([leaf], run)
             run.started = run.finished = 1
-            self._root_pending = np.zeros(len(root.moves), dtype=np.int32)
-        if self.config.root_symmetries and not root.averaged and root.status == _EXPANDED:
+            tree.root_pending = np.zeros(len(root.moves), dtype=np.int32)
+        if self.config.root_symmetries and not root.averaged and root.status == EXPANDED:
             self._average_root()
         pass_index = state.size * state.size
         legal = np.zeros(pass_index + 1, dtype=bool)
@@ -496,14 +201,11 @@ class Search:
                 run.root_mask = wanted[root.moves] & legal[root.moves]
                 if not run.root_mask.any():
                     run.root_mask = None  # nothing allowed is legal: fall back to everything
-            self._restore_root_prior()
+            mix = None
             if noise and len(root.moves) > 1:
-                config = self.config
-                alpha = config.dirichlet_alpha * 361.0 / (state.size * state.size)
-                self._clean_root_prior = root.prior
+                alpha = self.config.dirichlet_alpha * 361.0 / (state.size * state.size)
                 mix = self.rng.dirichlet(np.full(len(root.moves), alpha))
-                root.prior = ((1.0 - config.noise_weight) * root.prior + config.noise_weight * mix).astype(np.float32)
-            self._refresh(root)  # new priors, and the root's own first-play reduction
+            tree.mix_root_noise(mix, self.config.noise_weight)
 
     def _average_root(self) -> None:
         """The root's priors and value from the mean of its evaluations under the 8 symmetries.
@@ -511,20 +213,10 @@ class Search:
         One random symmetry per evaluation makes the root's priors jump between searches of the same position (a
         move's prior 0.49 in one, 0.17 in another); the mean is steadier and predicts better (docs/STRENGTH.md),
         for 8 network evaluations a move."""
-        root, state = self.root, self.root_state
-        evaluation = evaluate_all_symmetries(self.evaluator, [state])
-        entry = self._entries_for([state], evaluation)[0]
+        state = self.tree.root_state
+        averaged = self._expansions([state], evaluate_all_symmetries(self.evaluator, [state]))[0]
         with self._lock:
-            # The averaged policy has the same support (legal non-eye moves and pass); keep the root's edges.
-            lookup = np.zeros(state.size * state.size + 1, dtype=np.float32)
-            lookup[entry.moves] = entry.prior
-            prior = lookup[root.moves]
-            total = float(prior.sum())
-            if total > 0:
-                root.prior = (prior / total).astype(np.float32)
-            root.value = entry.value
-            root.score, root.ownership = entry.score, entry.ownership
-            root.averaged = True
+            self.tree.average_root(averaged)
 
     def _work_all(self, run: _Run, on_progress, interval_s: float) -> None:
         if self.config.threads <= 1 and on_progress is None:
@@ -548,7 +240,7 @@ class Search:
         if run.stop.is_set() or run.error is not None or run.started >= run.target:
             return True
         now = time.monotonic()
-        if now >= run.deadline or self._nodes >= self.config.max_nodes:
+        if now >= run.deadline or self.tree.nodes >= self.config.max_nodes:
             return True
         if run.early_stop and run.finished >= 16:
             remaining = run.target - run.started
@@ -564,17 +256,19 @@ class Search:
     def _may_reopen(self, run: _Run) -> bool:
         """Whether a search stopped early could start again: only while some leaf is still in flight."""
         return (run.stopped_early and not run.stop.is_set() and run.error is None
-                and self._root_pending is not None and bool(self._root_pending.any()))
+                and self.tree.root_pending is not None and bool(self.tree.root_pending.any()))
 
     def _cannot_overtake(self, remaining: float, mask: np.ndarray | None) -> bool:
-        n = self.root.n
-        if self._root_pending is not None and self._virtual_loss:
+        tree = self.tree
+        root = tree.root
+        n = root.n
+        if tree.root_pending is not None and tree.virtual_loss:
             # A leaf in flight holds virtual_loss visits on its root edge and will leave exactly one.
-            n = n - (self._virtual_loss - 1) * self._root_pending
+            n = n - (tree.virtual_loss - 1) * tree.root_pending
         if mask is not None:
             n = np.where(mask, n, 0.0)
-        if self.root.blocked is not None:
-            n = np.where(self.root.blocked, 0.0, n)
+        if root.blocked is not None:
+            n = np.where(root.blocked, 0.0, n)
         if len(n) < 2:
             return True
         second, first = np.partition(n, len(n) - 2)[-2:]
@@ -658,66 +352,39 @@ class Search:
     # -- one playout: descend, evaluate, back up -----------------------------------------------------------------
 
     def _descend(self, run: _Run) -> object:
-        """Walk from the root to a leaf under virtual loss (caller holds the lock, except for the first root
-        evaluation). Returns a _Leaf to evaluate, or _DONE (backed up already: terminal or cached), _COLLISION
-        (the leaf is in flight elsewhere; virtual loss undone) or _RETRY (an edge proved illegal)."""
-        config = self.config
-        vl = self._virtual_loss
-        root = node = self.root
-        state = self.root_state.copy()
-        pass_index = state.size * state.size
-        path: list[tuple[Node, int]] = []
-        c_puct = config.c_puct
-        update = self._update
-        while node.status == _EXPANDED:
-            at_root = node is root
-            # Q + c·P·√N/(1+n): q and pu are kept up to date by _update.
-            score = node.pu * (c_puct * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
-            score += node.q
-            if node.blocked is not None:
-                score[node.blocked] = -np.inf
-            if at_root and run.root_mask is not None:
-                score[~run.root_mask] = -np.inf
-            idx = int(score.argmax())
-            move = node.moves.item(idx)
-            try:
-                state.play(PASS if move == pass_index else move)
-            except IllegalMoveError:
-                # Superko along this line (or a cached policy from another history): never choose it again here.
-                blocked = np.zeros(len(node.n), dtype=bool) if node.blocked is None else node.blocked
-                blocked[idx] = True
-                node.blocked = blocked
-                self._undo(path)
-                return _RETRY
-            if vl:
-                update(node, idx, vl, -vl)
-            if at_root:
-                self._root_pending[idx] += 1
-            path.append((node, idx))
-            child = node.children.get(idx)
-            if child is None:
-                child = node.children[idx] = Node()
-            node = child
-        if node.status == _TERMINAL:
-            self._backup(path, node, node.value, node.score)
+        """Walk from the root to a leaf under virtual loss and find its value where no network call is needed
+        (caller holds the lock, except for the first root evaluation). Returns a _Leaf to evaluate, or _DONE (backed
+        up already: a finished game, or a position in the table), _COLLISION (the leaf is in flight elsewhere;
+        virtual loss undone) or _RETRY (an edge proved illegal)."""
+        tree = self.tree
+        reached = tree.descend(run.root_mask)
+        if reached is None:
+            return _RETRY
+        node, path, state = reached
+        if node.status == TERMINAL:
+            tree.backup(path, node, node.value, node.score)
             return _DONE
-        if node.status == _PENDING:
-            self._undo(path)
+        if node.status == PENDING:
+            tree.undo(path)
             return _COLLISION
         if state.passes >= 2 and path:
-            node.status = _TERMINAL
-            node.score = state.area_score() * (1.0 if state.to_move == BLACK else -1.0)
-            node.value = 1.0 if node.score > 0 else -1.0 if node.score < 0 else 0.0
-            self._backup(path, node, node.value, node.score)
+            node.status = TERMINAL
+            node.value, node.score = terminal_outcome(state)
+            tree.backup(path, node, node.value, node.score)
             return _DONE
         key = (state.size, state.hash)  # empty boards of every size share hash 0
-        entry = self.cache.get(key)
-        if entry is not None:
-            self._expand(node, entry)
-            self._backup(path, node, entry.value, entry.score)
+        expansion = tree.cache.get(key)
+        if expansion is not None:
+            self._expand_leaf(node, path, expansion)
             return _DONE
-        node.status = _PENDING
+        node.status = PENDING
         return _Leaf(node, path, state, key)
+
+    def _expand_leaf(self, node: Node, path: Path, expansion: Expansion) -> None:
+        """Expand a leaf with its network result (fresh, or from the table) and back its value up ``path``: where
+        a network value enters the tree (under the lock)."""
+        self.tree.expand(node, expansion)
+        self.tree.backup(path, node, expansion.value, expansion.score)
 
     def _evaluate_batch(self, leaves: list[_Leaf], run: _Run) -> None:
         """The one place the search calls the network; expands and backs up every leaf."""
@@ -744,270 +411,55 @@ class Search:
     def _abandon(self, leaves: list[_Leaf]) -> None:
         """Take back the virtual loss of leaves that will not be evaluated (under the lock)."""
         for leaf in leaves:
-            leaf.node.status = _UNEXPANDED
-            self._undo(leaf.path)
+            leaf.node.status = UNEXPANDED
+            self.tree.undo(leaf.path)
 
     def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation, run: _Run) -> None:
-        entries = self._or_abandon(leaves, lambda: self._entries(leaves, evaluation))
+        found = self._or_abandon(leaves, lambda: self._expansions([leaf.state for leaf in leaves], evaluation))
         with self._lock:
-            for leaf, entry in zip(leaves, entries):
-                self.cache.put(leaf.key, entry)
-                self._expand(leaf.node, entry)
-                self._backup(leaf.path, leaf.node, entry.value, entry.score)
+            for leaf, expansion in zip(leaves, found):
+                self.tree.cache.put(leaf.key, expansion)
+                self._expand_leaf(leaf.node, leaf.path, expansion)
             run.finished += len(leaves)
             run.batches += 1
             run.evaluated += len(leaves)
             self._wake.notify_all()
 
-    def _entries(self, leaves: list[_Leaf], evaluation: Evaluation) -> list[_Entry]:
-        """The network's answer for each leaf as it is cached and expanded: its children and their priors."""
-        return self._entries_for([leaf.state for leaf in leaves], evaluation)
-
-    def _entries_for(self, states: list[GameState], evaluation: Evaluation) -> list[_Entry]:
-        policy = np.asarray(evaluation.policy, dtype=np.float32)
-        values = np.asarray(evaluation.value, dtype=np.float32)
-        points = states[0].size ** 2
-        if policy.shape != (len(states), points + 1) or values.shape != (len(states),):
-            raise ValueError(f"the evaluator answered {len(states)} positions with policy {policy.shape} and value "
-                             f"{values.shape}, expected ({len(states)}, {points + 1}) and ({len(states)},)")
-        if self.config.eye_filter:
-            policy = _without_own_eyes(policy, states)
-        # Each leaf's children are its moves with a nonzero prior, and pass: found for the whole batch at once.
-        present = policy > 0.0
-        present[:, -1] = True
-        rows, columns = np.nonzero(present)
-        priors = policy[rows, columns]
-        columns = columns.astype(np.int16)
-        ends = np.cumsum(np.count_nonzero(present, axis=1)).tolist()
-        entries = []
-        start = 0
-        scores = [0.0] * len(states) if evaluation.score is None else np.asarray(evaluation.score).tolist()
-        owners: list[np.ndarray | None] = [None] * len(states)
+    def _expansions(self, states: list[GameState], evaluation: Evaluation) -> list[Expansion]:
+        """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
+        found = expansions(states, evaluation, self.config.eye_filter)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
-        if evaluation.ownership is not None:
-            black = np.array([1.0 if state.to_move == BLACK else -1.0 for state in states], dtype=np.float32)
-            owners = list((np.asarray(evaluation.ownership, dtype=np.float32) * black[:, None]).astype(np.float16))
-        for end, value, score, owner in zip(ends, values.tolist(), scores, owners):
-            entries.append(_Entry(columns[start:end], priors[start:end], value, score, owner))
-            start = end
-        return entries
+        return found
 
-    def _expand(self, node: Node, entry: _Entry) -> None:
-        k = len(entry.moves)
-        node.moves = entry.moves
-        node.prior = entry.prior
-        node.n, node.w, node.w2, node.s, node.s2 = np.zeros((5, k), dtype=np.float32)  # one allocation a leaf
-        node.value = entry.value
-        node.score = entry.score
-        node.ownership = entry.ownership
-        node.pu = entry.prior.copy()
-        node.q = np.full(k, entry.value, dtype=np.float32)  # no child visited: the urgency is the node's value
-        node.status = _EXPANDED
-        self._nodes += 1
-
-    def _update(self, node: Node, idx: int, dn: float, dw: float) -> None:
-        """Add ``dn`` visits and ``dw`` value to edge ``idx`` of ``node``, keeping ``q``, ``pu``, ``n_sum`` and
-        ``visited_prior`` in step."""
-        # .item() reads a Python float without making a numpy scalar: this runs twice per edge per playout.
-        n = node.n
-        before = n.item(idx)
-        after = before + dn
-        n[idx] = after
-        values = node.w
-        w = values.item(idx) + dw
-        values[idx] = w
-        node.n_sum += dn
-        prior = node.prior.item(idx)
-        node.pu[idx] = prior / (1.0 + after)
-        if after > 0:
-            node.q[idx] = w / after
-            if before == 0:
-                node.visited_prior += prior
-                self._refresh_urgency(node)
-        elif before > 0:
-            node.visited_prior -= prior
-            self._refresh_urgency(node)
-
-    def _refresh_urgency(self, node: Node) -> None:
-        """First-play urgency of the unvisited children: the node's value less a reduction that grows with the
-        prior mass already visited (Leela Zero's FPU)."""
-        config = self.config
-        reduction = config.fpu_root_reduction if node is self.root else config.fpu_reduction
-        node.q[node.n == 0] = node.value - reduction * math.sqrt(max(node.visited_prior, 0.0))
-
-    def _refresh(self, node: Node) -> None:
-        """Recompute what depends on the priors or on being the root (after noise, or a new root)."""
-        if node.status != _EXPANDED:
-            return
-        node.pu = (node.prior / (1.0 + node.n)).astype(np.float32)
-        node.visited_prior = float(node.prior[node.n > 0].sum())
-        visited = node.n > 0
-        node.q = np.where(visited, node.w / np.maximum(node.n, 1.0), 0.0).astype(np.float32)
-        self._refresh_urgency(node)
-
-    def _undo(self, path: list[tuple[Node, int]]) -> None:
-        vl = self._virtual_loss
-        root = self.root
-        for node, idx in path:
-            if vl:
-                self._update(node, idx, -vl, vl)
-            if node is root:
-                self._root_pending[idx] -= 1
-
-    def _backup(self, path: list[tuple[Node, int]], leaf: Node, value: float, score: float = 0.0) -> None:
-        """Replace the virtual loss along ``path`` by ``value`` and add ``score`` (both the leaf's side-to-move
-        view)."""
-        vl = self._virtual_loss
-        leaf.visits += 1
-        gain = self._gain
-        sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
-        gain[0] += 1
-        gain[1] += sign * value
-        gain[2] += value * value
-        gain[3] += sign * score
-        gain[4] += score * score
-        root = self.root
-        update = self._update
-        for node, idx in reversed(path):
-            value = -value  # the parent's view of its child's outcome
-            score = -score
-            update(node, idx, 1 - vl, value + vl)
-            squares = node.w2
-            squares[idx] = squares.item(idx) + value * value
-            scores = node.s
-            scores[idx] = scores.item(idx) + score
-            squares = node.s2
-            squares[idx] = squares.item(idx) + score * score
-            node.visits += 1
-            if node is root:
-                self._root_pending[idx] -= 1
-
-    # -- reading the tree ----------------------------------------------------------------------------------------
+    # -- reading the tree (thread-safe, usable mid-search) -------------------------------------------------------
 
     def candidates(self) -> list[Candidate]:
-        """The root's visited moves in the order the search would choose them. Thread-safe, usable mid-search."""
+        """The root's visited moves in the order the search would choose them."""
         with self._lock:
             run = self._current
-            return self._candidates(run.root_mask if run is not None else None)
-
-    def _candidates(self, mask: np.ndarray | None) -> list[Candidate]:
-        root = self.root
-        if root.status != _EXPANDED:
-            return []
-        vl = self._virtual_loss
-        pending = self._root_pending if self._root_pending is not None else 0
-        n = root.n - vl * pending  # real visits: in-flight leaves removed
-        w = root.w + vl * pending
-        size = self.root_state.size
-        result = []
-        for idx in np.flatnonzero(n >= 1):
-            if root.blocked is not None and root.blocked[idx]:
-                continue
-            if mask is not None and not mask[idx]:
-                continue
-            count = float(n[idx])
-            mean = float(w[idx]) / count
-            if count >= 2:
-                variance = max(0.0, float(root.w2[idx]) / count - mean * mean) * count / (count - 1)
-                lcb = mean - _t_quantile(int(count) - 1) * math.sqrt(variance / count)
-            else:
-                lcb = -1.0  # one visit says nothing
-            move = int(root.moves[idx])
-            move = PASS if move == size * size else move
-            score = float(root.s[idx]) / count
-            spread = math.sqrt(max(0.0, float(root.s2[idx]) / count - score * score))
-            result.append(Candidate(move=move, visits=int(round(count)), value=mean,
-                                    prior=float(root.prior[idx]), lcb=max(-1.0, lcb),
-                                    pv=[move] + self._pv(root.children.get(int(idx))), score=score,
-                                    score_stdev=spread))
-        result.sort(key=lambda c: (-c.visits, -c.value))
-        if self.config.lcb and len(result) > 1:
-            result = self._lcb_order(result)
-        for order, candidate in enumerate(result):
-            candidate.order = order
-        return result
-
-    def _lcb_order(self, result: list[Candidate]) -> list[Candidate]:
-        """Most visits first, except that a move whose lower confidence bound is above the most visited move's
-        mean goes first: the bound then separates the two, where LCB over close means ranks noise (a 100-visit
-        search choosing by LCB among moves 0.01 apart predicted 26.5% of 9-dan moves, most visits 35.8%). A move
-        that both the network and the visits rate well below the top one (under ``lcb_veto_ratio`` of its prior
-        and of its visits) is never promoted."""
-        config = self.config
-        top = result[0]
-        floor = max(2, config.lcb_min_visit_ratio * top.visits)
-        veto = config.lcb_veto_ratio
-        promoted = [c for c in result[1:] if c.visits >= floor and c.lcb > top.value
-                    and not (c.prior < veto * top.prior and c.visits < veto * top.visits)]
-        if not promoted:
-            return result
-        best = max(promoted, key=lambda c: c.lcb)
-        return [best] + [c for c in result if c is not best]
+            return readout.candidates(self.tree, self.config, run.root_mask if run is not None else None)
 
     def ownership(self) -> np.ndarray | None:
-        """The final owner of each point averaged over the search tree (float32 [N*N] in [-1, 1], black's view), as
-        KataGo averages it: each node's own ownership weighs one visit and each child's average as many as the
-        child has. None when the network has no ownership head. Thread-safe, usable mid-search: the weights are
-        read under the tree lock (scalars only) and the arrays summed outside it, so a GUI asking often does not
-        stall the workers."""
+        """The final owner of each point averaged over the search tree (float32 [N*N] in [-1, 1], black's view); None
+        when the network has no ownership head. The weights are read under the tree lock and the arrays summed
+        outside it, so a GUI asking often does not stall the workers."""
         with self._lock:
-            if self.root.ownership is None:
-                return None
-            terms: list[tuple[float, np.ndarray]] = []
-            self._ownership_terms(self.root, 1.0, _OWNERSHIP_DEPTH, terms)
-        total = np.zeros(len(terms[0][1]), dtype=np.float64)
-        for weight, owned in terms:
-            total += weight * owned.astype(np.float64)  # float16 times a Python float stays float16 in numpy 2
-        return np.clip(total, -1.0, 1.0).astype(np.float32)  # the weights sum to 1 up to rounding
-
-    def _ownership_terms(self, node: Node, weight: float, depth: int, terms: list) -> None:
-        """``weight`` times ``node``'s tree average, as (weight, ownership) terms; children with fewer than
-        ``_OWNERSHIP_MIN_VISITS`` visits, and plies past ``depth``, count through their parent's own ownership."""
-        children = [c for c in node.children.values()
-                    if c.ownership is not None and c.visits >= _OWNERSHIP_MIN_VISITS] if depth > 0 else []
-        total = 1.0 + sum(c.visits for c in children)
-        terms.append((weight / total, node.ownership))
-        for child in children:
-            self._ownership_terms(child, weight * child.visits / total, depth - 1, terms)
-
-    def _pv(self, node: Node | None) -> list[int]:
-        """The most visited line below ``node``."""
-        pv: list[int] = []
-        size = self.root_state.size
-        while node is not None and node.status == _EXPANDED and len(pv) < _PV_DEPTH:
-            if node.n_sum <= 0:
-                break
-            idx = int(node.n.argmax())
-            if node.n[idx] < 1:
-                break
-            move = int(node.moves[idx])
-            pv.append(PASS if move == size * size else move)
-            node = node.children.get(idx)
-        return pv
+            terms = readout.ownership_terms(self.tree)
+        return None if terms is None else readout.sum_ownership(terms)
 
     def root_value(self) -> float:
         """Mean value of the root's visits, side to move's view (the net's value if unvisited)."""
         with self._lock:
-            root = self.root
-            if root.status != _EXPANDED or root.visits <= 1:
-                return root.value
-            total = float(np.sum(root.w)) + self._virtual_loss * float(np.sum(self._root_pending))
-            return (root.value + total) / root.visits
+            return readout.root_value(self.tree)
 
     def root_priors(self) -> dict[int, float]:
         """The root's priors by move (flat point or PASS); empty before the root is expanded."""
         with self._lock:
-            root = self.root
-            if root.status != _EXPANDED:
-                return {}
-            size = self.root_state.size
-            return {PASS if int(m) == size * size else int(m): float(p) for m, p in zip(root.moves, root.prior)}
+            return readout.root_priors(self.tree)
 
     def tree_nodes(self) -> int:
         """Upper bound on the expanded nodes alive in the tree (expansions since the tree was started afresh)."""
-        return self._nodes
+        return self.tree.nodes
 
 
-_UNBOUNDED = 1 << 62
-
-__all__ = ["Search", "SearchResult", "Candidate", "Node", "TranspositionTable", "terminal_value"]
+__all__ = ["Search", "terminal_outcome"]

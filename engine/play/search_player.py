@@ -19,7 +19,8 @@ from engine.rules.coords import PASS, format_vertex
 from engine.play.decision import MoveDecider
 from engine.net.evaluator import Evaluator
 from engine.rules.game import GameState
-from engine.play.search import Candidate, Search, SearchResult
+from engine.play.result import Candidate, SearchResult
+from engine.play.search import Search
 
 log = logging.getLogger("tabula.search")
 

@@ -219,13 +219,13 @@ def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: 
     state = GameState(board_size(evaluator))
     totals: dict = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0, positions=[])
     for _ in range(moves):
-        hits_before = search.cache.hits
+        hits_before = search.tree.cache.hits
         result = search.run(state, visits=0, playouts=playouts, early_stop=False)
         totals["playouts"] += result.playouts
         totals["evaluated"] += result.evaluated
         totals["batches"] += result.batches
         totals["elapsed_s"] += result.elapsed_s
-        totals["hits"] += search.cache.hits - hits_before
+        totals["hits"] += search.tree.cache.hits - hits_before
         totals["positions"].append(state.copy())
         state.play(result.move)
     totals["search"] = search

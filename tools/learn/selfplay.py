@@ -31,7 +31,8 @@ from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
 from engine.play.decision import MoveDecider
 from engine.rules.game import GameState, Rules
 from engine.data.replay import ReplayStore, SelfPlayGame
-from engine.play.search import Candidate, Search, SearchResult
+from engine.play.result import Candidate, SearchResult
+from engine.play.search import Search
 
 
 @dataclass(frozen=True)

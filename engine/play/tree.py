@@ -1,0 +1,483 @@
+"""The search tree: nodes and their edge statistics, the table of network results by position, PUCT selection under
+virtual loss, backup, and reuse of the tree from move to move.
+
+Layer: above game; knows nothing of threads, and of the network only the shape of its answer (``expansions``):
+``engine.play.search`` drives it. Values are in [-1, 1]; an edge's statistics are kept in its parent's arrays from
+the parent's side-to-move view, so selection is a handful of numpy operations per level.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import SearchConfig
+from engine.net.evaluator import Evaluation
+from engine.rules.board import IllegalMoveError, own_eye_masks
+from engine.rules.coords import BLACK, PASS
+from engine.rules.game import GameState
+
+# A node's status: not yet evaluated, at the network, expanded, or a finished game.
+UNEXPANDED, PENDING, EXPANDED, TERMINAL = range(4)
+
+
+class Node:
+    """One position in the tree. The statistics of the edge leading here live in the parent's arrays.
+
+    Set once at expansion: ``moves`` (int16 [k] policy indices of the children, pass = N*N), ``prior`` (float32 [k],
+    shared with the transposition table until changed), ``value`` (the net's value, side to move's view).
+    Changed under the search lock: ``n``/``w``/``w2`` (float32 [k]: visits, value sum and sum of squares of each
+    edge, this node's side-to-move view; ``n`` and ``w`` include virtual visits counted as losses),
+    ``n_sum`` (sum of ``n``), ``visits`` (real visits of this node: 1 for its own evaluation plus its children's),
+    ``visited_prior`` (prior mass of children with ``n > 0``, for first-play urgency), ``children``
+    (edge index -> Node, created on first descent), ``blocked`` (bool [k] of edges found illegal by superko).
+    Kept in step with ``n``/``w`` so that selection is two array operations: ``q`` (float32 [k]: ``w / n``, or
+    the first-play urgency where ``n == 0``) and ``pu`` (float32 [k]: ``prior / (1 + n)``).
+    """
+
+    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "q", "pu", "n_sum", "visits", "value",
+                 "score", "ownership", "visited_prior", "children", "blocked", "averaged")
+
+    def __init__(self) -> None:
+        self.status = UNEXPANDED
+        self.moves: np.ndarray | None = None
+        self.prior: np.ndarray | None = None
+        self.n: np.ndarray | None = None
+        self.w: np.ndarray | None = None
+        self.w2: np.ndarray | None = None
+        self.s: np.ndarray | None = None  # score sums of each edge (points, this node's side-to-move view)
+        self.s2: np.ndarray | None = None  # ... and sums of squares
+        self.q: np.ndarray | None = None
+        self.pu: np.ndarray | None = None
+        self.n_sum = 0.0
+        self.visits = 0
+        self.value = 0.0
+        self.score = 0.0  # the net's final margin (points, side to move's view); the count at a finished game
+        self.ownership: np.ndarray | None = None  # the net's ownership, black's view (float16 [N*N]), if it has one
+        self.visited_prior = 0.0
+        self.children: dict[int, Node] = {}
+        self.blocked: np.ndarray | None = None
+        self.averaged = False  # priors and value are the mean over the 8 symmetries (the root's)
+
+    @property
+    def expanded(self) -> bool:
+        return self.status == EXPANDED
+
+    def child(self, move_index: int) -> "Node | None":
+        """The child reached by policy index ``move_index``, if it exists."""
+        if self.moves is None:
+            return None
+        where = np.flatnonzero(self.moves == move_index)
+        return self.children.get(int(where[0])) if where.size else None
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """What a network evaluation gives a position's node, as the table keeps it: its children and their priors,
+    and its value."""
+
+    moves: np.ndarray  # int16 [k] policy indices with nonzero prior, pass always included
+    prior: np.ndarray  # float32 [k]
+    value: float  # side to move's view
+    score: float = 0.0  # side to move's view, points (0 from networks without a score head)
+    ownership: np.ndarray | None = None  # float16 [N*N], black's view
+
+
+def expansions(states: list[GameState], evaluation: Evaluation, eye_filter: bool) -> list[Expansion]:
+    """The network's answer for each of ``states`` as the tree expands it: the children are the moves with a
+    nonzero prior, and pass. ``eye_filter``: without the moves that fill the mover's own single-point eyes.
+    Raises ValueError for an answer of the wrong shape."""
+    policy = np.asarray(evaluation.policy, dtype=np.float32)
+    values = np.asarray(evaluation.value, dtype=np.float32)
+    points = states[0].size ** 2
+    if policy.shape != (len(states), points + 1) or values.shape != (len(states),):
+        raise ValueError(f"the evaluator answered {len(states)} positions with policy {policy.shape} and value "
+                         f"{values.shape}, expected ({len(states)}, {points + 1}) and ({len(states)},)")
+    if eye_filter:
+        policy = _without_own_eyes(policy, states)
+    # Found for the whole batch at once.
+    present = policy > 0.0
+    present[:, -1] = True
+    rows, columns = np.nonzero(present)
+    priors = policy[rows, columns]
+    columns = columns.astype(np.int16)
+    ends = np.cumsum(np.count_nonzero(present, axis=1)).tolist()
+    found = []
+    start = 0
+    scores = [0.0] * len(states) if evaluation.score is None else np.asarray(evaluation.score).tolist()
+    owners: list[np.ndarray | None] = [None] * len(states)
+    if evaluation.ownership is not None:
+        black = np.array([1.0 if state.to_move == BLACK else -1.0 for state in states], dtype=np.float32)
+        owners = list((np.asarray(evaluation.ownership, dtype=np.float32) * black[:, None]).astype(np.float16))
+    for end, value, score, owner in zip(ends, values.tolist(), scores, owners):
+        found.append(Expansion(columns[start:end], priors[start:end], value, score, owner))
+        start = end
+    return found
+
+
+def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
+    """``policy`` (float32 [B, N*N+1]) with the moves that fill the mover's own single-point eyes removed, and the
+    rows that lost one renormalised.
+
+    A network that has not learned the endgame fills its own eyes and dies; no strong move does it (an eye point
+    touches no opponent stone, so filling it never captures). Pass keeps its prior, and takes everything when
+    nothing else is left, as the random player passes."""
+    eyes = own_eye_masks([state.board for state in states], [state.to_move for state in states])
+    changed = (eyes & (policy[:, :-1] > 0)).any(axis=1)
+    if not changed.any():
+        return policy
+    rows = policy[changed]  # a copy: the evaluator's array is left alone
+    rows[:, :-1][eyes[changed]] = 0.0
+    totals = rows.sum(axis=1)
+    nothing_left = totals <= 0.0
+    rows[nothing_left, -1] = 1.0
+    totals[nothing_left] = 1.0
+    rows /= totals[:, None]
+    policy = policy.copy()
+    policy[changed] = rows
+    return policy
+
+
+class TranspositionTable:
+    """Network results by board size and position hash (stones, side to move, ko point), least recently used
+    evicted first.
+
+    Not thread-safe on its own: the search only touches it under its tree lock.
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[int, int]) -> Expansion | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.hits += 1
+        return entry
+
+    def put(self, key: tuple[int, int], entry: Expansion) -> None:
+        if self.capacity <= 0:
+            return
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+@dataclass
+class _Link:
+    """A kept ancestor of the root: its position and the edges from it to the next kept root (or the root)."""
+
+    state: GameState
+    node: Node
+    edges: list[tuple[Node, int]] = field(default_factory=list)
+
+
+Path = list[tuple[Node, int]]  # the edges from the root to a node: (parent, edge index)
+
+
+class Tree:
+    """The tree of one game's search, its table of network results, and the kept ancestors of its root.
+
+    Not thread-safe: the search calls it only under its lock. ``virtual_loss`` is set by the search for each run
+    (no leaf is in flight between runs); ``root_pending`` (int32 [k]) counts the leaves in flight below each root
+    edge, so that readers can take their virtual loss back out.
+    """
+
+    def __init__(self, config: SearchConfig):
+        self.config = config
+        self.cache = TranspositionTable(config.cache_entries)
+        self.root = Node()
+        self.root_state: GameState | None = None
+        self.virtual_loss = config.virtual_loss
+        self.root_pending: np.ndarray | None = None
+        self.nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
+        self._ancestors: list[_Link] = []  # kept earlier roots, oldest first, for undo
+        # visits, value sum, square sum, score sum, score square sum backed up through the root since it became root
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
+        self._rules = None
+
+    # -- positioning and reuse -----------------------------------------------------------------------------------
+
+    def set_position(self, state: GameState) -> bool:
+        """Make ``state`` the root, reusing the subtree that matches its move sequence. Returns whether it did.
+
+        Matches the current root or a kept ancestor (undo, or a GUI re-sending the game) whose moves are a prefix
+        of ``state.moves``, with the same size, rules, setup stones and side to move along the way.
+        """
+        self.restore_root_prior()
+        self._flush_gain()
+        if state.rules != self._rules:
+            self.cache.clear()  # test evaluators score with komi; the network's cache stays valid otherwise
+            self._rules = state.rules
+        chain = self._ancestors + ([_Link(self.root_state, self.root)] if self.root_state is not None else [])
+        if not self.config.reuse_tree:
+            chain = []
+        for depth in range(len(chain) - 1, -1, -1):
+            link = chain[depth]
+            edges = self._walk(link, state)
+            if edges is None:
+                continue
+            new_root = edges[-1][0].children[edges[-1][1]] if edges else link.node
+            if new_root.status not in (EXPANDED, UNEXPANDED):
+                continue
+            kept = chain[:depth + 1]
+            kept[-1] = _Link(link.state, link.node, edges)
+            if not edges:
+                kept.pop()
+            self._ancestors = self._trim(kept, len(state.moves))
+            self._set_root(new_root, state)
+            return True
+        self._ancestors = []
+        self.nodes = 0
+        self._set_root(Node(), state)
+        return False
+
+    def _walk(self, link: _Link, state: GameState) -> Path | None:
+        """Edges from ``link``'s node to ``state``'s position, or None when the tree cannot reach it."""
+        old = link.state
+        if (old.size != state.size or old.rules != state.rules or old.setup != state.setup
+                or old.handicap != state.handicap or len(old.moves) > len(state.moves)
+                or state.moves[:len(old.moves)] != old.moves):
+            return None
+        node, to_move, edges = link.node, old.to_move, []
+        pass_index = state.size * state.size
+        for color, move in state.moves[len(old.moves):]:
+            if color != to_move or node.status != EXPANDED:
+                return None
+            where = np.flatnonzero(node.moves == (pass_index if move == PASS else move))
+            if not where.size:
+                return None
+            idx = int(where[0])
+            if idx not in node.children:
+                node.children[idx] = Node()
+            edges.append((node, idx))
+            node = node.children[idx]
+            to_move = 3 - to_move
+        return edges if to_move == state.to_move else None
+
+    def _trim(self, chain: list[_Link], root_moves: int) -> list[_Link]:
+        """Drop ancestors further than ``reuse_undo_plies`` above the root, which free their other subtrees."""
+        limit = self.config.reuse_undo_plies
+        return [link for link in chain if root_moves - len(link.state.moves) <= limit]
+
+    def _set_root(self, node: Node, state: GameState) -> None:
+        previous, self.root = self.root, node
+        self.refresh(previous)  # its unvisited children lose the root's first-play reduction
+        self.root_state = state.copy()
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        self.root_pending = None if node.moves is None else np.zeros(len(node.moves), dtype=np.int32)
+        self._clean_root_prior = None
+
+    def _flush_gain(self) -> None:
+        """Add what was backed up through the root to the edges above it, so kept ancestors stay consistent."""
+        visits, value, squares, score, score_squares = self._gain
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        if not visits or not self._ancestors:
+            return
+        edges = [edge for link in self._ancestors for edge in link.edges]
+        for node, idx in reversed(edges):
+            value = -value  # the parent's view
+            score = -score
+            self.update(node, idx, visits, value)
+            node.w2[idx] += squares
+            node.s[idx] += score
+            node.s2[idx] += score_squares
+            node.visits += visits
+
+    def clear(self) -> None:
+        """Forget the tree and the cached network results."""
+        self.cache.clear()
+        self.root = Node()
+        self.root_state = None
+        self._ancestors = []
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        self.nodes = 0
+
+    # -- the root's priors ---------------------------------------------------------------------------------------
+
+    def mix_root_noise(self, noise: np.ndarray | None, weight: float) -> None:
+        """The root's priors for one run: its clean ones, or mixed with ``noise`` (float [k], summing to 1) at
+        ``weight``. Noise belongs to one run at one root: the next run or new root takes it back out."""
+        self.restore_root_prior()
+        root = self.root
+        if noise is not None:
+            self._clean_root_prior = root.prior
+            root.prior = ((1.0 - weight) * root.prior + weight * noise).astype(np.float32)
+        self.refresh(root)  # new priors, and the root's own first-play reduction
+
+    def restore_root_prior(self) -> None:
+        """Take the noise back out of the root's priors."""
+        if self._clean_root_prior is not None:
+            self.root.prior = self._clean_root_prior
+            self._clean_root_prior = None
+            self.refresh(self.root)
+
+    def average_root(self, averaged: Expansion) -> None:
+        """Give the expanded root the priors, value, score and ownership of ``averaged``, an evaluation of the
+        same position over the 8 symmetries."""
+        root, state = self.root, self.root_state
+        # The averaged policy has the same support (legal non-eye moves and pass); keep the root's edges.
+        lookup = np.zeros(state.size * state.size + 1, dtype=np.float32)
+        lookup[averaged.moves] = averaged.prior
+        prior = lookup[root.moves]
+        total = float(prior.sum())
+        if total > 0:
+            root.prior = (prior / total).astype(np.float32)
+        root.value = averaged.value
+        root.score, root.ownership = averaged.score, averaged.ownership
+        root.averaged = True
+
+    # -- one playout: select, expand, back up --------------------------------------------------------------------
+
+    def descend(self, root_mask: np.ndarray | None) -> tuple[Node, Path, GameState] | None:
+        """Walk from the root by PUCT to a node that is not expanded, adding virtual loss along the way: that node,
+        the path to it and its position. ``root_mask`` (bool [k]): the root edges that may be chosen (None: all).
+        None when an edge proved illegal (superko): it is blocked and the virtual loss taken back; try again."""
+        config = self.config
+        vl = self.virtual_loss
+        root = node = self.root
+        state = self.root_state.copy()
+        pass_index = state.size * state.size
+        path: Path = []
+        c_puct = config.c_puct
+        update = self.update
+        while node.status == EXPANDED:
+            at_root = node is root
+            # Q + c·P·√N/(1+n): q and pu are kept up to date by update.
+            score = node.pu * (c_puct * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
+            score += node.q
+            if node.blocked is not None:
+                score[node.blocked] = -np.inf
+            if at_root and root_mask is not None:
+                score[~root_mask] = -np.inf
+            idx = int(score.argmax())
+            move = node.moves.item(idx)
+            try:
+                state.play(PASS if move == pass_index else move)
+            except IllegalMoveError:
+                # Superko along this line (or a cached policy from another history): never choose it again here.
+                blocked = np.zeros(len(node.n), dtype=bool) if node.blocked is None else node.blocked
+                blocked[idx] = True
+                node.blocked = blocked
+                self.undo(path)
+                return None
+            if vl:
+                update(node, idx, vl, -vl)
+            if at_root:
+                self.root_pending[idx] += 1
+            path.append((node, idx))
+            child = node.children.get(idx)
+            if child is None:
+                child = node.children[idx] = Node()
+            node = child
+        return node, path, state
+
+    def expand(self, node: Node, expansion: Expansion) -> None:
+        k = len(expansion.moves)
+        node.moves = expansion.moves
+        node.prior = expansion.prior
+        node.n, node.w, node.w2, node.s, node.s2 = np.zeros((5, k), dtype=np.float32)  # one allocation a leaf
+        node.value = expansion.value
+        node.score = expansion.score
+        node.ownership = expansion.ownership
+        node.pu = expansion.prior.copy()
+        node.q = np.full(k, expansion.value, dtype=np.float32)  # no child visited: the urgency is the node's value
+        node.status = EXPANDED
+        self.nodes += 1
+
+    def update(self, node: Node, idx: int, dn: float, dw: float) -> None:
+        """Add ``dn`` visits and ``dw`` value to edge ``idx`` of ``node``, keeping ``q``, ``pu``, ``n_sum`` and
+        ``visited_prior`` in step."""
+        # .item() reads a Python float without making a numpy scalar: this runs twice per edge per playout.
+        n = node.n
+        before = n.item(idx)
+        after = before + dn
+        n[idx] = after
+        values = node.w
+        w = values.item(idx) + dw
+        values[idx] = w
+        node.n_sum += dn
+        prior = node.prior.item(idx)
+        node.pu[idx] = prior / (1.0 + after)
+        if after > 0:
+            node.q[idx] = w / after
+            if before == 0:
+                node.visited_prior += prior
+                self._refresh_urgency(node)
+        elif before > 0:
+            node.visited_prior -= prior
+            self._refresh_urgency(node)
+
+    def _refresh_urgency(self, node: Node) -> None:
+        """First-play urgency of the unvisited children: the node's value less a reduction that grows with the
+        prior mass already visited (Leela Zero's FPU)."""
+        config = self.config
+        reduction = config.fpu_root_reduction if node is self.root else config.fpu_reduction
+        node.q[node.n == 0] = node.value - reduction * math.sqrt(max(node.visited_prior, 0.0))
+
+    def refresh(self, node: Node) -> None:
+        """Recompute what depends on the priors or on being the root (after noise, or a new root)."""
+        if node.status != EXPANDED:
+            return
+        node.pu = (node.prior / (1.0 + node.n)).astype(np.float32)
+        node.visited_prior = float(node.prior[node.n > 0].sum())
+        visited = node.n > 0
+        node.q = np.where(visited, node.w / np.maximum(node.n, 1.0), 0.0).astype(np.float32)
+        self._refresh_urgency(node)
+
+    def undo(self, path: Path) -> None:
+        """Take back the virtual loss of a descent whose leaf will not be backed up."""
+        vl = self.virtual_loss
+        root = self.root
+        for node, idx in path:
+            if vl:
+                self.update(node, idx, -vl, vl)
+            if node is root:
+                self.root_pending[idx] -= 1
+
+    def backup(self, path: Path, leaf: Node, value: float, score: float = 0.0) -> None:
+        """Replace the virtual loss along ``path`` by ``value`` and add ``score`` (both the leaf's side-to-move
+        view)."""
+        vl = self.virtual_loss
+        leaf.visits += 1
+        gain = self._gain
+        sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
+        gain[0] += 1
+        gain[1] += sign * value
+        gain[2] += value * value
+        gain[3] += sign * score
+        gain[4] += score * score
+        root = self.root
+        update = self.update
+        for node, idx in reversed(path):
+            value = -value  # the parent's view of its child's outcome
+            score = -score
+            update(node, idx, 1 - vl, value + vl)
+            squares = node.w2
+            squares[idx] = squares.item(idx) + value * value
+            scores = node.s
+            scores[idx] = scores.item(idx) + score
+            squares = node.s2
+            squares[idx] = squares.item(idx) + score * score
+            node.visits += 1
+            if node is root:
+                self.root_pending[idx] -= 1
+
+
+__all__ = ["Node", "Expansion", "TranspositionTable", "Tree", "Path", "expansions", "UNEXPANDED", "PENDING",
+           "EXPANDED", "TERMINAL"]
