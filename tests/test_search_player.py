@@ -10,6 +10,7 @@ import pytest
 
 from engine.net import evaluator as evaluator_module
 from engine.play import search_player
+from engine.rules import playout
 from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
 from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
 from engine.net.evaluator import Evaluation, UniformEvaluator
@@ -126,14 +127,20 @@ def test_after_the_opponents_pass_a_hopeless_game_ends_with_a_pass():
     assert player.generate(state, WHITE, None) == PASS
     resigning = generator(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.1, resign_after=0.0)
     assert resigning.generate(state, WHITE, None) == RESIGN
-    # A value head that sees a chance (or sees nothing: 50%) plays on rather than pass into the lost count.
+
+
+def test_after_the_opponents_pass_a_move_with_a_chance_is_played():
+    """Black trails by every count after white's pass, and the top of the board is still open: a value head that
+    sees a chance there (or sees nothing: 50%) plays on; one that sees none passes."""
     from engine.play.decision import MoveDecider
-    from engine.play.search import Candidate, SearchResult
-    inside = parse_vertex("C4", 7)  # beside white's dead stones, not settled
-    for winrate, expected in ((0.5, inside), (0.2, inside), (0.05, PASS)):
-        candidates = [Candidate(PASS, 36, 0.98, 0.99, 0.95, [PASS]),
-                      Candidate(inside, 4, 2 * winrate - 1, 0.001, -1.0, [inside])]
-        result = SearchResult(PASS, candidates, 40, 40, 0.1, 40, 40, 0, 0, 0, False)
+    from engine.play.result import Candidate, SearchResult
+    state = board_from_ascii(OPEN_TOP_SETTLED_CORNER, to_move=WHITE, komi=30.5)
+    state.play(PASS)
+    open_point = parse_vertex("E6", 7)
+    for winrate, expected in ((0.5, open_point), (0.2, open_point), (0.05, PASS)):
+        candidates = [Candidate(open_point, 36, 2 * winrate - 1, 0.5, -1.0, [open_point]),
+                      Candidate(PASS, 4, -1.0, 0.01, -1.0, [PASS])]
+        result = SearchResult(open_point, candidates, 40, 40, 0.1, 40, 40, 0, 0, 0, False)
         decider = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
         assert decider.decide(state, result).move == expected
 
@@ -163,17 +170,43 @@ def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territor
     assert resigning.generate(state, BLACK, None) == RESIGN
 
 
-def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory():
-    """The search's favourite A1 is inside black's settled corner; the top of the board is still open. After
-    white's pass, black (behind by the count and by the playouts' estimate) plays one of its open moves instead."""
+def test_after_the_opponents_pass_territory_with_our_dead_stones_in_it_is_still_settled(monkeypatch):
+    """Black's lone stone at B6 is dead inside white's area (the ownership says so), so Tromp-Taylor calls the top
+    of the board nobody's (and black ahead); a referee removes it and gives white the top. Every black stone played
+    there after white's pass is a point lost under territory counting, and changes nothing: black passes."""
     state = board_from_ascii("""
+        . . . . . . .
+        . X . . . . .
+        . . . . . . .
+        O O O O O O O
+        X X X X X X X
+        . . . . . . .
+        . . . . . . .""", to_move=WHITE, komi=7.5)
+    state.play(PASS)
+    assert state.area_score() > 0  # black "leads" by Tromp-Taylor
+    owned = np.ones(49, dtype=np.float32)  # black's view: white owns the top four rows, B6 included
+    owned[3 * 7:] = -1.0
+    monkeypatch.setattr(playout, "ownership", lambda *args, **kwargs: owned)
+    invasion = parse_vertex("D6", 7)  # beside the dead stone: its region touches both colours
+    player = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
+    assert player.search.run(state).move == invasion  # what the search alone would do
+    assert player.generate(state, BLACK, None) == PASS
+
+
+OPEN_TOP_SETTLED_CORNER = """
         . . . . . . .
         . . . . . . .
         . . . . . . .
         X X X . . . .
         . . X . . . .
         . . X O O O O
-        . . X O . . .""", to_move=WHITE, komi=30.5)
+        . . X O . . ."""
+
+
+def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory():
+    """The search's favourite A1 is inside black's settled corner; the top of the board is still open. After
+    white's pass, black (behind by the count and by the playouts' estimate) plays one of its open moves instead."""
+    state = board_from_ascii(OPEN_TOP_SETTLED_CORNER, to_move=WHITE, komi=30.5)
     state.play(PASS)
     corner = [parse_vertex(v, 7) for v in ("A1", "B1", "A2", "B2", "A3", "B3")]
 

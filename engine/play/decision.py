@@ -14,12 +14,12 @@ import numpy as np
 
 from engine.rules import playout
 from engine.config import PlayConfig
-from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
+from engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE
 from engine.rules.game import GameState
 from engine.play.result import SearchResult
 
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
-SETTLED_OWNERSHIP = 0.5  # see settled()
+SETTLED_OWNERSHIP = 0.5  # see settled_points()
 
 
 def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[int, float] | None = None,
@@ -51,17 +51,25 @@ def opponent_passed(state: GameState) -> bool:
     return bool(state.moves) and state.moves[-1] == (3 - state.to_move, PASS)
 
 
-def settled(state: GameState, owned: np.ndarray, point: int) -> bool:
-    """Whether an empty point is inside one side's territory: its empty region touches stones of that colour only,
-    and the random playouts give it to that side too (at least ``SETTLED_OWNERSHIP`` of black's-view ownership),
-    so that a region whose walls are still in doubt does not count."""
+def settled_points(state: GameState, owned: np.ndarray) -> np.ndarray:
+    """bool [N*N]: the empty points inside one side's territory as a referee would count now. The stones that
+    ``owned`` (black's-view ownership) calls dead are taken off; then a point is settled when its empty region
+    touches stones of one colour only and ``owned`` gives it to that colour too (at least ``SETTLED_OWNERSHIP``),
+    so that a region whose walls are still in doubt does not count. Dead stones are taken off first because a
+    territory with the opponent's dead stones in it is still territory: playing there is a point lost under
+    territory counting all the same (a 9x9 game against GNU Go saw ten such stones after its pass)."""
+    dead = playout.dead_stones(state, owned)
+    owners = (state.without_stones(dead) if dead else state).board.area_owners()
+    settled = np.zeros(state.size * state.size, dtype=bool)
     board = state.board
-    owner = board.area_owners()[board.geometry.padded[point]]
-    if owner == BLACK:
-        return float(owned[point]) >= SETTLED_OWNERSHIP
-    if owner == WHITE:
-        return float(owned[point]) <= -SETTLED_OWNERSHIP
-    return False
+    for flat, pad in enumerate(board.geometry.padded):
+        if board.color[pad] != EMPTY:
+            continue
+        if owners[pad] == BLACK:
+            settled[flat] = owned[flat] >= SETTLED_OWNERSHIP
+        elif owners[pad] == WHITE:
+            settled[flat] = owned[flat] <= -SETTLED_OWNERSHIP
+    return settled
 
 
 @dataclass
@@ -128,9 +136,9 @@ class MoveDecider:
         lets the opponent kill everything (a 9x9 match saw B+73.5 after white passed at move 18 "ahead"). So
         before passing, the lead is also estimated from random-playout ownership, and the smaller lead decides.
 
-        After the opponent's pass, a move on a point that is already settled (inside either side's territory:
-        ``settled``) changes nothing under area counting and costs a point under territory counting (KGS, OGS's
-        Japanese rules, GNU Go as referee). Such a move gives way to the search's best move on a point still open;
+        After the opponent's pass, a move on a point that is already settled (inside either side's territory,
+        dead stones taken off: ``settled_points``) changes nothing under area counting and costs a point under
+        territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move gives way to the search's best move on a point still open;
         where there is none, to a pass, or to a resignation where the count says the game is lost and resigning is
         allowed at this point of the game. And after the opponent's pass, behind by the referee-aware count, when
         no move the search tried has a chance (``_hopeless_after``), it passes (or resigns) at once: GNU Go's
@@ -152,11 +160,13 @@ class MoveDecider:
         cleaning_up = counted < 0 < estimated
         if passed and lead < 0 and not cleaning_up and move not in (PASS, RESIGN) and self._hopeless_after(result):
             return RESIGN if self._may_resign(state) else PASS
-        if passed and move not in (PASS, RESIGN) and not cleaning_up and settled(state, owned, move):
-            open_moves = [c.move for c in result.candidates if c.move != PASS and not settled(state, owned, c.move)]
-            if open_moves:
-                return open_moves[0]
-            return RESIGN if lead < 0 and self._may_resign(state) else PASS
+        if passed and move not in (PASS, RESIGN) and not cleaning_up:
+            settled = settled_points(state, owned)
+            if settled[move]:
+                open_moves = [c.move for c in result.candidates if c.move != PASS and not settled[c.move]]
+                if open_moves:
+                    return open_moves[0]
+                return RESIGN if lead < 0 and self._may_resign(state) else PASS
         return move
 
     def _hopeless_after(self, result: SearchResult) -> bool:
@@ -196,4 +206,4 @@ class MoveDecider:
         return self._hopeless[color] >= config.resign_consecutive
 
 
-__all__ = ["MoveDecider", "Decision", "pass_rules", "opponent_passed", "settled", "PASS_CHECK_PLAYOUTS"]
+__all__ = ["MoveDecider", "Decision", "pass_rules", "opponent_passed", "settled_points", "PASS_CHECK_PLAYOUTS"]

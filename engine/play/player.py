@@ -374,7 +374,7 @@ class Player:
         if remove_dead:
             dead = [p for string in self.final_status("dead") for p in string]
             if dead:
-                state = _without(state, dead)
+                state = state.without_stones(dead)
         return state.result_string()
 
     # -- clocks --------------------------------------------------------------------------------------------------
@@ -421,21 +421,6 @@ class Player:
 
     def showboard(self) -> str:
         return str(self.state)
-
-
-def _without(state: GameState, dead: list[int]) -> GameState:
-    """A position with the ``dead`` stones taken off, for counting only (its history is not meaningful)."""
-    counted = GameState(state.size, state.rules)
-    dead_set = set(dead)
-    board = state.board
-    for flat, pad in enumerate(board.geometry.padded):
-        color = board.color[pad]
-        if color in (BLACK, WHITE) and flat not in dead_set:
-            try:
-                counted.place_setup(flat, color)
-            except IllegalMoveError:
-                pass
-    return counted
 
 
 __all__ = ["Player", "MoveGenerator", "RandomGenerator", "GENERATORS", "CannotUndoError", "HandicapError"]

@@ -115,6 +115,20 @@ class GameState:
         other.to_move = color
         return other
 
+    def without_stones(self, points: Sequence[int]) -> "GameState":
+        """A position with the stones on ``points`` taken off (dead stones a referee removes), for counting only:
+        same size, rules and side to move, the other stones as setup, no history."""
+        counted = GameState(self.size, self.rules)
+        removed = set(points)
+        board = self.board
+        for flat, pad in enumerate(board.geometry.padded):
+            color = board.color[pad]
+            if color in (BLACK, WHITE) and flat not in removed:
+                # Every string keeps at least the liberties it has here, so no placement captures or is suicide.
+                counted.place_setup(flat, color)
+        counted.to_move = self.to_move
+        return counted
+
     def _superko_key(self, stone_hash: int, to_move: int) -> int:
         if self.rules.superko == SITUATIONAL and to_move == WHITE:
             return stone_hash ^ self.board.geometry.zobrist_white_to_move
