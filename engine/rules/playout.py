@@ -1,7 +1,7 @@
 """Random playouts: uniformly random legal moves that never fill the mover's own single-point eye.
 
 Layer: above game. Used by the baseline ``RandomGenerator``, by ``final_status_list`` (ownership estimates, dead
-stones, seki) and by the board benchmark. ``rng`` is always a ``random.Random`` passed in by the caller.
+stones, seki), by the board benchmark, and (``LibertyStates``) by the pattern rollouts of ``engine.rollout``. ``rng`` is always a ``random.Random`` passed in by the caller.
 Playouts run on a copy of the raw ``Board`` with simple ko only: superko is too rare in random games to be worth
 its cost, and the playout result is only an estimate.
 """
@@ -82,6 +82,86 @@ class Playout:
 
 
 _Playout = Playout  # the name tools/bench/board.py first imported
+
+
+# Liberty states: each padded point's colour and, for a stone, its string's liberties counted 1, 2 or 3+ (the local
+# pattern features of engine.rollout read them). Stones of one string always share one state.
+STATE_EMPTY = 0
+STATE_BLACK = 0  # + 1, 2, 3 liberties: states 1..3
+STATE_WHITE = 3  # + 1, 2, 3 liberties: states 4..6
+STATE_EDGE = 7
+
+
+def stone_state(color: int, liberties: int) -> int:
+    """The liberty state of a ``color`` stone whose string has ``liberties`` liberties."""
+    return (STATE_BLACK if color == BLACK else STATE_WHITE) + (liberties if liberties < 3 else 3)
+
+
+class LibertyStates:
+    """A raw board (simple ko, changed in place) with the liberty state of every padded point kept up to date.
+
+    ``states`` is a bytearray [padded_len] of STATE_* values. ``play`` costs the move plus a walk over each string
+    whose liberty state changed (1, 2 and 3+ are told apart, so a long string with many liberties is never walked).
+    """
+
+    __slots__ = ("board", "states")
+
+    def __init__(self, board: Board):
+        self.board = board
+        states = bytearray([STATE_EDGE]) * board.geometry.padded_len
+        color, root, liberties = board.color, board.root, board.liberties
+        for pad in board.geometry.padded:
+            c = color[pad]
+            states[pad] = STATE_EMPTY if c == EMPTY else stone_state(c, len(liberties[root[pad]]))
+        self.states = states
+
+    def copy(self) -> "LibertyStates":
+        other = LibertyStates.__new__(LibertyStates)
+        other.board = self.board.copy()
+        other.states = self.states[:]
+        return other
+
+    def play(self, point: int, color: int) -> list[int]:
+        """Play ``color`` at padded ``point`` (IllegalMoveError for occupied, simple ko, suicide); returns the
+        captured padded points."""
+        board = self.board
+        states = self.states
+        new_hash, captured_roots = board.try_play(point, color)
+        neighbors = board.geometry.neighbors[point]
+        board_color = board.color
+        joined = {states[n] for n in neighbors if board_color[n] == color}
+        captured = board._commit(point, color, new_hash, captured_roots)
+        root, liberties = board.root, board.liberties
+        own = stone_state(color, len(liberties[root[point]]))
+        if joined and joined != {own}:
+            self._set_string(point, own)  # a string it joined had another state
+        else:
+            states[point] = own
+        other = 3 - color
+        for n in neighbors:
+            if board_color[n] == other:
+                self._refresh(root[n], other)
+        for stone in captured:
+            states[stone] = STATE_EMPTY
+        for stone in captured:
+            for n in board.geometry.neighbors[stone]:
+                if board_color[n] == color:
+                    self._refresh(root[n], color)
+        return captured
+
+    def _refresh(self, string_root: int, color: int) -> None:
+        state = stone_state(color, len(self.board.liberties[string_root]))
+        if self.states[string_root] != state:
+            self._set_string(string_root, state)
+
+    def _set_string(self, point: int, state: int) -> None:
+        states = self.states
+        next_stone = self.board.next_stone
+        states[point] = state
+        stone = next_stone[point]
+        while stone != point:
+            states[stone] = state
+            stone = next_stone[stone]
 
 
 def playout(state: GameState, rng: random.Random, max_moves: int | None = None) -> Board:
@@ -256,5 +336,5 @@ def cleanup_move(state: GameState, color: int, owned: np.ndarray, rng: random.Ra
     return candidates[rng.randrange(len(candidates))]
 
 
-__all__ = ["Playout", "random_move", "playout", "area_owners", "ownership", "dead_stones", "seki_stones",
+__all__ = ["Playout", "LibertyStates", "stone_state", "STATE_EMPTY", "STATE_EDGE", "random_move", "playout", "area_owners", "ownership", "dead_stones", "seki_stones",
            "cleanup_move", "DEFAULT_OWNERSHIP_PLAYOUTS"]
