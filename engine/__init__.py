@@ -1,19 +1,23 @@
 """Tabula's engine, in layers whose imports flow one way (a test checks it):
 
     rules  ->  net  ->  play
-                  \\->  data
+      \\          \\->  data
+       \\->  rollout
 
 | package | module | owns |
 |---|---|---|
 | `rules/` | `coords.py` | moves (flat ints, `PASS`, `RESIGN`), GTP/SGF spellings, colours |
 | | `board.py` | stones, strings and liberties, captures, simple ko, Zobrist hash |
 | | `game.py` | `GameState` = board + history: superko, passes, komi, handicap, scoring |
-| | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones) |
+| | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones); liberty states |
 | | `sgf.py` | the sgfmill bridge: games to and from SGF |
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
 | | `network.py`, `torch_backend.py`, `leelaz.py` | torch model and ONNX export (training only), the torch GPU backend, Leela Zero weight files |
+| `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances: for every point of many boards at once |
+| | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
+| | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area |
 | `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT selection, virtual loss, backup, reuse |
 | | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
 | | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |

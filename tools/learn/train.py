@@ -100,7 +100,26 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser.add_argument("--no-export", dest="export", action="store_false", help="do not write model.onnx at the end")
     parser.add_argument("--aux", action="store_true",
                         help="pooled head: train score, ownership and opponent-reply heads too")
-    return TrainConfig(**vars(parser.parse_args(argv)))
+    parser.add_argument("--model", choices=("network", "rollout"), default="network",
+                        help="rollout: the rollout policy's pattern weights instead (`tabula train --model rollout "
+                             "--help` lists its own options)")
+    values = vars(parser.parse_args(argv))
+    values.pop("model")
+    return TrainConfig(**values)
+
+
+def requested_model(argv: list[str]) -> tuple[str, list[str]]:
+    """(``--model``'s value, the other arguments): the rollout policy has a trainer and options of its own."""
+    rest, model, i = [], "network", 0
+    while i < len(argv):
+        if argv[i] == "--model" and i + 1 < len(argv):
+            model, i = argv[i + 1], i + 2
+        elif argv[i].startswith("--model="):
+            model, i = argv[i].split("=", 1)[1], i + 1
+        else:
+            rest.append(argv[i])
+            i += 1
+    return model, rest
 
 
 # -- pieces ---------------------------------------------------------------------------------------------------------
@@ -602,7 +621,12 @@ def _main_thread() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    config = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    model, rest = requested_model(argv)
+    if model == "rollout":
+        from tools.learn import rollout_train  # numpy only; its own options
+        return rollout_train.main(rest)
+    config = parse_args(argv)
     train(config)
     return 0
 

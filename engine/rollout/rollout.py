@@ -1,0 +1,187 @@
+"""Rollouts: positions played to the end with moves sampled from the rollout policy, then scored by area.
+
+Layer: rollout. Many positions are played at once, in lockstep: each move of every board costs one Python move on
+its ``LibertyStates`` board, and the pattern weights of all the boards' points come from a few numpy operations
+shared by the whole batch, so a batch of 64 costs far less than 64 single rollouts. Rules as in
+``engine.rules.playout``: the raw board with simple ko (superko is too rare to matter and costs a history), never
+the mover's own single-point eye, never suicide; a side with no candidate left passes, two passes in a row or
+``max_moves`` end the game, and the final board is counted Tromp-Taylor with the game's komi.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from engine.rules.board import NO_POINT, Board
+from engine.rules.coords import BLACK, PASS
+from engine.rules.game import GameState
+from engine.rules.playout import STATE_EMPTY, LibertyStates
+from engine.rollout.patterns import (NEAR_BUCKET, NUM_CODES, OFFSET_BITS, liberties_after, pattern_codes, pattern_geometry,
+                                     response_codes, state_grids)
+from engine.rollout.policy import RolloutPolicy
+
+
+def _envelope(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int], previous: np.ndarray,
+              own_previous: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 [B, N*N] exp(logit) of each point, except at AMBIGUOUS points, where it is an upper bound;
+    int32 [B, N*N] the policy tables' index of each point's pattern)."""
+    geometry = pattern_geometry(boards[0].board.size)
+    points = geometry.size * geometry.size
+    grids = state_grids(boards)
+    white = np.asarray(colors) != BLACK
+    codes = pattern_codes(grids, geometry)
+    codes += (white * NUM_CODES).astype(np.int32)[:, None]  # the tables' index: mover * NUM_CODES + code
+    weights = np.zeros((len(boards), points + 1))  # the last column takes whatever falls off the board
+    body = weights[:, :points]
+    body[:] = policy.pattern_exp[codes]
+    body *= grids[:, geometry.padded] == STATE_EMPTY
+    flat = boards[0].board.geometry.flat
+    for row, run in enumerate(boards):
+        board = run.board
+        if board.ko != NO_POINT and board.ko_color == colors[row]:
+            body[row, flat[board.ko]] = 0.0
+    for moves, factors in ((own_previous, policy.distance_own_exp), (previous, policy.distance_previous_exp)):
+        rows = np.flatnonzero(moves >= 0)
+        if len(rows):
+            weights[rows[:, None], geometry.near_flat[moves[rows]]] *= factors[NEAR_BUCKET]
+    rows = np.flatnonzero(previous >= 0)
+    if len(rows):
+        keys = response_codes(grids[rows], geometry, white[rows], previous[rows])[:, None] << OFFSET_BITS \
+            | np.arange(12)
+        table = policy.response_keys
+        if len(table):
+            at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+            factors = np.where(table[at] == keys, policy.response_exp[at], policy.unknown_response_exp)
+        else:
+            factors = np.full(keys.shape, policy.unknown_response_exp)
+        weights[rows[:, None], geometry.near_flat[previous[rows], :12]] *= factors
+    return body, codes
+
+
+def _exact_factor(policy: RolloutPolicy, run: LibertyStates, color: int, point: int, code: int) -> float:
+    """What an AMBIGUOUS point's upper bound must be multiplied by to make it exact."""
+    padded = run.board.geometry.padded[point]
+    factor = policy.self_atari_exp if liberties_after(run, padded, color) == 1 else \
+        policy.save_atari_exp if policy.own_in_atari[code] else 1.0
+    return factor / policy.ambiguous_bound[code]
+
+
+def move_weights(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int],
+                 previous: np.ndarray, own_previous: np.ndarray) -> np.ndarray:
+    """float64 [B, N*N]: exp(logit) of every point for each board's mover, 0 where it may not play (occupied, own
+    eye, suicide, ko). Moves are flat ints, -1 for none or a pass. Equal to ``exp(policy.logits(features(...)))``."""
+    body, codes = _envelope(policy, boards, colors, previous, own_previous)
+    rows, points = np.nonzero(policy.ambiguous[codes] & (body > 0))
+    for row, point in zip(rows.tolist(), points.tolist()):
+        body[row, point] *= _exact_factor(policy, boards[row], colors[row], point, int(codes[row, point]))
+    return body
+
+
+def sample_moves(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """int64 [B]: a flat point drawn from each row of ``weights`` [B, N*N] in proportion, -1 for a row of zeros."""
+    count, points = weights.shape
+    cumulative = np.cumsum(weights.ravel())  # one search over all rows: row r's draws lie between its ends
+    ends = cumulative[points - 1:: points]
+    starts = np.concatenate([[0.0], ends[:-1]])
+    totals = ends - starts
+    drawn = starts + rng.random(count) * totals
+    choice = np.searchsorted(cumulative, drawn, side="right") - np.arange(count) * points
+    stale = (choice >= points) | (choice < 0)  # a draw that rounded onto its row's end
+    if stale.any():
+        choice[stale] = points - 1 - np.argmax(weights[stale][:, ::-1] > 0, axis=1)
+    return np.where(totals > 0, choice, -1)
+
+
+def draw_moves(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int], previous: np.ndarray,
+               own_previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """int64 [B]: a move drawn for each board's mover from ``move_weights`` (-1: pass, no candidate left).
+
+    Adaptive rejection: an AMBIGUOUS point (a string of two liberties beside it) is counted exactly only when it is
+    drawn from its upper bound; it is kept with probability exact/bound, else made exact and the row drawn again.
+    The draws follow ``move_weights`` exactly, at a fraction of its cost."""
+    body, codes = _envelope(policy, boards, colors, previous, own_previous)
+    choice = sample_moves(body, rng)
+    ambiguous = policy.ambiguous
+    for row in np.flatnonzero(choice >= 0).tolist():
+        point = int(choice[row])
+        resolved: set[int] = set()
+        while point >= 0 and point not in resolved and ambiguous[codes[row, point]]:
+            factor = _exact_factor(policy, boards[row], colors[row], point, int(codes[row, point]))
+            if rng.random() < factor:
+                break
+            resolved.add(point)
+            body[row, point] *= factor
+            point = int(sample_moves(body[row: row + 1], rng)[0])
+        choice[row] = point
+    return choice
+
+
+def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator,
+             max_moves: int | None = None) -> tuple[list[Board], np.ndarray]:
+    """(the final raw boards, int64 [B] the moves each rollout played, passes included) of rollouts from ``states``
+    (one size; not changed). ``max_moves`` per rollout defaults to three times the number of points."""
+    if not states:
+        return [], np.zeros(0, dtype=np.int64)
+    size = states[0].size
+    if any(state.size != size for state in states):
+        raise ValueError("rollouts of one batch must share a board size")
+    limit = 3 * size * size if max_moves is None else max_moves
+    boards = [LibertyStates(state.board.copy()) for state in states]
+    colors = [state.to_move for state in states]
+    previous = np.array([_move_ago(state, 1) for state in states], dtype=np.int64)
+    own_previous = np.array([_move_ago(state, 2) for state in states], dtype=np.int64)
+    passes = [state.passes for state in states]
+    played = np.zeros(len(states), dtype=np.int64)
+    active = [i for i in range(len(states)) if passes[i] < 2]
+    padded = boards[0].board.geometry.padded
+    for _ in range(limit):
+        if not active:
+            break
+        index = np.array(active)
+        moves = draw_moves(policy, [boards[i] for i in active], [colors[i] for i in active], previous[index],
+                           own_previous[index], rng)
+        played[index] += 1
+        still = []
+        for i, move in zip(active, moves.tolist()):
+            if move < 0:
+                boards[i].board.ko = NO_POINT
+                passes[i] += 1
+            else:
+                boards[i].play(padded[move], colors[i])
+                passes[i] = 0
+            own_previous[i] = previous[i]
+            previous[i] = move
+            colors[i] = 3 - colors[i]
+            if passes[i] < 2:
+                still.append(i)
+        active = still
+    return [run.board for run in boards], played
+
+
+def rollouts(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator,
+             max_moves: int | None = None) -> np.ndarray:
+    """float32 [B]: each rollout's result z from its starting position's side to move: +1 a win, -1 a loss, 0 a
+    draw (an integer komi). The search's ``value`` means the same."""
+    results = np.zeros(len(states), dtype=np.float32)
+    for i, (state, board) in enumerate(zip(states, play_out(states, policy, rng, max_moves)[0])):
+        black, white = board.area_score()
+        score = black - white - state.rules.komi  # black's view
+        results[i] = np.sign(score) if state.to_move == BLACK else -np.sign(score)
+    return results
+
+
+def rollout(state: GameState, policy: RolloutPolicy, rng: np.random.Generator, max_moves: int | None = None) -> float:
+    """One rollout from ``state``: z in {-1, +1} (0 for a draw) from the side to move's view."""
+    return float(rollouts([state], policy, rng, max_moves)[0])
+
+
+def _move_ago(state: GameState, age: int) -> int:
+    """The flat move played ``age`` plies ago, -1 for a pass or none."""
+    if len(state.moves) < age:
+        return -1
+    move = state.moves[-age][1]
+    return move if move != PASS else -1
+
+
+__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout"]
