@@ -145,27 +145,23 @@ class PatternGeometry:
 
     size: int
     padded: np.ndarray  # int64 [N*N]: flat -> padded
-    ring: np.ndarray  # int64 [8, N*N]: padded index of ORTH then DIAG points
-    diamond_padded: np.ndarray  # int64 [N*N, 12]: padded index of the DIAMOND points (NO_POINT off the board)
     near_flat: np.ndarray  # int64 [N*N, 20]: flat index of the NEAR points (N*N off the board)
+    near_padded: np.ndarray  # int64 [padded_len, 20]: padded index of the NEAR points (NO_POINT off the board)
 
 
 @functools.lru_cache(maxsize=None)
 def pattern_geometry(size: int) -> PatternGeometry:
     geometry = Geometry.of(size)
-    width = geometry.width
     padded = np.array(geometry.padded, dtype=np.int64)
-    ring = np.stack([padded + dy * width + dx for dx, dy in ORTH + DIAG])
-    diamond = np.full((size * size, 12), NO_POINT, dtype=np.int64)
     near = np.full((size * size, len(NEAR)), size * size, dtype=np.int64)
     for flat in range(size * size):
         x, y = flat % size, flat // size
         for i, (dx, dy) in enumerate(NEAR):
             if 0 <= x + dx < size and 0 <= y + dy < size:
                 near[flat, i] = (y + dy) * size + x + dx
-                if i < 12:
-                    diamond[flat, i] = geometry.padded[near[flat, i]]
-    return PatternGeometry(size, padded, ring, diamond, near)
+    near_padded = np.full((geometry.padded_len, len(NEAR)), NO_POINT, dtype=np.int64)
+    near_padded[padded] = np.where(near < size * size, padded[np.minimum(near, size * size - 1)], NO_POINT)
+    return PatternGeometry(size, padded, near, near_padded)
 
 
 # -- features of many boards at once --------------------------------------------------------------------------------
@@ -177,13 +173,31 @@ def state_grids(boards: Sequence[LibertyStates]) -> np.ndarray:
     return np.frombuffer(b"".join([b.states for b in boards]), dtype=np.uint8).reshape(len(boards), length)
 
 
-def pattern_codes(grids: np.ndarray, geometry: PatternGeometry) -> np.ndarray:
-    """int32 [B, N*N]: the 3×3 code of every point as black sees it (``code_tables().swap`` gives white's view)."""
-    ring = geometry.ring
+def padded_codes(grids: np.ndarray, geometry: PatternGeometry) -> np.ndarray:
+    """int32 [B, padded_len]: the 3×3 code of every padded point as black sees it (``code_tables().swap`` gives
+    white's view); meaningless off the board. Shifted views of the grids, no gathers."""
+    width = geometry.size + 1
+    length = grids.shape[1]
+    inner = slice(width + 1, length - width - 1)
+
+    def at(values: np.ndarray, dx: int, dy: int) -> np.ndarray:
+        offset = dy * width + dx
+        return values[:, width + 1 + offset: length - width - 1 + offset]
+
     orth = grids.astype(np.int32)
     diag = DIAG_STATE_32[grids]
-    return (orth[:, ring[0]] | orth[:, ring[1]] << 3 | orth[:, ring[2]] << 6 | orth[:, ring[3]] << 9
-            | diag[:, ring[4]] << 12 | diag[:, ring[5]] << 14 | diag[:, ring[6]] << 16 | diag[:, ring[7]] << 18)
+    codes = np.zeros(grids.shape, dtype=np.int32)
+    body = codes[:, inner]
+    for (dx, dy), shift in zip(ORTH, (0, 3, 6, 9)):
+        body |= at(orth, dx, dy) << shift
+    for (dx, dy), shift in zip(DIAG, (12, 14, 16, 18)):
+        body |= at(diag, dx, dy) << shift
+    return codes
+
+
+def pattern_codes(grids: np.ndarray, geometry: PatternGeometry) -> np.ndarray:
+    """int32 [B, N*N]: ``padded_codes`` of the board's points, in flat order."""
+    return padded_codes(grids, geometry)[:, geometry.padded]
 
 
 def relative_codes(codes: np.ndarray, white: np.ndarray) -> np.ndarray:
@@ -223,8 +237,8 @@ def resolve_ambiguous(boards: Sequence[LibertyStates], colors: Sequence[int], ro
 
 def response_codes(grids: np.ndarray, geometry: PatternGeometry, white: np.ndarray,
                    previous: np.ndarray) -> np.ndarray:
-    """int64 [B]: the 12-point diamond around each board's previous move (flat, >= 0), relative to the mover."""
-    states = grids[np.arange(len(previous))[:, None], geometry.diamond_padded[previous]]  # [B, 12]
+    """int64 [B]: the 12-point diamond around each board's previous move (padded), relative to the mover."""
+    states = grids[np.arange(len(previous))[:, None], geometry.near_padded[previous, :12]]  # [B, 12]
     states = np.where(white[:, None], SWAP_STATE[states], states).astype(np.int64)
     return states @ DIAMOND_WEIGHTS
 
@@ -319,7 +333,7 @@ def features(boards: Sequence[LibertyStates], colors: Sequence[int], previous: S
     if len(has):
         grids = state_grids(boards)
         white = np.asarray(colors)[has] != BLACK
-        diamond = response_codes(grids[has], geometry, white, previous[has])
+        diamond = response_codes(grids[has], geometry, white, geometry.padded[previous[has]])
         size2 = geometry.size ** 2
         points = geometry.near_flat[previous[has], :12]
         padded_candidate = np.concatenate([candidate[has], np.zeros((len(has), 1), dtype=bool)], axis=1)
@@ -330,7 +344,7 @@ def features(boards: Sequence[LibertyStates], colors: Sequence[int], previous: S
 
 
 __all__ = ["Features", "CodeTables", "PatternGeometry", "code_tables", "pattern_geometry", "pattern_codes",
-           "features", "candidate_codes", "state_grids", "relative_codes", "transform_codes", "swap_codes", "response_codes",
+           "features", "candidate_codes", "state_grids", "padded_codes", "relative_codes", "transform_codes", "swap_codes", "response_codes",
            "canonical_response_keys", "transform_response_keys", "swap_response_keys", "resolve_ambiguous",
            "liberties_after", "NUM_CODES", "NUM_DISTANCES", "NEAR", "NEAR_BUCKET", "DIAMOND", "OFFSET_BITS",
            "OWN_EYE", "SUICIDE", "SELF_ATARI", "SAVES", "AMBIGUOUS", "OWN_IN_ATARI"]

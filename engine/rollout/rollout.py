@@ -17,69 +17,70 @@ from engine.rules.board import NO_POINT, Board
 from engine.rules.coords import BLACK, PASS
 from engine.rules.game import GameState
 from engine.rules.playout import STATE_EMPTY, LibertyStates
-from engine.rollout.patterns import (NEAR_BUCKET, NUM_CODES, OFFSET_BITS, liberties_after, pattern_codes, pattern_geometry,
-                                     response_codes, state_grids)
+from engine.rollout.patterns import (NEAR_BUCKET, NUM_CODES, OFFSET_BITS, liberties_after, padded_codes,
+                                     pattern_geometry, response_codes, state_grids)
 from engine.rollout.policy import RolloutPolicy
 
 
 def _envelope(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int], previous: np.ndarray,
               own_previous: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(float64 [B, N*N] exp(logit) of each point, except at AMBIGUOUS points, where it is an upper bound;
-    int32 [B, N*N] the policy tables' index of each point's pattern)."""
+    """(float64 [B, padded_len] exp(logit) of each point, 0 where it may not play or off the board, and at AMBIGUOUS
+    points an upper bound; int32 [B, padded_len] the policy tables' index of each point's pattern). Moves are padded
+    points, NO_POINT for none or a pass: its neighbourhood is all NO_POINT, whose weight stays 0."""
     geometry = pattern_geometry(boards[0].board.size)
-    points = geometry.size * geometry.size
     grids = state_grids(boards)
     white = np.asarray(colors) != BLACK
-    codes = pattern_codes(grids, geometry)
+    codes = padded_codes(grids, geometry)
     codes += (white * NUM_CODES).astype(np.int32)[:, None]  # the tables' index: mover * NUM_CODES + code
-    weights = np.zeros((len(boards), points + 1))  # the last column takes whatever falls off the board
-    body = weights[:, :points]
-    body[:] = policy.pattern_exp[codes]
-    body *= grids[:, geometry.padded] == STATE_EMPTY
-    flat = boards[0].board.geometry.flat
+    weights = policy.pattern_exp[codes].astype(np.float64)
+    weights *= grids == STATE_EMPTY
     for row, run in enumerate(boards):
         board = run.board
         if board.ko != NO_POINT and board.ko_color == colors[row]:
-            body[row, flat[board.ko]] = 0.0
-    for moves, factors in ((own_previous, policy.distance_own_exp), (previous, policy.distance_previous_exp)):
-        rows = np.flatnonzero(moves >= 0)
-        if len(rows):
-            weights[rows[:, None], geometry.near_flat[moves[rows]]] *= factors[NEAR_BUCKET]
-    rows = np.flatnonzero(previous >= 0)
-    if len(rows):
-        keys = response_codes(grids[rows], geometry, white[rows], previous[rows])[:, None] << OFFSET_BITS \
-            | np.arange(12)
-        table = policy.response_keys
-        if len(table):
-            at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-            factors = np.where(table[at] == keys, policy.response_exp[at], policy.unknown_response_exp)
-        else:
-            factors = np.full(keys.shape, policy.unknown_response_exp)
-        weights[rows[:, None], geometry.near_flat[previous[rows], :12]] *= factors
-    return body, codes
+            weights[row, board.ko] = 0.0
+    rows = np.arange(len(boards))[:, None]
+    near = geometry.near_padded
+    weights[rows, near[own_previous]] *= policy.distance_own_exp[NEAR_BUCKET]
+    weights[rows, near[previous]] *= policy.distance_previous_exp[NEAR_BUCKET]
+    keys = response_codes(grids, geometry, white, previous)[:, None] << OFFSET_BITS | np.arange(12)
+    table = policy.response_keys
+    if len(table):
+        at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+        factors = np.where(table[at] == keys, policy.response_exp[at], policy.unknown_response_exp)
+    else:
+        factors = np.full(keys.shape, policy.unknown_response_exp)
+    weights[rows, near[previous, :12]] *= factors
+    return weights, codes
 
 
 def _exact_factor(policy: RolloutPolicy, run: LibertyStates, color: int, point: int, code: int) -> float:
-    """What an AMBIGUOUS point's upper bound must be multiplied by to make it exact."""
-    padded = run.board.geometry.padded[point]
-    factor = policy.self_atari_exp if liberties_after(run, padded, color) == 1 else \
+    """What an AMBIGUOUS point's upper bound must be multiplied by to make it exact (``point`` padded)."""
+    factor = policy.self_atari_exp if liberties_after(run, point, color) == 1 else \
         policy.save_atari_exp if policy.own_in_atari[code] else 1.0
     return factor / policy.ambiguous_bound[code]
+
+
+def _padded_moves(moves: Sequence[int] | np.ndarray, size: int) -> np.ndarray:
+    padded = pattern_geometry(size).padded
+    moves = np.asarray(moves, dtype=np.int64)
+    return np.where(moves >= 0, padded[np.maximum(moves, 0)], NO_POINT)
 
 
 def move_weights(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int],
                  previous: np.ndarray, own_previous: np.ndarray) -> np.ndarray:
     """float64 [B, N*N]: exp(logit) of every point for each board's mover, 0 where it may not play (occupied, own
     eye, suicide, ko). Moves are flat ints, -1 for none or a pass. Equal to ``exp(policy.logits(features(...)))``."""
-    body, codes = _envelope(policy, boards, colors, previous, own_previous)
-    rows, points = np.nonzero(policy.ambiguous[codes] & (body > 0))
+    size = boards[0].board.size
+    weights, codes = _envelope(policy, boards, colors, _padded_moves(previous, size),
+                               _padded_moves(own_previous, size))
+    rows, points = np.nonzero(policy.ambiguous[codes] & (weights > 0))
     for row, point in zip(rows.tolist(), points.tolist()):
-        body[row, point] *= _exact_factor(policy, boards[row], colors[row], point, int(codes[row, point]))
-    return body
+        weights[row, point] *= _exact_factor(policy, boards[row], colors[row], point, int(codes[row, point]))
+    return weights[:, pattern_geometry(size).padded]
 
 
 def sample_moves(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """int64 [B]: a flat point drawn from each row of ``weights`` [B, N*N] in proportion, -1 for a row of zeros."""
+    """int64 [B]: a column drawn from each row of ``weights`` [B, K] in proportion, -1 for a row of zeros."""
     count, points = weights.shape
     cumulative = np.cumsum(weights.ravel())  # one search over all rows: row r's draws lie between its ends
     ends = cumulative[points - 1:: points]
@@ -95,13 +96,14 @@ def sample_moves(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def draw_moves(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int], previous: np.ndarray,
                own_previous: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """int64 [B]: a move drawn for each board's mover from ``move_weights`` (-1: pass, no candidate left).
+    """int64 [B]: a padded point drawn for each board's mover from ``move_weights``, -1 to pass (no candidate
+    left). ``previous``/``own_previous``: padded points, NO_POINT for none or a pass.
 
     Adaptive rejection: an AMBIGUOUS point (a string of two liberties beside it) is counted exactly only when it is
     drawn from its upper bound; it is kept with probability exact/bound, else made exact and the row drawn again.
     The draws follow ``move_weights`` exactly, at a fraction of its cost."""
-    body, codes = _envelope(policy, boards, colors, previous, own_previous)
-    choice = sample_moves(body, rng)
+    weights, codes = _envelope(policy, boards, colors, previous, own_previous)
+    choice = sample_moves(weights, rng)
     ambiguous = policy.ambiguous
     for row in np.flatnonzero(choice >= 0).tolist():
         point = int(choice[row])
@@ -111,8 +113,8 @@ def draw_moves(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: S
             if rng.random() < factor:
                 break
             resolved.add(point)
-            body[row, point] *= factor
-            point = int(sample_moves(body[row: row + 1], rng)[0])
+            weights[row, point] *= factor
+            point = int(sample_moves(weights[row: row + 1], rng)[0])
         choice[row] = point
     return choice
 
@@ -129,12 +131,11 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
     limit = 3 * size * size if max_moves is None else max_moves
     boards = [LibertyStates(state.board.copy()) for state in states]
     colors = [state.to_move for state in states]
-    previous = np.array([_move_ago(state, 1) for state in states], dtype=np.int64)
-    own_previous = np.array([_move_ago(state, 2) for state in states], dtype=np.int64)
+    previous = _padded_moves([_move_ago(state, 1) for state in states], size)
+    own_previous = _padded_moves([_move_ago(state, 2) for state in states], size)
     passes = [state.passes for state in states]
     played = np.zeros(len(states), dtype=np.int64)
     active = [i for i in range(len(states)) if passes[i] < 2]
-    padded = boards[0].board.geometry.padded
     for _ in range(limit):
         if not active:
             break
@@ -147,8 +148,9 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
             if move < 0:
                 boards[i].board.ko = NO_POINT
                 passes[i] += 1
+                move = NO_POINT
             else:
-                boards[i].play(padded[move], colors[i])
+                boards[i].play(move, colors[i])
                 passes[i] = 0
             own_previous[i] = previous[i]
             previous[i] = move
