@@ -356,3 +356,19 @@ def test_tabula_train_model_rollout_writes_weights_that_a_rollout_loads(tmp_path
     assert weights.metadata["summary"]["heldout"]["top1"] > 0.3  # "next to the last move" carries to new games
     assert rollout(GameState(9), RolloutPolicy(weights), np.random.default_rng(0)) in (-1.0, 1.0)
     assert len((out / "metrics.jsonl").read_text().splitlines()) >= 1
+
+
+def test_tabula_eval_measures_rollout_weights_on_sgf_records(tmp_path, capsys) -> None:
+    from tests.records_helpers import game_sgf, play_game
+    from tools.learn import evaluate
+
+    folder = tmp_path / "games"
+    folder.mkdir()
+    for seed in range(3):
+        (folder / f"g{seed}.sgf").write_bytes(game_sgf(play_game(seed, moves=40)))
+    _, feats = position_features([random_position(19, 80, random.Random(1))])
+    path = str(tmp_path / "rollout.npz")
+    random_weights(feats).save(path)
+    assert evaluate.main([path, str(folder)]) == 0
+    lines = dict(line.split(": ") for line in capsys.readouterr().out.splitlines())
+    assert lines["games"] == "3" and lines["positions"] == str(3 * 40) and 0.0 <= float(lines["top1"]) <= 1.0

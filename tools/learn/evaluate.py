@@ -19,6 +19,7 @@ a search should never predict strong players' moves worse than its network alone
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
@@ -91,7 +92,8 @@ class Scores:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tabula eval", description=__doc__)
-    parser.add_argument("weights", help="ONNX network")
+    parser.add_argument("weights", help="ONNX network, or rollout policy weights (.npz, `tabula train --model rollout`): "
+                                        "then only top-1 over every non-pass move")
     parser.add_argument("sources", nargs="+", metavar="ARCHIVE", help="tar.xz/tar.gz/zip archive, folder or SGF file")
     parser.add_argument("--max-games", type=int, default=None, help="stop after this many kept games")
     parser.add_argument("--split", choices=("all", "train", "val"), default="all",
@@ -131,6 +133,15 @@ class SearchScores:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.weights.endswith(".npz"):
+        from tools.learn.rollout_train import evaluate_records  # the rollout policy: numpy, no network
+        result = evaluate_records(args.weights, args.sources, args.max_games, args.min_moves,
+                                  lambda record: args.split == "all" or is_validation(
+                                      record.key(), args.val_fraction) == (args.split == "val"))
+        print(json.dumps(result["filter"]), file=sys.stderr)
+        for name in ("games", "positions", "passes", "top1", "learnable", "loss"):
+            print(f"{name}: {result[name]:.4f}" if isinstance(result[name], float) else f"{name}: {result[name]}")
+        return 0
     evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.provider)
     size = evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))

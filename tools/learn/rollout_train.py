@@ -21,6 +21,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from engine.data.records import RecordFilter, iter_records
 from engine.data.shards import decode_move, read_shard, shard_paths
 from engine.rules.board import Board
 from engine.rules.coords import PASS
@@ -372,6 +373,29 @@ def train(config: RolloutTrainConfig, argv: list[str], log=print) -> dict:
     log(json.dumps(summary))
     log(f"wrote {path}" + (f" and {config.weights}" if config.weights else ""))
     return summary
+
+
+def evaluate_records(weights_path: str, sources: list[str], max_games: int | None = None, min_moves: int = 30,
+                     keep=lambda record: True) -> dict:
+    """``evaluate`` of a weights file on the games of SGF archives, read by ``engine.data.records.iter_records``
+    with `tabula prepare`'s filter (19×19, no handicap, a result); ``keep`` picks games by their record."""
+    weights = RolloutWeights.load(weights_path)
+    reader, records = iter_records(sources, RecordFilter(size=19, min_moves=min_moves))
+    kept = 0
+
+    def games() -> Iterator[tuple[int, list, list]]:
+        nonlocal kept
+        for record in records:
+            if keep(record):
+                kept += 1
+                yield record.size, record.setup, record.moves
+            if max_games and kept >= max_games:
+                return
+
+    examples = extract(games())
+    data = index(examples, weights.pattern_codes, weights.response_keys)
+    result = evaluate(weights.vector(), Layout(len(weights.pattern_codes), len(weights.response_keys)), data)
+    return {"games": kept, "passes": examples.passes, **result, "filter": reader.report.to_dict()}
 
 
 def main(argv: list[str] | None = None) -> int:
