@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
@@ -90,3 +91,24 @@ def test_bench_search_plays_on_the_board_the_network_plays(capsys):
                               "--batch-size", "4", "--seconds", "0.05", "--rounds", "1"]) == 0
     out = capsys.readouterr().out
     assert "self-play on 9x9" in out and re.search(r"playouts/s +\d", out)
+
+
+def test_bench_rollout_reports_moves_per_second(tmp_path, capsys):
+    from engine.rollout.policy import RolloutWeights
+    from tools.bench import rollout as bench_rollout
+
+    path = str(tmp_path / "rollout.npz")
+    RolloutWeights(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int64),
+                   np.zeros(0, np.float32), self_atari=-2.0).save(path)
+    assert bench_rollout.main(["--weights", path, "--sizes", "5", "--batches", "1", "4", "--seconds", "0.01",
+                               "--opening", "3"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [row[:2] for row in rows] == [["5", "1"], ["5", "4"], ["5", "-"]]
+    assert all(float(row[4]) > 0 for row in rows)
+
+
+def test_bench_rollout_on_a_missing_file_says_so_in_one_line(tmp_path):
+    from tools.bench import rollout as bench_rollout
+
+    with pytest.raises(SystemExit, match=r"tabula bench rollout: .*missing\.npz"):
+        bench_rollout.main(["--weights", str(tmp_path / "missing.npz")])

@@ -376,6 +376,7 @@ def test_the_weight_average_warms_up_so_the_initial_weights_fade():
 
 def test_tabula_train_hands_model_rollout_to_the_rollout_trainer() -> None:
     from tools.learn.train import requested_model
-    assert requested_model(["--data", "d", "--model", "rollout", "--out", "o"]) == ("rollout", ["--data", "d", "--out", "o"])
+    assert requested_model(["--data", "d", "--model", "rollout", "--out", "o"]) == ("rollout",
+                                                                                   ["--data", "d", "--out", "o"])
     assert requested_model(["--model=network", "--data", "d"]) == ("network", ["--data", "d"])
     assert requested_model(["--data", "d"]) == ("network", ["--data", "d"])

@@ -9,6 +9,7 @@ KINDS = {
     "net": "tools.bench.net",  # raw network throughput by batch size and threads
     "search": "tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
     "visits": "tools.bench.visits",  # how batching bends a small search's visit distribution
+    "rollout": "tools.bench.rollout",  # pattern-policy rollouts: moves/s by board size and batch
 }
 
 
