@@ -372,3 +372,15 @@ def test_tabula_eval_measures_rollout_weights_on_sgf_records(tmp_path, capsys) -
     assert evaluate.main([path, str(folder)]) == 0
     lines = dict(line.split(": ") for line in capsys.readouterr().out.splitlines())
     assert lines["games"] == "3" and lines["positions"] == str(3 * 40) and 0.0 <= float(lines["top1"]) <= 1.0
+
+
+def test_the_shipped_rollout_weights_load_and_their_model_card_quotes_them() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    weights = RolloutWeights.load(str(root / "weights" / "rollout-patterns.npz"))
+    card = (root / "weights" / "MODEL_CARD-rollout-patterns.md").read_text()
+    heldout = weights.metadata["summary"]["heldout"]
+    assert f"{100 * heldout['top1']:.2f}%" in card and f"{heldout['positions']:,}" in card
+    assert weights.metadata["command"] in card.replace(" \\\n    ", " ")
+    assert rollout(GameState(9), RolloutPolicy(weights), np.random.default_rng(0)) in (-1.0, 1.0)
