@@ -2,7 +2,7 @@
 
     rules  ->  net  ->  play
       \\          \\->  data
-       \\->  rollout
+       \\->  rollout  ->  play (the search's leaf rollouts)
 
 | package | module | owns |
 |---|---|---|

@@ -49,6 +49,7 @@ class SearchConfig:
     noise: bool = False  # Dirichlet noise at the root (self-play)
     dirichlet_alpha: float = 0.03  # alpha on 19x19, scaled by 361/N² on other sizes
     noise_weight: float = 0.25  # share of the noise in the root priors
+    rollout_mix: float = 0.0  # λ in [0, 1]: a leaf's value is (1 - λ)·network + λ·one rollout's result (AlphaGo)
 
     def for_network(self, on_gpu: bool) -> "SearchConfig":
         """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where
@@ -104,6 +105,7 @@ class NetConfig:
     precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 | fp32
     max_batch: int = 256  # the largest batch the GPU backends prepare for (TensorRT profile, CUDA graphs)
     cache_dir: str = ""  # TensorRT engine cache; "": evaluator.default_cache_dir()
+    rollout_weights: str = ""  # the rollout policy (.npz), read only when rollout_mix > 0; "": the shipped one
 
     def for_search(self, search: SearchConfig, cores: int) -> "NetConfig":
         """This configuration with ``threads`` 0 resolved for a search on ``cores`` CPUs. Each search thread with

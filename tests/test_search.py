@@ -342,13 +342,13 @@ def test_a_worker_stopped_early_waits_for_leaves_in_flight_elsewhere_and_goes_on
         assert isinstance(held, _Leaf)
         run.started += 1
         run.target = run.started + 1  # one playout left: the lead cannot be caught
-    worker = threading.Thread(target=search._worker, args=(run,))
+    worker = threading.Thread(target=search._worker, args=(run, None))
     worker.start()
     worker.join(0.2)
     assert worker.is_alive() and run.stopped_early  # waiting for the held leaf, not gone
     with search._lock:
         run.target += 200  # as a higher visit rate would: plenty left, the lead can be caught
-    search._evaluate_batch([held], run)
+    search._evaluate_batch([held], run, None)
     worker.join(5.0)
     assert not worker.is_alive() and run.started == run.finished > 22 + 16  # it went on searching
     assert run.finished == run.target or run.stopped_early  # until the target, or the lead was safe again
@@ -682,3 +682,159 @@ def test_without_score_heads_there_is_no_ownership():
     result = search.run(GameState(5))
     assert not search.has_score and search.ownership() is None
     assert all(c.score == 0.0 for c in result.candidates)
+
+
+# -- AlphaGo's mixed evaluation: (1 - λ)·v + λ·z ----------------------------------------------------------------
+
+class ConstantValueEvaluator:
+    """Uniform priors over legal moves and the same value ``value`` for every position (side to move's view)."""
+
+    def __init__(self, value: float):
+        self.value = value
+
+    def evaluate(self, states):
+        base = UniformEvaluator().evaluate(states)
+        return Evaluation(base.policy, np.full(len(states), self.value, dtype=np.float32))
+
+
+class CountingRollout:
+    """A stand-in rollout: ``z`` for every position (side to move's view), counting the positions it plays out."""
+
+    def __init__(self, z: float = 1.0):
+        self.z = z
+        self.positions = 0
+        self.batches: list[int] = []
+
+    def __call__(self, states, rng):
+        assert isinstance(rng, np.random.Generator)
+        self.positions += len(states)
+        self.batches.append(len(states))
+        return np.full(len(states), self.z, dtype=np.float32)
+
+
+def refusing_rollout(states, rng):
+    raise AssertionError("λ = 0 must not run a rollout")
+
+
+def dump(search: Search, states: list[GameState], **limits) -> list:
+    """Every candidate of a search of each state in turn: moves, visits, values, LCBs, PVs and scores."""
+    out = []
+    for state in states:
+        result = search.run(state, **limits)
+        out.append((result.move, result.root_visits, result.playouts, result.batches, result.evaluated,
+                    [(c.move, c.visits, c.value, c.lcb, c.pv, c.score) for c in result.candidates]))
+    return out
+
+
+@pytest.mark.parametrize("batch, in_flight", [(1, 1), (4, 1), (4, 2)])
+def test_rollout_mix_zero_is_the_search_without_rollouts(batch, in_flight):
+    """λ = 0 runs no rollout code: the same seed gives the same candidates, visits, values and PVs as a search
+    built without a rollout at all, over a game of several moves with tree reuse and the table."""
+    states = [GameState(7, Rules(komi=7.5))]
+    for vertex in ("D4", "C3", "E5"):
+        states.append(states[-1].copy())
+        states[-1].play(parse_vertex(vertex, 7))
+    config = SearchConfig(threads=1, visits=120, batch_size=batch, batches_in_flight=in_flight,
+                          adaptive_batch=False)
+    plain = dump(Search(ScoreEvaluator(), config, rng=np.random.default_rng(3)), states)
+    mixed = Search(ScoreEvaluator(), replace(config, rollout_mix=0.0), rng=np.random.default_rng(3),
+                   rollout=refusing_rollout)
+    assert dump(mixed, states) == plain
+
+
+@pytest.mark.parametrize("mix", [0.0, 0.5, 1.0])
+def test_a_leaf_backs_up_the_mix_of_its_network_value_and_its_rollout(mix):
+    """Two visits: the root's evaluation, then one child's, whose value from the root's view is
+    -((1 - λ)·v + λ·z) with v = 0.2 and z = 1 from the child's side to move."""
+    rollout = CountingRollout(z=1.0)
+    config = SearchConfig(threads=1, visits=2, rollout_mix=mix, root_symmetries=False, early_stop=False)
+    search = Search(ConstantValueEvaluator(0.2), config, rng=np.random.default_rng(0), rollout=rollout)
+    result = search.run(GameState(5))
+    (child,) = [c for c in result.candidates if c.visits]
+    assert child.value == pytest.approx(-((1 - mix) * 0.2 + mix * 1.0), abs=1e-6)
+    assert search.tree.root.value == pytest.approx(0.2)  # the node keeps the network's value (first-play urgency)
+    assert rollout.positions == (2 if mix > 0 else 0)
+    check_tree(search)
+
+
+def test_positions_from_the_table_get_their_own_rollout_and_no_network_call():
+    rollout = CountingRollout(z=-1.0)
+    evaluator = ScoreEvaluator()
+    config = SearchConfig(threads=1, visits=200, batch_size=4, adaptive_batch=False, reuse_tree=False,
+                          rollout_mix=0.5, root_symmetries=False)
+    search = Search(evaluator, config, rng=np.random.default_rng(0), rollout=rollout)
+    state = GameState(5)
+    search.run(state)
+    positions, rolled, hits = evaluator.positions, rollout.positions, search.tree.cache.hits
+    result = search.run(state)  # a fresh tree (no reuse), its positions mostly in the table
+    served = search.tree.cache.hits - hits
+    assert served > result.playouts / 2
+    assert evaluator.positions - positions == result.evaluated  # only the table's misses go to the network
+    # every leaf but a finished game's, one rollout
+    assert rollout.positions - rolled == result.evaluated + served <= result.playouts
+    assert max(rollout.batches) <= 4  # one rollout call a batch
+    check_tree(search)
+
+
+@pytest.mark.parametrize("threads, in_flight", [(1, 1), (3, 1), (2, 2)])
+def test_rollouts_keep_the_tree_consistent_under_threads_and_batches_in_flight(threads, in_flight):
+    rollout = CountingRollout(z=0.5)
+    config = SearchConfig(threads=threads, visits=300, batch_size=4, batches_in_flight=in_flight,
+                          early_stop=False, rollout_mix=0.5)
+    search = Search(RandomValueEvaluator(delay_s=0.0005), config, rng=np.random.default_rng(1), rollout=rollout)
+    result = search.run(GameState(7))
+    assert result.root_visits == 300 and rollout.positions > 0
+    check_tree(search)
+
+
+def test_a_rollout_failure_leaves_no_virtual_loss():
+    def failing(states, rng):
+        raise RuntimeError("rollout failed")
+
+    config = SearchConfig(threads=2, visits=100, batch_size=4, rollout_mix=0.5)
+    search = Search(UniformEvaluator(), config, rng=np.random.default_rng(0), rollout=failing)
+    with pytest.raises(RuntimeError, match="rollout failed"):
+        search.run(GameState(5))
+    assert all(node.status != PENDING for node in walk(search.tree.root))
+    assert all(not node.expanded or np.all(node.n == np.round(node.n)) for node in walk(search.tree.root))
+
+
+@pytest.mark.parametrize("mix", [-0.1, 1.5, float("nan")])
+def test_a_rollout_mix_outside_zero_to_one_is_refused(mix):
+    with pytest.raises(ValueError, match="rollout_mix"):
+        Search(UniformEvaluator(), SearchConfig(rollout_mix=mix), rollout=CountingRollout())
+
+
+def test_a_rollout_mix_without_a_rollout_is_refused():
+    with pytest.raises(ValueError, match="rollout policy"):
+        Search(UniformEvaluator(), SearchConfig(rollout_mix=0.5))
+
+
+@pytest.fixture(scope="module")
+def shipped_rollouts():
+    from pathlib import Path
+
+    from engine.rollout.rollout import PolicyRollouts
+
+    return PolicyRollouts.load(str(Path(__file__).resolve().parent.parent / "weights" / "rollout-patterns.npz"))
+
+
+@pytest.mark.parametrize("to_move", [BLACK, WHITE])
+def test_rollouts_alone_find_the_winner_where_the_network_value_says_nothing(to_move, shipped_rollouts):
+    """Both groups live, black wins by any play of the dame with a komi of -7.5; the network's value is 0 everywhere.
+    λ = 1 backs up the rollouts' results alone: the root's value is near +1 for black to move, -1 for white; λ = 0
+    knows only what the finished games among the leaves say, and λ = 0.5 goes half way."""
+    from tests.test_rollout import SETTLED
+
+    state = board_from_ascii(SETTLED, to_move=to_move, komi=-7.5)
+    sign = 1.0 if to_move == BLACK else -1.0
+    values = {}
+    for mix in (0.0, 0.5, 1.0):
+        config = SearchConfig(threads=1, visits=60, batch_size=4, rollout_mix=mix, early_stop=False)
+        search = Search(UniformEvaluator(), config, rng=np.random.default_rng(0), rollout=shipped_rollouts)
+        search.run(state)
+        values[mix] = search.root_value()
+        check_tree(search)
+    assert sign * values[1.0] > 0.9
+    assert abs(values[0.0]) < sign * values[1.0] - 0.3
+    assert values[0.5] == pytest.approx(values[1.0] / 2, abs=0.1)

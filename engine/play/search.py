@@ -5,7 +5,10 @@ overtaken, and the result is read from the tree (``engine.play.result``).
 Layer: above the tree and the evaluator protocol; the search calls the evaluator from one place per mode
 (``Search._evaluate_batch``, or ``_start_batch`` with batches in flight) and never imports a network. A leaf's
 value comes from one of three places (``Search._descend``): a finished game's count, the table of network results,
-or the network; the last two enter the tree through ``Search._expand_leaf``.
+or the network; the last two enter the tree through ``Search._expand_leaf``, which with ``rollout_mix`` λ > 0 mixes
+in one rollout's result as AlphaGo did: (1 − λ)·v + λ·z. The rollouts of a batch run in one call in the worker's
+thread while the network runs the batch on its own thread (``_start_batch``); a leaf served from the table gets its
+rollout too, in the next batch, with no network call for it.
 
 Threads: every worker collects up to ``batch_size`` leaves under the tree lock (adding virtual loss on the way
 down), releases the lock while the evaluator runs, then expands and backs up under the lock. No leaf ever waits for
@@ -21,7 +24,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable, Collection
+from typing import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -37,16 +40,23 @@ from engine.rules.game import GameState
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _UNBOUNDED = 1 << 62  # a run's playout target when only time or a stop event ends it
 
+# A leaf's rollout (AlphaGo's fast rollout policy, ``engine.rollout.rollout.PolicyRollouts``): float32 [B], the result
+# z in [-1, 1] of one game played out to the end from each position, side to move's view. The generator is the
+# calling worker's own; the call holds the GIL, and may take milliseconds a position.
+Rollout = Callable[[Sequence[GameState], np.random.Generator], np.ndarray]
+
 
 @dataclass
 class _Leaf:
     """A leaf on its way to the network: its node (PENDING), the path to it under virtual loss, its position and
-    its key in the table."""
+    its key in the table; ``expansion`` when the table already holds its network result and only its rollout is
+    wanted."""
 
     node: Node
     path: Path
     state: GameState
     key: tuple[int, int]
+    expansion: Expansion | None = None
 
 
 @dataclass
@@ -67,6 +77,16 @@ class _Run:
     error: BaseException | None = None
     root_mask: np.ndarray | None = None  # bool [k]: root edges this run may choose (None: all)
     batch_size: int = 1  # leaves per network call (Search._batching)
+    rollout_rngs: list[np.random.Generator | None] | None = None  # one generator per worker, the last the caller's (None each: no rollouts)
+
+
+@dataclass
+class _InFlight:
+    """A batch handed to the network (None: every leaf came from the table) and its leaves' rollout results
+    (float32 [B], None without rollouts)."""
+
+    evaluation: PendingEvaluation | None
+    rollout_z: np.ndarray | None
 
 
 def terminal_outcome(state: GameState) -> tuple[float, float]:
@@ -81,15 +101,22 @@ class Search:
 
     ``run`` searches a position (reusing the matching part of the previous tree) and returns a ``SearchResult``;
     ``stop`` ends a running search from another thread. The evaluator, configuration and random generator are
-    passed in; nothing is read from globals.
+    passed in; nothing is read from globals. ``rollout`` is needed when ``config.rollout_mix`` > 0, and not called
+    otherwise.
     """
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
-                 rng: np.random.Generator | None = None):
+                 rng: np.random.Generator | None = None, rollout: Rollout | None = None):
         # Fixed for the Search's life.
         self.evaluator = evaluator
         self.config = config or SearchConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
+        mix = self.config.rollout_mix
+        if not 0.0 <= mix <= 1.0:
+            raise ValueError(f"rollout_mix must be in [0, 1], not {mix}")
+        if mix > 0.0 and rollout is None:
+            raise ValueError(f"rollout_mix {mix} needs a rollout policy")
+        self._rollout = rollout if mix > 0.0 else None  # None: the network's value alone, no rollout code runs
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._run_lock = threading.Lock()  # one run at a time
@@ -146,6 +173,9 @@ class Search:
                        deadline=start + time_s if time_s is not None else math.inf,
                        stop=stop, early_stop=early_stop, start=start)
             run.batch_size, self.tree.virtual_loss = self._batching(run.target)
+            workers = max(1, self.config.threads) + 1
+            run.rollout_rngs = [None] * workers if self._rollout is None else \
+                [np.random.default_rng(seed) for seed in self.rng.integers(1 << 62, size=workers).tolist()]
             self._prepare_root(run, noise, allowed)
             self._current = run
             try:
@@ -181,7 +211,7 @@ class Search:
             # The first evaluation of the root is a visit like any other (and may come from the cache).
             leaf = self._descend(run)
             if isinstance(leaf, _Leaf):
-                self._evaluate_batch([leaf], run)
+                self._evaluate_batch([leaf], run, self._rollout_rng(run, -1))
             run.started = run.finished = 1
             tree.root_pending = np.zeros(len(root.moves), dtype=np.int32)
         if self.config.root_symmetries and not root.averaged and root.status == EXPANDED:
@@ -220,9 +250,10 @@ class Search:
 
     def _work_all(self, run: _Run, on_progress, interval_s: float) -> None:
         if self.config.threads <= 1 and on_progress is None:
-            self._worker(run)  # in the caller's thread: no hand-over, and profilers see it
+            self._worker(run, self._rollout_rng(run, 0))  # in the caller's thread: no hand-over, and profilers see it
             return
-        threads = [threading.Thread(target=self._worker, args=(run,), name=f"search-{i}", daemon=True)
+        threads = [threading.Thread(target=self._worker, args=(run, self._rollout_rng(run, i)), name=f"search-{i}",
+                                    daemon=True)
                    for i in range(max(1, self.config.threads))]
         for thread in threads:
             thread.start()
@@ -234,6 +265,11 @@ class Search:
                 if on_progress is not None and time.monotonic() >= next_report:
                     next_report += interval_s
                     on_progress(self.candidates())
+
+    @staticmethod
+    def _rollout_rng(run: _Run, worker: int) -> np.random.Generator | None:
+        """The rollouts' generator of a worker (-1: the caller's, for the root); None without rollouts."""
+        return run.rollout_rngs[worker] if run.rollout_rngs else None
 
     def _finished(self, run: _Run) -> bool:
         """Whether no new descents should start (called under the lock)."""
@@ -290,10 +326,10 @@ class Search:
                 loss = min(loss, 1)
         return size, loss
 
-    def _worker(self, run: _Run) -> None:
+    def _worker(self, run: _Run, rollout_rng: np.random.Generator | None) -> None:
         batch_size = run.batch_size
         depth = max(1, self.config.batches_in_flight)
-        in_flight: deque[tuple[list[_Leaf], PendingEvaluation]] = deque()
+        in_flight: deque[tuple[list[_Leaf], _InFlight]] = deque()
         leaves: list[_Leaf] = []  # collected and not yet handed to the evaluator
         try:
             while True:
@@ -331,12 +367,12 @@ class Search:
                 batch, leaves = leaves, []  # from here on the evaluation paths abandon them if they fail
                 if depth == 1:
                     if batch:
-                        self._evaluate_batch(batch, run)
+                        self._evaluate_batch(batch, run, rollout_rng)
                     continue
                 # Several batches in flight: this thread goes on descending while the network thread runs the
                 # earlier ones, and takes a result back when the pipeline is full or it has nothing else to do.
                 if batch:
-                    in_flight.append((batch, self._start_batch(batch)))
+                    in_flight.append((batch, self._start_batch(batch, rollout_rng)))
                 if in_flight and (len(in_flight) >= depth or not batch):
                     done, pending = in_flight.popleft()
                     self._finish_batch(done, pending, run)
@@ -374,29 +410,47 @@ class Search:
             return _DONE
         key = (state.size, state.hash)  # empty boards of every size share hash 0
         expansion = tree.cache.get(key)
-        if expansion is not None:
+        if expansion is not None and self._rollout is None:
             self._expand_leaf(node, path, expansion)
             return _DONE
-        node.status = PENDING
-        return _Leaf(node, path, state, key)
+        node.status = PENDING  # with rollouts, a position in the table still waits for its own rollout
+        return _Leaf(node, path, state, key, expansion)
 
-    def _expand_leaf(self, node: Node, path: Path, expansion: Expansion) -> None:
+    def _expand_leaf(self, node: Node, path: Path, expansion: Expansion, rollout_z: float | None = None) -> None:
         """Expand a leaf with its network result (fresh, or from the table) and back its value up ``path``: where
-        a network value enters the tree (under the lock)."""
+        a leaf's value enters the tree (under the lock). With ``rollout_z``, the result of the leaf's rollout, the
+        value backed up is AlphaGo's mix (1 − λ)·v + λ·z; the node keeps the network's v (first-play urgency of
+        its children), and the score is the network's alone."""
         self.tree.expand(node, expansion)
-        self.tree.backup(path, node, expansion.value, expansion.score)
+        value = expansion.value
+        if rollout_z is not None:
+            mix = self.config.rollout_mix
+            value = (1.0 - mix) * value + mix * rollout_z
+        self.tree.backup(path, node, value, expansion.score)
 
-    def _evaluate_batch(self, leaves: list[_Leaf], run: _Run) -> None:
-        """The one place the search calls the network; expands and backs up every leaf."""
+    def _evaluate_batch(self, leaves: list[_Leaf], run: _Run, rollout_rng: np.random.Generator | None) -> None:
+        """The one place the search calls the network (or, with rollouts, hands it a batch and waits); expands and
+        backs up every leaf."""
+        if self._rollout is not None:
+            self._finish_batch(leaves, self._start_batch(leaves, rollout_rng), run)
+            return
         evaluation = self._or_abandon(leaves, lambda: self.evaluator.evaluate([leaf.state for leaf in leaves]))
         self._expand_batch(leaves, evaluation, run)
 
-    def _start_batch(self, leaves: list[_Leaf]) -> PendingEvaluation:
-        """Hand a batch to the network without waiting for it (``batches_in_flight`` > 1)."""
-        return self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, [leaf.state for leaf in leaves]))
+    def _start_batch(self, leaves: list[_Leaf], rollout_rng: np.random.Generator | None) -> _InFlight:
+        """Hand a batch to the network without waiting for it (``batches_in_flight`` > 1, or rollouts), then, with
+        rollouts, play every leaf out in this thread while the network runs without the GIL."""
+        asked = [leaf.state for leaf in leaves if leaf.expansion is None]  # the table's leaves need no network
+        pending = self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, asked)) if asked else None
+        rollout_z = None
+        if self._rollout is not None:
+            rollout_z = self._or_abandon(leaves, lambda: self._rollout([leaf.state for leaf in leaves], rollout_rng))
+        return _InFlight(pending, rollout_z)
 
-    def _finish_batch(self, leaves: list[_Leaf], pending: PendingEvaluation, run: _Run) -> None:
-        self._expand_batch(leaves, self._or_abandon(leaves, pending.result), run)
+    def _finish_batch(self, leaves: list[_Leaf], in_flight: _InFlight, run: _Run) -> None:
+        pending = in_flight.evaluation
+        evaluation = self._or_abandon(leaves, pending.result) if pending is not None else None
+        self._expand_batch(leaves, evaluation, run, in_flight.rollout_z)
 
     def _or_abandon(self, leaves: list[_Leaf], call: Callable[[], object]):
         """``call()``; if it raises, the leaves are abandoned (virtual loss undone even if the evaluator throws)."""
@@ -414,15 +468,25 @@ class Search:
             leaf.node.status = UNEXPANDED
             self.tree.undo(leaf.path)
 
-    def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation, run: _Run) -> None:
-        found = self._or_abandon(leaves, lambda: self._expansions([leaf.state for leaf in leaves], evaluation))
+    def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation | None, run: _Run,
+                      rollout_z: np.ndarray | None = None) -> None:
+        """Expand and back up ``leaves``: those without an expansion from the answer ``evaluation`` (in order), with
+        the results ``rollout_z`` (float32 [len(leaves)]) of their rollouts where there are any."""
+        fresh = [leaf for leaf in leaves if leaf.expansion is None]
+        found = iter(self._or_abandon(leaves, lambda: self._expansions([leaf.state for leaf in fresh], evaluation))
+                     if fresh else ())
+        results = [None] * len(leaves) if rollout_z is None else np.asarray(rollout_z, dtype=np.float64).tolist()
         with self._lock:
-            for leaf, expansion in zip(leaves, found):
-                self.tree.cache.put(leaf.key, expansion)
-                self._expand_leaf(leaf.node, leaf.path, expansion)
+            for leaf, z in zip(leaves, results):
+                expansion = leaf.expansion
+                if expansion is None:
+                    expansion = next(found)
+                    self.tree.cache.put(leaf.key, expansion)
+                self._expand_leaf(leaf.node, leaf.path, expansion, z)
             run.finished += len(leaves)
-            run.batches += 1
-            run.evaluated += len(leaves)
+            if fresh:
+                run.batches += 1
+                run.evaluated += len(fresh)
             self._wake.notify_all()
 
     def _expansions(self, states: list[GameState], evaluation: Evaluation) -> list[Expansion]:
@@ -462,4 +526,4 @@ class Search:
         return self.tree.nodes
 
 
-__all__ = ["Search", "terminal_outcome"]
+__all__ = ["Search", "Rollout", "terminal_outcome"]

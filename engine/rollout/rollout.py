@@ -178,6 +178,21 @@ def rollout(state: GameState, policy: RolloutPolicy, rng: np.random.Generator, m
     return float(rollouts([state], policy, rng, max_moves)[0])
 
 
+class PolicyRollouts:
+    """``rollouts`` with the policy bound: what the search calls for its leaves (``engine.play.search.Rollout``)."""
+
+    def __init__(self, policy: RolloutPolicy):
+        self.policy = policy
+
+    @classmethod
+    def load(cls, path: str) -> "PolicyRollouts":
+        """From a weights file; ``RolloutPolicyError`` (a ValueError) says what is wrong with an unusable one."""
+        return cls(RolloutPolicy.load(path))
+
+    def __call__(self, states: Sequence[GameState], rng: np.random.Generator) -> np.ndarray:
+        return rollouts(states, self.policy, rng)
+
+
 def _move_ago(state: GameState, age: int) -> int:
     """The flat move played ``age`` plies ago, -1 for a pass or none."""
     if len(state.moves) < age:
@@ -186,4 +201,4 @@ def _move_ago(state: GameState, age: int) -> int:
     return move if move != PASS else -1
 
 
-__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout"]
+__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout", "PolicyRollouts"]
