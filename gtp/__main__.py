@@ -48,7 +48,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
         "adaptive_batch": "shrink the batch for small searches (at most 1/16 of the playouts in flight at once)",
         "root_symmetries": "evaluate the root under all 8 symmetries and average",
+        "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the fast "
+                       "rollout policy (λ in [0, 1]; default 0: the network alone)",
     })
+    parser.add_argument("--rollout-weights", default=defaults.net.rollout_weights, metavar="FILE",
+                        help="the rollout policy (.npz) of --rollout-mix (default: the shipped "
+                             "weights/rollout-patterns.npz)")
     parser.add_argument("--time", type=float, default=defaults.time.max_time_per_move_s,
                         help="at most this many seconds per move (0: only the clock limits)")
     parser.add_argument("--lag-buffer", type=float, default=defaults.time.lag_buffer_s,
@@ -84,6 +89,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         raise SystemExit("tabula gtp: --batches-in-flight must be 0 (2 on a GPU, 1 on the CPU) or more")
     if args.net_threads < 0:
         raise SystemExit("tabula gtp: --net-threads must be 0 (chosen with the search threads) or more")
+    if not 0.0 <= args.rollout_mix <= 1.0:
+        raise SystemExit(f"tabula gtp: --rollout-mix must be in [0, 1], not {args.rollout_mix}")
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),
@@ -91,7 +98,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         play=from_flags(defaults.play, args),
         time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
         net=dataclasses.replace(from_flags(defaults.net, args, prefix="net_"), weights=tuple(args.weights),
-                                provider=args.provider, precision=args.precision),
+                                provider=args.provider, precision=args.precision,
+                                rollout_weights=args.rollout_weights),
         player=args.player,
         board_size=args.size,
         seed=args.seed,

@@ -5,6 +5,7 @@ import io
 import re
 import threading
 import time
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -237,6 +238,30 @@ def test_network_threads_from_the_command_line() -> None:
     assert build_config(parse_args(["--net-threads", "3"])).net.threads == 3
     with pytest.raises(SystemExit, match="--net-threads must be 0"):
         build_config(parse_args(["--net-threads", "-1"]))
+
+
+def test_rollout_mix_and_weights_from_the_command_line() -> None:
+    from gtp.__main__ import build_config, parse_args
+
+    assert build_config(parse_args([])).search.rollout_mix == 0.0  # the network's value alone
+    config = build_config(parse_args(["--rollout-mix", "0.5", "--rollout-weights", "r.npz"]))
+    assert config.search.rollout_mix == 0.5 and config.net.rollout_weights == "r.npz"
+    for bad in ("-0.5", "1.01", "nan"):
+        with pytest.raises(SystemExit, match=r"--rollout-mix must be in \[0, 1\]"):
+            build_config(parse_args(["--rollout-mix", bad]))
+
+
+@pytest.mark.parametrize("content", [None, b"not an npz at all"])
+def test_a_missing_or_malformed_rollout_weights_file_is_a_clear_error_at_start_up(tmp_path, capsys, content):
+    from gtp.__main__ import main
+
+    path = tmp_path / "rollout.npz"
+    if content is not None:
+        path.write_bytes(content)
+    network = str(Path(__file__).resolve().parent.parent / "weights" / "tabula-4x32-rl9d.onnx")
+    assert main(["--weights", network, "--rollout-mix", "0.5", "--rollout-weights", str(path)]) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("tabula gtp: ") and str(path) in error and "rollout weights file" in error
 
 
 REPLY = re.compile(r"(=|\?)\d*( [^\n]*)?(\n[^\n]+)*\n\n")

@@ -120,6 +120,30 @@ def test_subprocess_end_to_end_pipelined() -> None:
     assert len(replies) == 11
 
 
+def test_rollout_mix_plays_legal_moves_on_9x9() -> None:
+    """``tabula gtp --rollout-mix 0.5``: AlphaGo's mixed evaluation with the shipped network and rollout policy
+    plays legal moves."""
+    from engine.rules.coords import parse_vertex
+    from engine.rules.game import GameState
+
+    moves = 4
+    script = "boardsize 9\nclear_board\n" + "".join(f"genmove {'bw'[i % 2]}\n" for i in range(moves)) + \
+        "name\nquit\n"
+    result = subprocess.run([sys.executable, "-m", "gtp", "--rollout-mix", "0.5", "--visits", "16", "--threads",
+                             "1", "--seed", "5"], input=script.encode(), capture_output=True, timeout=120, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr.decode()
+    replies = result.stdout.decode().split("\n\n")
+    assert replies[:2] == ["=", "="] and replies[-1] == ""
+    state = GameState(9)
+    for reply in replies[2: 2 + moves]:
+        assert reply.startswith("= "), reply
+        move = parse_vertex(reply[2:], 9)
+        assert state.legal(move), reply
+        state.play(move)
+    assert replies[2 + moves:-1] == ["= Tabula", "="]
+
+
 def test_subprocess_exits_on_eof() -> None:
     result = subprocess.run([sys.executable, "-m", "gtp", "--seed", "1"], input=b"name\n", capture_output=True,
                             timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})

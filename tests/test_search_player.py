@@ -420,3 +420,40 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
         assert generator.resign_by_size == {19: threshold}
     with pytest.raises(SystemExit):
         export.main([str(tiny_onnx), str(tmp_path / "bad.onnx"), "--resign-winrate", "1.5"])
+
+
+def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, monkeypatch):
+    """λ = 0 (the default) never reads the rollout weights, whose tables take seconds to build; λ > 0 reads the
+    configured file, or the shipped one."""
+    from engine.rollout import rollout as rollout_module
+
+    loaded = []
+    monkeypatch.setattr(rollout_module.PolicyRollouts, "load", classmethod(lambda cls, path: loaded.append(path)
+                                                                          or (lambda states, rng: None)))
+    net = NetConfig(weights=(str(tiny_onnx),))
+    search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1)))
+    assert loaded == []
+    generator = search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1, rollout_mix=0.5)))
+    assert loaded == [str(search_player.WEIGHTS_DIR / "rollout-patterns.npz")] and generator.search._rollout
+    search_player.from_config(EngineConfig(net=dataclasses.replace(net, rollout_weights="mine.npz"),
+                                           search=SearchConfig(threads=1, rollout_mix=1.0)))
+    assert loaded[-1] == "mine.npz"
+
+
+def test_analysis_runs_the_mixed_search():
+    """lz-analyze and kata-analyze search through SearchGenerator.analyze: with λ > 0 its leaves get rollouts."""
+    from tests.test_search import CountingRollout
+
+    rollout = CountingRollout(z=1.0)
+    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=2, rollout_mix=0.5),
+                             rng=np.random.default_rng(0), rollout=rollout)
+    stop = threading.Event()
+    reports = []
+
+    def on_progress(candidates):
+        reports.append(candidates)
+        if len(reports) >= 2:
+            stop.set()
+
+    result = player.analyze(GameState(7), stop, on_progress, 0.05)
+    assert result.playouts > 0 and rollout.positions >= result.evaluated > 0

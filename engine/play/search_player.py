@@ -20,7 +20,7 @@ from engine.play.decision import MoveDecider
 from engine.net.evaluator import Evaluator
 from engine.rules.game import GameState
 from engine.play.result import Candidate, SearchResult
-from engine.play.search import Search
+from engine.play.search import Rollout, Search
 
 log = logging.getLogger("tabula.search")
 
@@ -40,12 +40,13 @@ class SearchGenerator:
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
                  rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
-                 play: PlayConfig | None = None, resign_by_size: dict[int, float] | None = None):
+                 play: PlayConfig | None = None, resign_by_size: dict[int, float] | None = None,
+                 rollout: Rollout | None = None):
         self.config = config or SearchConfig()
         self.play = play or PlayConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
-        self.search = Search(evaluator, self.config, self.rng)
+        self.search = Search(evaluator, self.config, self.rng, rollout)
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
         # the resignation threshold of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}
@@ -185,6 +186,7 @@ class SearchGenerator:
 # The shipped networks: weights/DEFAULT names the files `tabula gtp` plays with when no --weights is given, one a
 # line; each plays the board sizes in its metadata, and the first file that plays a size is used for it.
 WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "weights"
+DEFAULT_ROLLOUT_WEIGHTS = "rollout-patterns.npz"  # the shipped rollout policy, in WEIGHTS_DIR
 
 
 class NoNetworkError(FileNotFoundError):
@@ -225,9 +227,14 @@ def from_config(config: EngineConfig) -> SearchGenerator:
         for network in reversed(networks):  # the first network that plays a size is the one that plays it
             for size in network.board_sizes:
                 resign_by_size[size] = network.resign_winrate or 0.0
+    rollout = None
+    if search.rollout_mix > 0:  # building the policy's tables takes seconds: only when the search mixes
+        from engine.rollout.rollout import PolicyRollouts
+
+        rollout = PolicyRollouts.load(config.net.rollout_weights or str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS))
     return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
-                           resign_by_size=resign_by_size)
+                           resign_by_size=resign_by_size, rollout=rollout)
 
 
 __all__ = ["SearchGenerator", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]
