@@ -93,6 +93,25 @@ def test_bench_search_plays_on_the_board_the_network_plays(capsys):
     assert "self-play on 9x9" in out and re.search(r"playouts/s +\d", out)
 
 
+def test_bench_search_compares_rollout_mixes_in_one_run(tmp_path, capsys):
+    """--rollout-mix 0 0.5: each λ's playouts/s and its ratio to the first, on the board --size asks for, from a
+    position --opening moves in."""
+    from engine.rollout.policy import RolloutWeights
+
+    path = str(tmp_path / "rollout.npz")
+    RolloutWeights(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int64),
+                   np.zeros(0, np.float32), self_atari=-2.0).save(path)
+    assert bench_search.main(["weights/tabula-6x64-anysize.onnx", "--size", "7", "--opening", "4", "--moves", "1",
+                              "--playouts", "16", "--threads", "1", "--batch-size", "4", "--rounds", "1",
+                              "--rollout-mix", "0", "0.5", "--rollout-weights", path]) == 0
+    out = capsys.readouterr().out
+    assert "self-play on 7x7" in out and "from move 4" in out
+    assert re.search(r"λ = 0 +playouts/s +[\d.]+ +ratio to λ = 0 1\.000", out)
+    assert re.search(r"λ = 0\.5 +playouts/s +[\d.]+ +ratio to λ = 0 [\d.]+", out)
+    with pytest.raises(SystemExit):
+        bench_search.main(["weights/tabula-6x64-anysize.onnx", "--rollout-mix", "1.5"])
+
+
 def test_bench_rollout_reports_moves_per_second(tmp_path, capsys):
     from engine.rollout.policy import RolloutWeights
     from tools.bench import rollout as bench_rollout

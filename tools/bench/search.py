@@ -2,7 +2,8 @@
 
     tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch-size 8] [--net-threads 0]
                                  [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
-                                 [--leelaz LZ_WEIGHTS.txt] [--profile]
+                                 [--leelaz LZ_WEIGHTS.txt] [--profile] [--size N] [--opening N]
+                                 [--rollout-mix λ [λ ...]] [--rollout-weights FILE.npz]
 
 Plays ``--moves`` moves of self-play from the empty board (tree reuse on, as in a game) and reports playouts/s,
 network positions/s, the mean batch, and efficiency = search rate ÷ the raw throughput of the same evaluator
@@ -10,7 +11,8 @@ network positions/s, the mean batch, and efficiency = search rate ÷ the raw thr
 in the same run. ``--leelaz`` plays the same moves with Leela Zero 0.17 on the same network (CPU, same threads)
 and reports its n/s and the ratio. ``--profile`` profiles one single-threaded search of the Python tree work.
 ``--instant-network`` measures the bound the Python side puts on playouts/s (no network cost) and, with one search
-thread, where a playout's time goes.
+thread, where a playout's time goes. ``--rollout-mix`` measures AlphaGo's mixed evaluation instead: the same
+self-play searched with each λ in turn, round after round, and each λ's playouts/s with its ratio to the first.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ import re
 import subprocess
 import threading
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -29,7 +32,7 @@ from engine.config import NetConfig, SearchConfig, add_flags, from_flags
 from engine.net.evaluator import (BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, available_cores,
                               evaluate_async)
 from engine.rules.game import GameState
-from engine.play.search import Search
+from engine.play.search import Rollout, Search
 
 LEELAZ = "/usr/games/leelaz"
 # The search measured: tabula gtp's defaults, 800 playouts a move, every one run (no visit limit, no early stop),
@@ -66,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=2, help="alternations of search and raw measurements")
     parser.add_argument("--leelaz", help="Leela Zero weights of the same network: compare with leelaz")
     parser.add_argument("--profile", action="store_true", help="profile a single-threaded search")
+    parser.add_argument("--size", type=int, default=0,
+                        help="board size (default: 19 where the network plays it, else its largest)")
+    parser.add_argument("--opening", type=int, default=0,
+                        help="self-play starts after this many moves of the network's most likely move (untimed)")
+    parser.add_argument("--rollout-mix", type=float, nargs="+", default=None, metavar="λ",
+                        help="compare the search's playouts/s at these values of λ (SearchConfig.rollout_mix), "
+                             "measured in turn in every round, e.g. 0 0.5")
+    parser.add_argument("--rollout-weights", default="weights/rollout-patterns.npz",
+                        help="the rollout policy of --rollout-mix (default: %(default)s)")
     return parser
 
 
@@ -197,26 +209,40 @@ class TimedSearch(Search):
     def _descend(self, run):
         return self._timed("descend", lambda: super(TimedSearch, self)._descend(run))
 
-    def _evaluate_batch(self, leaves, run):
-        return self._timed("batch", lambda: super(TimedSearch, self)._evaluate_batch(leaves, run))
+    def _evaluate_batch(self, *args):
+        return self._timed("batch", lambda: super(TimedSearch, self)._evaluate_batch(*args))
 
-    def _start_batch(self, leaves):
-        return self._timed("batch", lambda: super(TimedSearch, self)._start_batch(leaves))
+    def _start_batch(self, *args):
+        return self._timed("batch", lambda: super(TimedSearch, self)._start_batch(*args))
 
-    def _finish_batch(self, leaves, pending, run):
-        return self._timed("batch", lambda: super(TimedSearch, self)._finish_batch(leaves, pending, run))
+    def _finish_batch(self, *args):
+        return self._timed("batch", lambda: super(TimedSearch, self)._finish_batch(*args))
 
 
-def board_size(evaluator) -> int:
-    """The board the benchmark plays on: 19×19 where the network plays it, else the largest size it plays."""
+def board_size(evaluator, size: int = 0) -> int:
+    """The board the benchmark plays on: ``size`` if given, else 19×19 where the network plays it, else the largest
+    size it plays."""
+    if size:
+        return size
     return 19 if 19 in evaluator.board_sizes else max(evaluator.board_sizes)
 
 
+def opening(evaluator, size: int, moves: int) -> GameState:
+    """The position after ``moves`` moves of the network's most likely legal move from the empty board."""
+    state = GameState(size)
+    for _ in range(moves):
+        policy = np.asarray(evaluator.evaluate([state]).policy[0])
+        state.play(int(np.argmax(policy[:-1] * state.legal_mask()[:-1])))
+    return state
+
+
 def self_play(evaluator, config: SearchConfig, moves: int, playouts: int, seed: int,
-              search_class: type[Search] = Search) -> dict:
-    """Search ``moves`` successive positions of one game; returns totals (and the search, as ``search``)."""
-    search = search_class(evaluator, config, rng=np.random.default_rng(seed))
-    state = GameState(board_size(evaluator))
+              search_class: type[Search] = Search, start: GameState | None = None,
+              rollout: Rollout | None = None) -> dict:
+    """Search ``moves`` successive positions of one game from ``start`` (default the empty board); returns totals
+    (and the search, as ``search``)."""
+    search = search_class(evaluator, config, rng=np.random.default_rng(seed), rollout=rollout)
+    state = start.copy() if start is not None else GameState(board_size(evaluator))
     totals: dict = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0, positions=[])
     for _ in range(moves):
         hits_before = search.tree.cache.hits
@@ -246,9 +272,8 @@ def leelaz_rate(weights: str, threads: int, moves: int, playouts: int) -> tuple[
     return (sum(counts) / seconds if seconds else 0.0), rates
 
 
-def profile(evaluator, config: SearchConfig, playouts: int) -> str:
+def profile(evaluator, config: SearchConfig, playouts: int, state: GameState) -> str:
     search = Search(evaluator, SearchConfig(**{**config.__dict__, "threads": 1}), rng=np.random.default_rng(0))
-    state = GameState(board_size(evaluator))
     search.run(state, visits=0, playouts=64, early_stop=False)  # warm up
     profiler = cProfile.Profile()
     profiler.enable()
@@ -259,16 +284,17 @@ def profile(evaluator, config: SearchConfig, playouts: int) -> str:
     return out.getvalue()
 
 
-def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args: argparse.Namespace) -> int:
+def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args: argparse.Namespace,
+                          start: GameState) -> int:
     """Record self-play with the real network, then replay it ``--rounds`` times with an instant one. With several
     threads each pass differs a little, so the recording takes three passes."""
     for _ in range(1 if config.threads == 1 else 3):
-        self_play(evaluator, config, args.moves, args.playouts, args.seed)
+        self_play(evaluator, config, args.moves, args.playouts, args.seed, start=start)
     evaluator.recording = False
     evaluator.latency_s = args.latency_ms / 1000.0
     rates = []
     for _ in range(args.rounds):
-        played = self_play(evaluator, config, args.moves, args.playouts, args.seed)
+        played = self_play(evaluator, config, args.moves, args.playouts, args.seed, start=start)
         rates.append(played["playouts"] / played["elapsed_s"])
     latency = f", {args.latency_ms:g} ms a call" if args.latency_ms else ""
     print(f"search with an instant network (outputs recorded from the real one{latency}): {args.rounds} rounds x "
@@ -279,13 +305,43 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
     print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
     if config.threads == 1:
         # One more pass with clocks on (they cost a little): where a playout's time goes.
-        played = self_play(evaluator, config, args.moves, args.playouts, args.seed, search_class=TimedSearch)
+        played = self_play(evaluator, config, args.moves, args.playouts, args.seed, search_class=TimedSearch,
+                           start=start)
         seconds, count = played["search"].seconds, played["playouts"]
         per = {name: 1e6 * value / count for name, value in seconds.items()}
         print(f"  us per playout (timed pass, {count / played['elapsed_s']:.0f} playouts/s): "
               f"descent {per['descend']:.1f}, evaluator {per['evaluate']:.1f} (features, masks, symmetry, "
               f"softmax, and waiting for the network), expansion and backup {per['batch'] - per['evaluate']:.1f}, "
               f"the rest {1e6 * played['elapsed_s'] / count - per['descend'] - per['batch']:.1f}")
+    return 0
+
+
+def rollout_mix_rates(evaluator, config: SearchConfig, args: argparse.Namespace, start: GameState) -> int:
+    """Playouts/s of the same self-play at each ``--rollout-mix`` λ, the λs taking turns within every round so that
+    load from other processes hits them alike."""
+    from engine.rollout.policy import RolloutPolicyError
+    from engine.rollout.rollout import PolicyRollouts
+
+    try:
+        rollout = PolicyRollouts.load(args.rollout_weights) if any(mix > 0 for mix in args.rollout_mix) else None
+    except RolloutPolicyError as error:
+        raise SystemExit(f"tabula bench search: {error}") from None
+    totals = {mix: [0, 0.0, []] for mix in args.rollout_mix}  # playouts, seconds, each round's rate
+    for round_index in range(args.rounds):
+        for mix in args.rollout_mix:
+            played = self_play(evaluator, replace(config, rollout_mix=mix), args.moves, args.playouts,
+                               args.seed + round_index, start=start, rollout=rollout)
+            total = totals[mix]
+            total[0] += played["playouts"]
+            total[1] += played["elapsed_s"]
+            total[2].append(played["playouts"] / played["elapsed_s"])
+    print(f"search with rollouts mixed in: {args.rounds} rounds x {args.moves} moves x {args.playouts} playouts "
+          f"from move {args.opening}, {args.threads} threads, batch {args.batch_size}, {args.batches_in_flight} in "
+          f"flight")
+    first = totals[args.rollout_mix[0]]
+    for mix, (playouts, seconds, rates) in totals.items():
+        print(f"  λ = {mix:<4g} playouts/s {playouts / seconds:8.1f}   ratio to λ = {args.rollout_mix[0]:g} "
+              f"{(playouts / seconds) / (first[0] / first[1]):.3f}   (rounds: {', '.join(f'{r:.1f}' for r in rates)})")
     return 0
 
 
@@ -296,6 +352,10 @@ def main(argv: list[str]) -> int:
         parser.error("--latency-ms is a non-negative wait for --instant-network")
     if args.batches_in_flight < 0 or args.net_threads < 0:
         parser.error("--batches-in-flight and --net-threads must be 0 (as tabula gtp chooses) or more")
+    if args.rollout_mix is not None and not all(0.0 <= mix <= 1.0 for mix in args.rollout_mix):
+        parser.error("--rollout-mix values must be in [0, 1]")
+    if args.rollout_mix is not None and args.instant_network:
+        parser.error("--rollout-mix measures the real network's search, not --instant-network's")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
     config = from_flags(BENCH_SEARCH, args)
     args.net_threads = NetConfig(threads=args.net_threads).for_search(config, available_cores()).threads
@@ -307,7 +367,11 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"tabula bench search: {error}") from None
     config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
     args.batches_in_flight = config.batches_in_flight
-    size = board_size(evaluator)
+    size = board_size(evaluator, args.size)
+    if size not in evaluator.board_sizes:
+        parser.error(f"{args.weights} plays {', '.join(map(str, evaluator.board_sizes))}, not {size}x{size}")
+    args.size = size
+    start = opening(evaluator, size, args.opening)
     if args.leelaz and size != 19:
         parser.error(f"--leelaz compares on 19x19 (Leela Zero 0.17 plays nothing else); {args.weights} plays "
                      f"{size}x{size}")
@@ -316,13 +380,15 @@ def main(argv: list[str]) -> int:
           f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}{cpu_threads}; "
           f"self-play on {size}x{size}")
     if args.instant_network:
-        return instant_network_bound(evaluator, config, args)
+        return instant_network_bound(evaluator, config, args, start)
+    if args.rollout_mix is not None:
+        return rollout_mix_rates(evaluator, config, args, start)
     # Rounds alternate search and raw measurements so that load from other processes hits both alike.
     callers = sorted({1, args.threads})
     totals = dict(playouts=0, evaluated=0, batches=0, elapsed_s=0.0, hits=0)
     raw_sums: dict[tuple[int, int], float] = {}
     for round_index in range(args.rounds):
-        played = self_play(evaluator, config, args.moves, args.playouts, args.seed + round_index)
+        played = self_play(evaluator, config, args.moves, args.playouts, args.seed + round_index, start=start)
         for key in ("playouts", "evaluated", "batches", "elapsed_s", "hits"):
             totals[key] += played[key]
         mean_batch = totals["evaluated"] / max(1, totals["batches"])
@@ -351,5 +417,5 @@ def main(argv: list[str]) -> int:
               f"{', '.join(f'{r:.0f}' for r in rates)})")
         print(f"  tabula / leelaz       {playouts_per_s / lz:8.2f}x")
     if args.profile:
-        print(profile(evaluator, config, args.playouts))
+        print(profile(evaluator, config, args.playouts, start))
     return 0
