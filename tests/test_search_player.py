@@ -389,19 +389,15 @@ def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monke
         assert capsys.readouterr().err.strip().endswith(f"on CPUExecutionProvider, {expected}")
 
 
-def test_dead_stones_come_from_the_networks_ownership_where_it_has_one():
-    """A network with an ownership head judges the stones (the search's tree average); random playouts would
-    call the lone white stones inside black's wall dead, the rigged network says they live."""
+def test_dead_stones_come_from_playouts_and_the_networks_ownership_where_it_has_one():
+    """Random playouts call the lone white stones inside black's wall dead; a network with an ownership head
+    (rigged: white owns everything, it says) has an equal voice: the judgement is the mean of the two."""
     from tests.test_search import LeadEvaluator
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
-    playouts = generator(UniformEvaluator())
-    dead_by_playouts = search_player.playout.dead_stones(state, playouts.ownership(state))
-    assert len(dead_by_playouts) == 2
-    networked = generator(LeadEvaluator(-10.0, -1.0))  # white owns everything, it says
-    owned = networked.ownership(state)
-    assert np.allclose(owned, -1.0, atol=1e-3)
-    assert sorted(search_player.playout.dead_stones(state, owned)) == sorted(
-        p for p in range(49) if state.color_at(p) == BLACK)
+    by_playouts = generator(UniformEvaluator()).ownership(state)  # no ownership head: playouts alone
+    assert len(search_player.playout.dead_stones(state, by_playouts)) == 2
+    networked = generator(LeadEvaluator(-10.0, -1.0))  # the same seed, so the same playouts
+    assert np.allclose(networked.ownership(state), 0.5 * (by_playouts - 1.0), atol=1e-3)
 
 
 def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):
