@@ -69,6 +69,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     }, prefix="net_")
     add_flags(parser, defaults.play, {
         "ponder": "think on the opponent's time until the next command",
+        "temperature_moves": "play the first N moves in proportion to visits^(1/temperature) instead of the most "
+                             "visited (Leela Zero's --randomcnt): engine-vs-engine matches need it, or deterministic "
+                             "engines replay one game (default 0)",
+        "temperature": "the temperature of --temperature-moves (default 1)",
         "resign_winrate": "resign below this winrate for several moves in a row (0: never resign; default -1: the "
                           "threshold calibrated for the network, never resigning with one that has none)",
     })
@@ -91,6 +95,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         raise SystemExit("tabula gtp: --net-threads must be 0 (chosen with the search threads) or more")
     if not 0.0 <= args.rollout_mix <= 1.0:
         raise SystemExit(f"tabula gtp: --rollout-mix must be in [0, 1], not {args.rollout_mix}")
+    if args.temperature_moves < 0 or not args.temperature > 0:
+        raise SystemExit("tabula gtp: --temperature-moves must be 0 or more and --temperature above 0")
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),

@@ -251,6 +251,18 @@ def test_rollout_mix_and_weights_from_the_command_line() -> None:
             build_config(parse_args(["--rollout-mix", bad]))
 
 
+def test_temperature_moves_from_the_command_line() -> None:
+    """Engine-vs-engine matches vary their games with --temperature-moves (deterministic engines replay one)."""
+    from gtp.__main__ import build_config, parse_args
+
+    assert build_config(parse_args([])).play.temperature_moves == 0  # the most visited move, always
+    play = build_config(parse_args(["--temperature-moves", "8", "--temperature", "0.5"])).play
+    assert (play.temperature_moves, play.temperature) == (8, 0.5)
+    for bad in (["--temperature-moves", "-1"], ["--temperature", "0"], ["--temperature", "nan"]):
+        with pytest.raises(SystemExit, match="--temperature-moves must be 0 or more and --temperature above 0"):
+            build_config(parse_args(bad))
+
+
 @pytest.mark.parametrize("content", [None, b"not an npz at all"])
 def test_a_missing_or_malformed_rollout_weights_file_is_a_clear_error_at_start_up(tmp_path, capsys, content):
     from gtp.__main__ import main

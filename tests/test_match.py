@@ -339,6 +339,23 @@ def test_summary_numbers():
     assert row_b.split()[1:] == ["6", "0", "0", "0", "0", "0", "0", "1", "150.0", "0.50"]
 
 
+def test_the_summary_counts_repeated_games():
+    """Two deterministic engines replay one game again and again; the summary says how many were different."""
+    from tools.compete.referee import moves_fingerprint
+    config = MatchConfig(engines=("a", "b"), out="x", names=("A", "B"))
+    first = moves_fingerprint([], [(1, 40), (2, 41)], "B+3.5")
+    second = moves_fingerprint([], [(1, 40), (2, 42)], "B+3.5")
+    assert first != second and first == moves_fingerprint([], [(1, 40), (2, 41)], "B+3.5")
+    def game(number: int, sha1: str) -> dict:
+        return {"game": f"0-1-{number:04d}", "pair": [0, 1], "black": 0, "white": 1, "winner": "B",
+                "result": "B+3.5", "fault": None, "disagreement": False, "moves_sha1": sha1,
+                "time_s": {"black": 1.0, "white": 1.0}, "timed_moves": {"black": 2, "white": 2},
+                "max_move_s": {"black": 0.5, "white": 0.5}}
+    assert "distinct games" not in summarise(config, [game(0, first), game(1, second)])
+    assert "distinct games: 2 of 4" in summarise(config, [game(0, first), game(1, second), game(2, first),
+                                                          game(3, first)])
+
+
 # -- real engines ----------------------------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 engines a worker owns, every move replayed through GameState, the scoring and the game's SGF."""
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import threading
@@ -10,6 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 from engine.rules.board import IllegalMoveError
 from engine.rules.coords import BLACK, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex
@@ -69,6 +71,13 @@ class Clock:
 # -- scoring --------------------------------------------------------------------------------------------------------
 
 _SCORE = re.compile(r"([BW])\+(\d+(?:\.\d*)?)")
+
+
+def moves_fingerprint(handicap: Sequence[int], moves: Sequence[tuple[int, int]], result: str) -> str:
+    """Names a game by its stones and result, so that a match can tell how many of its games were different:
+    engines that choose their moves deterministically replay the same game again and again."""
+    text = ",".join(map(str, handicap)) + ";" + ",".join(f"{color}:{move}" for color, move in moves) + ";" + result
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
 def parse_score(text: str | None) -> float | None:
@@ -468,6 +477,7 @@ class Game:
             "black_name": identities["black"], "white_name": identities["white"],
             "winner": winner, "result": result, "reason": reason, "fault": fault,
             "moves": len(self.state.moves), "handicap": len(self.handicap_stones),
+            "moves_sha1": moves_fingerprint(self.handicap_stones, self.state.moves, result),
             "scores": self.scores, "disagreement": any(n.startswith(("disagreement", "scorers disagree"))
                                                      for n in self.notes),
             "notes": self.notes,

@@ -90,6 +90,11 @@ def summarise(config: MatchConfig, records: Sequence[dict]) -> str:
                        stats["draws"])
         lines.append(f"  {name(i)}: {rate.describe()}")
         lines.append(f"  black won {stats['black_side_wins']} of {stats['decided']} decided games")
+        fingerprints = [game["moves_sha1"] for game in games if game.get("moves_sha1")]
+        if len(set(fingerprints)) < len(fingerprints):
+            lines.append(f"  distinct games: {len(set(fingerprints))} of {len(fingerprints)} (the others repeat one "
+                         "of them move for move: engines that play without randomness replay the same game; "
+                         "vary them, e.g. with tabula gtp --temperature-moves)")
         if stats["disagreements"]:
             lines.append(f"  scoring or legality disagreements: {stats['disagreements']}")
     lines.append("")
