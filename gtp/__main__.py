@@ -48,8 +48,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
         "adaptive_batch": "shrink the batch for small searches (at most 1/16 of the playouts in flight at once)",
         "root_symmetries": "evaluate the root under all 8 symmetries and average",
-        "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the fast "
-                       "rollout policy (λ in [0, 1]; default 0: the network alone)",
+        "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "
+                       "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
     })
     parser.add_argument("--rollout-weights", default=defaults.net.rollout_weights, metavar="FILE",
                         help="the rollout policy (.npz) of --rollout-mix (default: the shipped "

@@ -838,3 +838,12 @@ def test_rollouts_alone_find_the_winner_where_the_network_value_says_nothing(to_
     assert sign * values[1.0] > 0.9
     assert abs(values[0.0]) < sign * values[1.0] - 0.3
     assert values[0.5] == pytest.approx(values[1.0] / 2, abs=0.1)
+
+
+def test_a_rollout_answer_of_the_wrong_shape_is_a_clear_error_and_leaves_no_virtual_loss():
+    config = SearchConfig(threads=1, visits=50, batch_size=4, rollout_mix=0.5)
+    search = Search(UniformEvaluator(), config, rng=np.random.default_rng(0),
+                    rollout=lambda states, rng: np.zeros(len(states) + 1, dtype=np.float32))
+    with pytest.raises(ValueError, match="rollout answered"):
+        search.run(GameState(5))
+    assert all(node.status != PENDING for node in walk(search.tree.root))

@@ -77,13 +77,13 @@ class _Run:
     error: BaseException | None = None
     root_mask: np.ndarray | None = None  # bool [k]: root edges this run may choose (None: all)
     batch_size: int = 1  # leaves per network call (Search._batching)
-    rollout_rngs: list[np.random.Generator | None] | None = None  # one generator per worker, the last the caller's (None each: no rollouts)
+    rollout_rngs: list[np.random.Generator] | None = None  # the rollouts' generator of each worker, then the caller's
 
 
 @dataclass
 class _InFlight:
     """A batch handed to the network (None: every leaf came from the table) and its leaves' rollout results
-    (float32 [B], None without rollouts)."""
+    (float64 [B], None without rollouts)."""
 
     evaluation: PendingEvaluation | None
     rollout_z: np.ndarray | None
@@ -444,8 +444,15 @@ class Search:
         pending = self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, asked)) if asked else None
         rollout_z = None
         if self._rollout is not None:
-            rollout_z = self._or_abandon(leaves, lambda: self._rollout([leaf.state for leaf in leaves], rollout_rng))
+            rollout_z = self._or_abandon(leaves, lambda: self._rollouts(leaves, rollout_rng))
         return _InFlight(pending, rollout_z)
+
+    def _rollouts(self, leaves: list[_Leaf], rng: np.random.Generator) -> np.ndarray:
+        """float64 [len(leaves)]: one rollout's result from each leaf; ValueError for an answer of the wrong shape."""
+        results = np.asarray(self._rollout([leaf.state for leaf in leaves], rng), dtype=np.float64)
+        if results.shape != (len(leaves),):
+            raise ValueError(f"the rollout answered {len(leaves)} positions with shape {results.shape}")
+        return results
 
     def _finish_batch(self, leaves: list[_Leaf], in_flight: _InFlight, run: _Run) -> None:
         pending = in_flight.evaluation
@@ -471,11 +478,11 @@ class Search:
     def _expand_batch(self, leaves: list[_Leaf], evaluation: Evaluation | None, run: _Run,
                       rollout_z: np.ndarray | None = None) -> None:
         """Expand and back up ``leaves``: those without an expansion from the answer ``evaluation`` (in order), with
-        the results ``rollout_z`` (float32 [len(leaves)]) of their rollouts where there are any."""
+        the results ``rollout_z`` (float64 [len(leaves)]) of their rollouts where there are any."""
         fresh = [leaf for leaf in leaves if leaf.expansion is None]
         found = iter(self._or_abandon(leaves, lambda: self._expansions([leaf.state for leaf in fresh], evaluation))
                      if fresh else ())
-        results = [None] * len(leaves) if rollout_z is None else np.asarray(rollout_z, dtype=np.float64).tolist()
+        results = [None] * len(leaves) if rollout_z is None else rollout_z.tolist()
         with self._lock:
             for leaf, z in zip(leaves, results):
                 expansion = leaf.expansion
