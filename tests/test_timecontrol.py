@@ -8,11 +8,12 @@ import pytest
 from engine.config import EngineConfig, TimeConfig
 from engine.rules.coords import BLACK, PASS
 from engine.play.player import Player, RandomGenerator
-from engine.play.timecontrol import (ABSOLUTE, BYOYOMI, CANADIAN, FISCHER, NONE, ClockState, TimeSettings,
-                                TimeSettingsError, budget_s)
+from engine.play.timecontrol import (ABSOLUTE, BYOYOMI, CANADIAN, FISCHER, MIN_OVERHEAD_SHARE, NONE, ClockState,
+                                     TimeSettings, TimeSettingsError, budget_s)
 from tests.conftest import FakeClock
 
 LAG = 0.5
+MIN_OVERHEAD = MIN_OVERHEAD_SHARE * LAG  # what a move is assumed to cost past its budget before one is measured
 
 
 def test_gtp_time_settings_forms() -> None:
@@ -64,10 +65,10 @@ def test_budget_keeps_the_lag_buffer_when_nearly_out() -> None:
 def test_byoyomi_periods_and_kgs_time_left() -> None:
     settings = TimeSettings.byoyomi(10, 30, 3)
     clock = ClockState.start(settings)
-    assert budget_s(settings, clock, 0, 19, LAG) >= 30 - LAG  # a whole period is ours anyway
+    assert budget_s(settings, clock, 0, 19, LAG) >= 30 - LAG - MIN_OVERHEAD  # a whole period is ours anyway
     clock.charge(settings, 15)  # 10 s of main time, then 5 s of the first period: the period is kept
     assert clock.in_overtime(settings) and clock.periods_left == 3 and not clock.flagged
-    assert budget_s(settings, clock, 1, 19, LAG) == pytest.approx(30 - LAG)
+    assert budget_s(settings, clock, 1, 19, LAG) == pytest.approx(30 - LAG - MIN_OVERHEAD)
     clock.charge(settings, 45)  # overran one period
     assert clock.periods_left == 2 and not clock.flagged
     clock.charge(settings, 61)
@@ -75,7 +76,7 @@ def test_byoyomi_periods_and_kgs_time_left() -> None:
     # KGS: under byoyomi, "stones" counts the periods left and "seconds" the time left in this period
     clock.set_left(settings, 12.0, 2)
     assert (clock.main_left_s, clock.period_left_s, clock.periods_left) == (0.0, 12.0, 2)
-    assert budget_s(settings, clock, 50, 19, LAG) == pytest.approx(12.0 - LAG)
+    assert budget_s(settings, clock, 50, 19, LAG) == pytest.approx(12.0 - LAG - MIN_OVERHEAD)
     clock.set_left(settings, 5.0, 0)  # stones 0: still in main time
     assert clock.main_left_s == 5.0 and not clock.in_overtime(settings)
 
@@ -84,15 +85,15 @@ def test_canadian_stones_in_a_period() -> None:
     settings = TimeSettings.canadian(0, 60, 10)
     clock = ClockState.start(settings)
     assert clock.in_overtime(settings)
-    assert budget_s(settings, clock, 0, 19, LAG) == pytest.approx(6 - LAG)
+    assert budget_s(settings, clock, 0, 19, LAG) == pytest.approx(6 - LAG - MIN_OVERHEAD)
     for _ in range(9):
         clock.charge(settings, 5)
     assert clock.stones_left == 1 and clock.period_left_s == pytest.approx(15)
-    assert budget_s(settings, clock, 9, 19, LAG) == pytest.approx(15 - LAG)
+    assert budget_s(settings, clock, 9, 19, LAG) == pytest.approx(15 - LAG - MIN_OVERHEAD)
     clock.charge(settings, 14)
     assert clock.stones_left == 10 and clock.period_left_s == 60  # a fresh period
     clock.set_left(settings, 20, 4)  # GTP time_left in overtime: 4 stones in 20 s
-    assert budget_s(settings, clock, 30, 19, LAG) == pytest.approx(5 - LAG)
+    assert budget_s(settings, clock, 30, 19, LAG) == pytest.approx(5 - LAG - MIN_OVERHEAD)
     clock.charge(settings, 21)
     assert clock.flagged
 
@@ -137,10 +138,10 @@ def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: Fake
     player = Player(generator, size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
     player.set_time_settings(TimeSettings.byoyomi(0, 10, 2))
     player.genmove(BLACK)
-    assert generator.seen_budget == pytest.approx(10 - LAG)
+    assert generator.seen_budget == pytest.approx(10 - LAG - MIN_OVERHEAD)
     assert player.clocks[BLACK].periods_left == 2 and not player.clocks[BLACK].flagged
     player.time_left(BLACK, 3.0, 1)
-    assert player.budget_s(BLACK) == pytest.approx(3.0 - LAG)
+    assert player.budget_s(BLACK) == pytest.approx(3.0 - LAG - MIN_OVERHEAD)
     capped = Player(generator, size=9, time_config=TimeConfig(max_time_per_move_s=1.0), clock=fake_clock)
     assert capped.budget_s(BLACK) == 1.0
     assert Player.from_config(EngineConfig(seed=1, player="random"), clock=fake_clock).budget_s(BLACK) is None

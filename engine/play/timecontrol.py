@@ -250,6 +250,9 @@ def _main_time_share(main_left_s: float, move_number: int, board_size: int, lag_
     return max(0.0, main_left_s - reserve_s) / remaining_own_moves * weight
 
 
+MIN_OVERHEAD_SHARE = 0.1  # of the lag buffer: what budget_s assumes a move costs before any overrun is measured
+
+
 def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_size: int,
              lag_buffer_s: float, overhead_s: float = 0.0) -> float | None:
     """Seconds the coming move's search may take without ever losing on time; None means no limit.
@@ -258,13 +261,18 @@ def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_
         move_number: moves played so far in the game (both colours).
         lag_buffer_s: kept back on every move for transport and start-up delays.
         overhead_s: what a move costs beyond its search budget, as measured on recent moves (the pass check,
-            stopping the search, a loaded machine); taken off every budget and reserved for the moves to come.
+            stopping the search, a loaded machine), at least a tenth of the lag buffer; taken off every budget and
+            reserved for the moves to come.
     Returns 0.0 when the clock is (nearly) spent: play at once.
     """
     kind = settings.kind
     if kind == NONE:
         return None
-    lag, overhead = max(0.0, lag_buffer_s), max(0.0, overhead_s)
+    lag = max(0.0, lag_buffer_s)
+    # Before any overrun has been measured a move still costs something past its budget (the search stops
+    # starting playouts at the deadline, then waits for the network calls in flight; 4-40 ms on a loaded 2-core
+    # machine): a tenth of the lag buffer is kept for it, so that the lag buffer itself stays whole.
+    overhead = max(overhead_s, MIN_OVERHEAD_SHARE * lag)
 
     def share() -> float:
         return _main_time_share(clock.main_left_s, move_number, board_size, lag, overhead) - overhead
@@ -302,4 +310,4 @@ def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: 
 
 
 __all__ = ["TimeSettings", "ClockState", "TimeSettingsError", "budget_s", "expected_game_moves", "nearly_out_of_time",
-           "NONE", "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
+           "MIN_OVERHEAD_SHARE", "NONE", "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
