@@ -10,7 +10,7 @@
 | | `board.py` | stones, strings and liberties, captures, simple ko, Zobrist hash |
 | | `game.py` | `GameState` = board + history: superko, passes, komi, handicap, scoring |
 | | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones); liberty states |
-| | `sgf.py` | the sgfmill bridge: games to and from SGF |
+| | `sgf.py` | the one SGF reader and writer (sgfmill): games to and from SGF |
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
@@ -25,7 +25,7 @@
 | | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
 | | `timecontrol.py` | clocks and the time budget of one move |
 | | `player.py` | owns the game, its move generator and clock: the one object GTP drives |
-| `data/` | `records.py` | SGF game records from archives with counted filters, final ownership |
+| `data/` | `records.py` | training records from SGF archives (read by `rules/sgf.py`), counted filters, final ownership |
 | | `shards.py` | compact training shards and their sampler |
 | | `replay.py` | the self-play replay window, durable against kills |
 | | `config.py` (top level) | frozen dataclasses, one per owner, built only at entry points |

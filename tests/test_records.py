@@ -104,6 +104,18 @@ def test_garbage_never_raises_anything_but_record_error():
             parse_record("bad", data)
 
 
+@pytest.mark.parametrize("data, reason", [
+    (b"(;SZ[26]RE[B+R];B[aa])", "other board size"),  # sgfmill reads it; Tabula does not play it
+    (b"(;SZ[19]RE[B+R]AE[aa];B[aa])", "handicap or setup stones"),
+    (b"(;SZ[19]RE[B+R];B[aa];AB[bb];W[cc])", "handicap or setup stones"),  # setup after the first move
+])
+def test_what_the_sgf_reader_refuses_keeps_its_drop_reason(data, reason):
+    for rules in (RecordFilter(min_moves=1), RecordFilter(min_moves=1, handicap="policy")):
+        with pytest.raises(RecordError) as error:
+            parse_record("x", data, rules)
+        assert error.value.reason == reason
+
+
 def test_split_is_deterministic_and_near_the_fraction():
     games = [game_sgf(play_game(100 + i, moves=30, random_opening=30)) for i in range(80)]
     keys = [parse_record(f"g{i}", data).key() for i, data in enumerate(games)]

@@ -1,7 +1,7 @@
 """Game records for supervised learning: SGF files read in place from archives and folders, checked, counted and split.
 
-Layer: above game (reads with sgfmill, replays every game through ``GameState``). Nothing here raises on a bad
-record: each one is dropped with a reason that ``FilterReport`` counts. Policy for odd results:
+Layer: above game (reads with ``engine.rules.sgf.read_sgf``, replays every game through ``GameState``). Nothing here
+raises on a bad record: each one is dropped with a reason that ``FilterReport`` counts. Policy for odd results:
 
 * ``B+T``/``W+T`` (time) and ``B+F``/``W+F`` (forfeit, the opponent left) keep their moves for the policy target but
   carry no value target (``value_weight`` 0): who ran out of time says little about the position.
@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-from sgfmill import sgf
-
 from engine.rules.board import IllegalMoveError
-from engine.rules.coords import BLACK, EMPTY, PASS, WHITE, from_rowcol
+from engine.rules.coords import BLACK, EMPTY, WHITE
 from engine.rules.game import SIMPLE_KO, GameState, Rules
+from engine.rules.sgf import SgfError, SgfSetupError, SgfSizeError, read_sgf
 
 SGF_SUFFIXES = (".sgf",)
 
@@ -206,53 +205,36 @@ def parse_record(name: str, data: bytes, rules: RecordFilter = RecordFilter()) -
 
 
 def _parse_record(name: str, data: bytes, rules: RecordFilter) -> Record:
-    game = sgf.Sgf_game.from_bytes(data)
-    size = game.get_size()
-    if size != rules.size:
-        raise RecordError(REASON_SIZE, str(size))
-    root = game.get_root()
     try:
-        komi = float(game.get_komi())
-    except ValueError:
-        raise RecordError(REASON_UNREADABLE, "komi") from None
-    try:
-        handicap = game.get_handicap() or 0
-    except ValueError:
-        raise RecordError(REASON_UNREADABLE, "handicap") from None
-    black, white, empty = root.get_setup_stones()
-    setup = [(BLACK, from_rowcol(p, size)) for p in sorted(black)]
-    setup += [(WHITE, from_rowcol(p, size)) for p in sorted(white)]
-    has_setup = bool(setup or empty or handicap)
-
-    result_text = root.get("RE") if root.has_property("RE") else None
+        game = read_sgf(data)
+    except SgfSizeError as error:
+        raise RecordError(REASON_SIZE, str(error)) from None
+    except SgfSetupError as error:
+        raise RecordError(REASON_HANDICAP, str(error)) from None
+    except SgfError as error:
+        raise RecordError(REASON_UNREADABLE, str(error)) from None
+    if game.size != rules.size:
+        raise RecordError(REASON_SIZE, str(game.size))
+    result_text = game.result or None
     value_weight = 1.0
     try:
         winner, kind = parse_result(result_text)
-    except RecordError as error:
+    except RecordError:
         if rules.require_result:
             raise
         winner, kind, value_weight = 0, OTHER, 0.0
     if kind in (TIME, FORFEIT, OTHER):
         value_weight = 0.0
-    if has_setup:
+    if game.setup or game.handicap:
         if rules.handicap == "drop":
-            raise RecordError(REASON_HANDICAP, f"HA[{handicap}] {len(setup)} setup stones")
+            raise RecordError(REASON_HANDICAP, f"HA[{game.handicap}] {len(game.setup)} setup stones")
         value_weight = 0.0
-
-    moves: list[tuple[int, int]] = []
-    for node in game.get_main_sequence()[1:]:
-        if node.has_setup_stones():
-            raise RecordError(REASON_HANDICAP, "setup stones after the root")
-        color, point = node.get_move()
-        if color is None:
-            continue
-        moves.append((BLACK if color == "b" else WHITE, from_rowcol(point, size)))
-    if len(moves) < rules.min_moves:
-        raise RecordError(REASON_SHORT, f"{len(moves)} moves")
-    record = Record(name=name, size=size, komi=komi, moves=moves, setup=setup,
-                    handicap=handicap or len(setup), winner=winner, result_kind=kind, value_weight=value_weight,
-                    margin=result_margin(result_text) if value_weight > 0 else math.nan)
-    record.replay(Rules(komi=komi, superko=rules.superko))  # raises IllegalMoveError
+    if len(game.moves) < rules.min_moves:
+        raise RecordError(REASON_SHORT, f"{len(game.moves)} moves")
+    record = Record(name=name, size=game.size, komi=game.komi, moves=game.moves, setup=game.setup,
+                    handicap=game.handicap or len(game.setup), winner=winner, result_kind=kind,
+                    value_weight=value_weight, margin=result_margin(result_text) if value_weight > 0 else math.nan)
+    record.replay(Rules(komi=game.komi, superko=rules.superko))  # raises IllegalMoveError
     return record
 
 

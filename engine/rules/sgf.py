@@ -1,8 +1,10 @@
 """The sgfmill bridge: SGF bytes to a game record and a ``GameState``, and games back to SGF bytes.
 
-Layer: above game. Only the main line is read. Setup stones (AB/AW) are accepted before the first move; a file
-that cannot be read, whose moves break the rules, or whose main line is absurdly long (``MAX_MOVES``, ``MAX_NODES``)
-raises ``SgfError`` with the reason (and the move number).
+Layer: above game. The one SGF reader: GTP's loadsgf and the training records (``engine.data.records``) both read
+with ``read_sgf``. Only the main line is read. Setup stones (AB/AW) are accepted before the first move; a file that
+cannot be read, whose moves break the rules, or whose main line is absurdly long (``MAX_MOVES``, ``MAX_NODES``)
+raises ``SgfError`` with the reason (and the move number); a board size or setup Tabula does not play raises one of
+its two subclasses, which a reader that sorts refusals can tell apart.
 """
 from __future__ import annotations
 
@@ -25,6 +27,14 @@ _LETTERS = {BLACK: "b", WHITE: "w"}
 
 class SgfError(ValueError):
     """An SGF file that cannot be read or replayed."""
+
+
+class SgfSizeError(SgfError):
+    """A game on a board size Tabula does not play."""
+
+
+class SgfSetupError(SgfError):
+    """Setup that Tabula does not replay: AE (clearing points), or setup stones after the first move."""
 
 
 @dataclass
@@ -67,7 +77,7 @@ def _reason(error: Exception, default: str = "") -> str:
 def _record(game: sgf.Sgf_game) -> SgfRecord:
     size = game.get_size()
     if not (MIN_SIZE <= size <= MAX_SIZE):
-        raise SgfError(f"board size {size} is not supported")
+        raise SgfSizeError(f"board size {size} is not supported")
     root = game.get_root()
     komi = game.get_komi()
     if not math.isfinite(komi) or abs(komi) > 2 * size * size:
@@ -90,9 +100,9 @@ def _record(game: sgf.Sgf_game) -> SgfRecord:
                 raise SgfError(f"malformed setup stones in node {number}: "
                                f"{_reason(error, 'a bad point or point range')}") from error
             if seen_move:
-                raise SgfError(f"setup stones after the first move (node {number}) are not supported")
+                raise SgfSetupError(f"setup stones after the first move (node {number}) are not supported")
             if empty:
-                raise SgfError("AE (clearing points) is not supported")
+                raise SgfSetupError("AE (clearing points) is not supported")
             for color, points in ((BLACK, black), (WHITE, white)):
                 for point in sorted(points):
                     record.setup.append((color, _point(point, size)))
@@ -228,6 +238,5 @@ def write_game(size: int, moves: Sequence[tuple[int, int]], komi: float, superko
     return game.serialise()
 
 
-__all__ = ["SgfError", "SgfRecord", "MAX_MOVES", "MAX_NODES", "read_sgf", "start_position", "replay", "load_state",
-           "write_game",
-           "write_sgf"]
+__all__ = ["SgfError", "SgfSizeError", "SgfSetupError", "SgfRecord", "MAX_MOVES", "MAX_NODES", "read_sgf",
+           "start_position", "replay", "load_state", "write_game", "write_sgf"]
