@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 import threading
 import time
 
@@ -453,3 +454,30 @@ def test_analysis_runs_the_mixed_search():
 
     result = player.analyze(GameState(7), stop, on_progress, 0.05)
     assert result.playouts > 0 and rollout.positions >= result.evaluated > 0
+
+
+def test_final_status_list_and_final_score_judge_a_position_once():
+    """The judgement of dead stones draws random playouts; a GUI that asks final_status_list dead and then
+    final_score sees the same stones in both, and a new position is judged afresh."""
+    from engine.play.player import Player, RandomGenerator
+
+    class Flipping(RandomGenerator):
+        """Calls the lone white stones dead on every other judgement."""
+
+        calls = 0
+
+        def ownership(self, state):
+            Flipping.calls += 1
+            owned = np.ones(state.size * state.size, dtype=np.float32)
+            if Flipping.calls % 2 == 0:
+                owned[[p for p in range(49) if state.color_at(p) == WHITE]] = -1.0
+            return owned
+
+    player = Player(Flipping(random.Random(1)), size=7)
+    player.state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
+    dead = [p for string in player.final_status("dead") for p in string]
+    assert len(dead) == 2  # the first judgement: the two white stones are dead
+    assert player.final_score() == "B+48.5" and player.final_status("dead") == [[p] for p in sorted(dead)]
+    assert Flipping.calls == 1
+    player.play(BLACK, parse_vertex("A1", 7))
+    assert player.final_status("dead") == [] and Flipping.calls == 2  # a new position: judged again
