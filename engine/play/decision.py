@@ -138,9 +138,9 @@ class MoveDecider:
 
         After the opponent's pass, a move on a point that is already settled (inside either side's territory,
         dead stones taken off: ``settled_points``) changes nothing under area counting and costs a point under
-        territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move gives way to the search's best move on a point still open;
-        where there is none, to a pass, or to a resignation where the count says the game is lost and resigning is
-        allowed at this point of the game. And after the opponent's pass, behind by the referee-aware count, when
+        territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move gives way to the search's
+        best move on a point still open; where there is none, to a pass, or to a resignation where the count says
+        the game is lost and resigning is allowed at this point of the game. And after the opponent's pass, behind by the referee-aware count, when
         no move the search tried has a chance (``_hopeless_after``), it passes (or resigns) at once: GNU Go's
         territory count saw 10 stones played into its area in a lost 9x9 game."""
         if not self.config.referee_aware:
@@ -158,16 +158,16 @@ class MoveDecider:
         move = pass_rules(state, result, move, priors, lead=lead)
         # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
         cleaning_up = counted < 0 < estimated
-        if passed and lead < 0 and not cleaning_up and move not in (PASS, RESIGN) and self._hopeless_after(result):
-            return RESIGN if self._may_resign(state) else PASS
-        if passed and move not in (PASS, RESIGN) and not cleaning_up:
-            settled = settled_points(state, owned)
-            if settled[move]:
-                open_moves = [c.move for c in result.candidates if c.move != PASS and not settled[c.move]]
-                if open_moves:
-                    return open_moves[0]
-                return RESIGN if lead < 0 and self._may_resign(state) else PASS
-        return move
+        if not passed or move in (PASS, RESIGN) or cleaning_up:
+            return move
+        ending = RESIGN if lead < 0 and self._may_resign(state) else PASS
+        if lead < 0 and self._hopeless_after(result):
+            return ending
+        settled = settled_points(state, owned)
+        if not settled[move]:
+            return move
+        open_moves = [c.move for c in result.candidates if c.move != PASS and not settled[c.move]]
+        return open_moves[0] if open_moves else ending
 
     def _hopeless_after(self, result: SearchResult) -> bool:
         """Whether every move but a pass that the search tried is below ``lost_winrate``.
