@@ -110,16 +110,10 @@ def parse_args(argv: list[str]) -> TrainConfig:
 
 def requested_model(argv: list[str]) -> tuple[str, list[str]]:
     """(``--model``'s value, the other arguments): the rollout policy has a trainer and options of its own."""
-    rest, model, i = [], "network", 0
-    while i < len(argv):
-        if argv[i] == "--model" and i + 1 < len(argv):
-            model, i = argv[i + 1], i + 2
-        elif argv[i].startswith("--model="):
-            model, i = argv[i].split("=", 1)[1], i + 1
-        else:
-            rest.append(argv[i])
-            i += 1
-    return model, rest
+    parser = argparse.ArgumentParser(prog="tabula train", add_help=False, allow_abbrev=False)  # the rest passes on
+    parser.add_argument("--model", choices=("network", "rollout"), default="network")
+    known, rest = parser.parse_known_args(argv)
+    return known.model, rest
 
 
 # -- pieces ---------------------------------------------------------------------------------------------------------
