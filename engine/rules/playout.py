@@ -1,9 +1,10 @@
 """Random playouts: uniformly random legal moves that never fill the mover's own single-point eye.
 
 Layer: above game. Used by the baseline ``RandomGenerator``, by ``final_status_list`` (ownership estimates, dead
-stones, seki), by the board benchmark, and (``LibertyStates``) by the pattern rollouts of ``engine.rollout``. ``rng`` is always a ``random.Random`` passed in by the caller.
-Playouts run on a copy of the raw ``Board`` with simple ko only: superko is too rare in random games to be worth
-its cost, and the playout result is only an estimate.
+stones, seki), by the board benchmark, and (``LibertyStates``) by the pattern rollouts of ``engine.rollout``.
+``rng`` is always a ``random.Random`` passed in by the caller. Playouts run on a copy of the raw ``Board`` with
+simple ko only: superko is too rare in random games to be worth its cost, and the playout result is only an
+estimate.
 """
 from __future__ import annotations
 
@@ -336,5 +337,5 @@ def cleanup_move(state: GameState, color: int, owned: np.ndarray, rng: random.Ra
     return candidates[rng.randrange(len(candidates))]
 
 
-__all__ = ["Playout", "LibertyStates", "stone_state", "STATE_EMPTY", "STATE_EDGE", "random_move", "playout", "area_owners", "ownership", "dead_stones", "seki_stones",
-           "cleanup_move", "DEFAULT_OWNERSHIP_PLAYOUTS"]
+__all__ = ["Playout", "LibertyStates", "stone_state", "STATE_EMPTY", "STATE_EDGE", "random_move", "playout",
+           "area_owners", "ownership", "dead_stones", "seki_stones", "cleanup_move", "DEFAULT_OWNERSHIP_PLAYOUTS"]
