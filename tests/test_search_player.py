@@ -401,6 +401,19 @@ def test_dead_stones_come_from_playouts_and_the_networks_ownership_where_it_has_
     assert np.allclose(networked.ownership(state), 0.5 * (by_playouts - 1.0), atol=1e-3)
 
 
+def test_the_ownership_search_plays_no_rollouts_where_the_engine_mixes_them_in():
+    """final_status_list's judgement reads the network's ownership; with λ > 0 its search still skips the
+    rollouts, which cost several times the network call on 19x19 and do not change the ownership."""
+    from tests.test_search import CountingRollout, LeadEvaluator
+    rollout = CountingRollout(z=1.0)
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
+    player = SearchGenerator(LeadEvaluator(-10.0, -1.0), SearchConfig(threads=1, rollout_mix=0.5),
+                             rng=np.random.default_rng(0), rollout=rollout)
+    owned = player.ownership(state)
+    assert rollout.positions == 0 and player.search.tree.root.visits >= search_player.OWNERSHIP_PLAYOUTS
+    assert owned.shape == (state.size * state.size,)
+
+
 def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):
     """`tabula export --resign-winrate` writes the threshold measured for a network; an engine built from its entry
     point resigns with it, and never with a network that has none (a value nobody measured)."""
