@@ -82,7 +82,10 @@ class PlayConfig:
     # changes nothing, so pass (or resign where allowed) rather than give away a point a stone under territory rules.
     lost_winrate: float = 0.10
     ponder: bool = False  # search on the opponent's time until the next command arrives
-    ownership_playouts: int = 64  # random playouts behind ownership() and final_status_list without a network head
+    # Dead stones (final_status_list, final_score, cleanup) are judged by the mean ownership of this many random
+    # playouts and this many rollouts of the rollout policy (0: random playouts alone).
+    ownership_playouts: int = 64
+    ownership_rollouts: int = 128
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,9 @@ class NetConfig:
     precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 | fp32
     max_batch: int = 256  # the largest batch the GPU backends prepare for (TensorRT profile, CUDA graphs)
     cache_dir: str = ""  # TensorRT engine cache; "": evaluator.default_cache_dir()
-    rollout_weights: str = ""  # the rollout policy (.npz), read only when rollout_mix > 0; "": the shipped one
+    # The rollout policy (.npz; "": the shipped one): read at start-up when rollout_mix > 0, else when dead stones
+    # are first judged.
+    rollout_weights: str = ""
 
     def for_search(self, search: SearchConfig, cores: int) -> "NetConfig":
         """This configuration with ``threads`` 0 resolved for a search on ``cores`` CPUs. Each search thread with

@@ -15,7 +15,7 @@ from engine.rules.playout import LibertyStates, random_move
 from engine.rollout.patterns import (SYMMETRIES, candidate_codes, canonical_response_keys, code_tables, features,
                                      transform_codes, transform_response_keys)
 from engine.rollout.policy import RolloutPolicy, RolloutPolicyError, RolloutWeights, logits
-from engine.rollout.rollout import draw_moves, move_weights, play_out, rollout, rollouts
+from engine.rollout.rollout import draw_moves, move_weights, ownership, play_out, rollout, rollouts
 from tests.conftest import board_from_ascii
 
 
@@ -290,6 +290,35 @@ def test_rollouts_never_fill_own_eyes_and_end_with_no_candidate_for_either_side(
     assert np.all(played < 3 * 81)
     z = rollouts(states, policy, np.random.default_rng(8))
     assert z.dtype == np.float32 and set(z.tolist()) <= {-1.0, 1.0}
+
+
+DEAD_WHITE_STONE = """
+    X X X X . O O
+    X . O X . O .
+    X . . X . O O
+    X X X X . O .
+    X . X X . O O
+    X X X X . O .
+    X X X X . O O
+"""
+
+
+def test_ownership_plays_on_after_two_passes_and_captures_the_dead_stone() -> None:
+    """A game ended by two passes with a lone white stone inside black's area: the rollouts behind
+    final_status_list play on (a finished game would give no move at all) and black owns that point in most; the
+    two living groups keep their own sides, and the state is left alone."""
+    state = board_from_ascii(DEAD_WHITE_STONE, to_move=BLACK, komi=0.5)
+    state.play(PASS)
+    state.play(PASS)
+    _, feats = position_features([state])
+    owned = ownership(state, RolloutPolicy(random_weights(feats, seed=3)), np.random.default_rng(0), 64)
+    assert owned.dtype == np.float32 and owned.shape == (49,)
+    white_stone = 5 * 7 + 2
+    assert state.color_at(white_stone) == WHITE and owned[white_stone] > 0.5
+    assert np.all(owned[[y * 7 for y in range(7)]] == 1.0) and np.all(owned[[y * 7 + 5 for y in range(7)]] == -1.0)
+    assert state.passes == 2 and state.color_at(white_stone) == WHITE
+    with pytest.raises(ValueError):
+        ownership(state, RolloutPolicy(random_weights(feats)), np.random.default_rng(0), 0)
 
 
 def test_a_rollout_respects_its_move_cap() -> None:

@@ -757,21 +757,6 @@ def test_a_leaf_backs_up_the_mix_of_its_network_value_and_its_rollout(mix):
     check_tree(search)
 
 
-@pytest.mark.parametrize("batch, in_flight", [(1, 1), (4, 2)])
-def test_a_run_without_rollouts_is_the_network_alone_even_where_the_config_mixes_them(batch, in_flight):
-    """``run(rollouts=False)`` (the ownership search of final_status_list) plays no rollout and searches exactly
-    as λ = 0 does; the next run of the same search mixes them in again."""
-    state = GameState(7, Rules(komi=7.5))
-    config = SearchConfig(threads=1, visits=80, batch_size=batch, batches_in_flight=in_flight, adaptive_batch=False)
-    plain = dump(Search(ScoreEvaluator(), config, rng=np.random.default_rng(3)), [state])
-    rollout = CountingRollout(z=1.0)
-    mixed = Search(ScoreEvaluator(), replace(config, rollout_mix=0.5), rng=np.random.default_rng(3), rollout=rollout)
-    assert dump(mixed, [state], rollouts=False) == plain and rollout.positions == 0
-    mixed.run(state, visits=160)
-    assert rollout.positions > 0
-    check_tree(mixed)
-
-
 def test_positions_from_the_table_get_their_own_rollout_and_no_network_call():
     rollout = CountingRollout(z=-1.0)
     evaluator = ScoreEvaluator()

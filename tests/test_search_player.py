@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import threading
 import time
@@ -390,28 +391,59 @@ def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monke
         assert capsys.readouterr().err.strip().endswith(f"on CPUExecutionProvider, {expected}")
 
 
-def test_dead_stones_come_from_playouts_and_the_networks_ownership_where_it_has_one():
-    """Random playouts call the lone white stones inside black's wall dead; a network with an ownership head
-    (rigged: white owns everything, it says) has an equal voice: the judgement is the mean of the two."""
+class RiggedRollouts:
+    """A stand-in rollout policy for dead-stone judgement: white owns every point, it says."""
+
+    def __init__(self):
+        self.calls = []
+
+    def ownership(self, state, rng, count):
+        self.calls.append(count)
+        return np.full(state.size * state.size, -1.0, dtype=np.float32)
+
+
+def test_dead_stones_are_judged_by_random_playouts_and_the_rollout_policy_not_the_network():
+    """Random playouts call the lone white stones inside black's wall dead; the rollout policy (rigged: white owns
+    everything) has an equal voice, and a network with an ownership head (rigged the same way) none: mixed in, the
+    shipped network's lowered the agreement with GNU Go's dead stones."""
     from tests.test_search import LeadEvaluator
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
-    by_playouts = generator(UniformEvaluator()).ownership(state)  # no ownership head: playouts alone
+    by_playouts = generator(LeadEvaluator(-10.0, -1.0)).ownership(state)  # no rollout policy: playouts alone
     assert len(search_player.playout.dead_stones(state, by_playouts)) == 2
-    networked = generator(LeadEvaluator(-10.0, -1.0))  # the same seed, so the same playouts
-    assert np.allclose(networked.ownership(state), 0.5 * (by_playouts - 1.0), atol=1e-3)
+    rigged = RiggedRollouts()
+    judged = SearchGenerator(LeadEvaluator(-10.0, -1.0), SearchConfig(threads=1), rng=np.random.default_rng(0),
+                             judging_rollouts=lambda: rigged)
+    assert np.allclose(judged.ownership(state), 0.5 * (by_playouts - 1.0))  # the same seed, so the same playouts
+    judged.ownership(state)
+    assert rigged.calls == [PlayConfig().ownership_rollouts] * 2 and judged.search.tree.root.visits == 0
 
 
-def test_the_ownership_search_plays_no_rollouts_where_the_engine_mixes_them_in():
-    """final_status_list's judgement reads the network's ownership; with λ > 0 its search still skips the
-    rollouts, which cost several times the network call on 19x19 and do not change the ownership."""
-    from tests.test_search import CountingRollout, LeadEvaluator
-    rollout = CountingRollout(z=1.0)
+def test_a_rollout_policy_that_cannot_be_read_leaves_dead_stones_to_random_playouts(caplog):
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
-    player = SearchGenerator(LeadEvaluator(-10.0, -1.0), SearchConfig(threads=1, rollout_mix=0.5),
-                             rng=np.random.default_rng(0), rollout=rollout)
-    owned = player.ownership(state)
-    assert rollout.positions == 0 and player.search.tree.root.visits >= search_player.OWNERSHIP_PLAYOUTS
-    assert owned.shape == (state.size * state.size,)
+    loads = []
+
+    def unreadable():
+        loads.append(1)
+        raise FileNotFoundError("rollout-patterns.npz")
+
+    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1), rng=np.random.default_rng(0),
+                             judging_rollouts=unreadable)
+    with caplog.at_level(logging.WARNING, logger="tabula.search"):
+        owned = player.ownership(state)
+        player.ownership(state)
+    assert np.allclose(owned, generator(UniformEvaluator()).ownership(state)) and loads == [1]
+    assert "random playouts alone" in caplog.text
+
+
+def test_the_engine_judges_dead_stones_with_the_shipped_rollout_policy(tiny_onnx):
+    """From the entry point: the shipped rollout policy is read when dead stones are first judged (not at start-up
+    with λ = 0), and it agrees that the lone white stones are dead."""
+    player = search_player.from_config(EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)),
+                                                    search=SearchConfig(threads=1)))
+    assert player._judging_rollouts is None
+    state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
+    assert len(search_player.playout.dead_stones(state, player.ownership(state))) == 2
+    assert player._judging_rollouts is not None
 
 
 def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):

@@ -77,8 +77,7 @@ class _Run:
     error: BaseException | None = None
     root_mask: np.ndarray | None = None  # bool [k]: root edges this run may choose (None: all)
     batch_size: int = 1  # leaves per network call (Search._batching)
-    # The rollouts' generator of each worker, then the caller's; None: this run plays no rollouts.
-    rollout_rngs: list[np.random.Generator] | None = None
+    rollout_rngs: list[np.random.Generator] | None = None  # the rollouts' generator of each worker, then the caller's
 
 
 @dataclass
@@ -145,7 +144,7 @@ class Search:
             time_s: float | None = None, noise: bool = False, allowed: Collection[int] | None = None,
             early_stop: bool | None = None, stop: threading.Event | None = None,
             on_progress: Callable[[list[Candidate]], None] | None = None,
-            progress_interval_s: float = 1.0, rollouts: bool = True) -> SearchResult:
+            progress_interval_s: float = 1.0) -> SearchResult:
         """Search ``state`` until a limit is reached or ``stop`` is set (or ``Search.stop()`` is called).
 
         Args:
@@ -157,9 +156,6 @@ class Search:
             early_stop: stop once the most visited move cannot be overtaken (None: config).
             on_progress: called with the candidates about every ``progress_interval_s`` seconds, from the
                 calling thread, outside the tree lock.
-            rollouts: False leaves this run's leaves to the network's value alone even where the config mixes
-                rollouts in: for a search that wants the network's ownership, not the best move (on 19x19 a
-                rollout costs several times the network call).
         """
         config = self.config
         visits = config.visits if visits is None else visits
@@ -178,9 +174,8 @@ class Search:
                        stop=stop, early_stop=early_stop, start=start)
             run.batch_size, self.tree.virtual_loss = self._batching(run.target)
             workers = max(1, self.config.threads) + 1
-            if self._rollout is not None and rollouts:
-                run.rollout_rngs = [np.random.default_rng(seed)
-                                    for seed in self.rng.integers(1 << 62, size=workers).tolist()]
+            run.rollout_rngs = [None] * workers if self._rollout is None else \
+                [np.random.default_rng(seed) for seed in self.rng.integers(1 << 62, size=workers).tolist()]
             self._prepare_root(run, noise, allowed)
             self._current = run
             try:
@@ -415,7 +410,7 @@ class Search:
             return _DONE
         key = (state.size, state.hash)  # empty boards of every size share hash 0
         expansion = tree.cache.get(key)
-        if expansion is not None and run.rollout_rngs is None:
+        if expansion is not None and self._rollout is None:
             self._expand_leaf(node, path, expansion)
             return _DONE
         node.status = PENDING  # with rollouts, a position in the table still waits for its own rollout
@@ -436,7 +431,7 @@ class Search:
     def _evaluate_batch(self, leaves: list[_Leaf], run: _Run, rollout_rng: np.random.Generator | None) -> None:
         """The one place the search calls the network (or, with rollouts, hands it a batch and waits); expands and
         backs up every leaf."""
-        if rollout_rng is not None:
+        if self._rollout is not None:
             self._finish_batch(leaves, self._start_batch(leaves, rollout_rng), run)
             return
         evaluation = self._or_abandon(leaves, lambda: self.evaluator.evaluate([leaf.state for leaf in leaves]))
@@ -448,7 +443,7 @@ class Search:
         asked = [leaf.state for leaf in leaves if leaf.expansion is None]  # the table's leaves need no network
         pending = self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, asked)) if asked else None
         rollout_z = None
-        if rollout_rng is not None:
+        if self._rollout is not None:
             rollout_z = self._or_abandon(leaves, lambda: self._rollouts(leaves, rollout_rng))
         return _InFlight(pending, rollout_z)
 

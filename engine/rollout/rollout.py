@@ -178,6 +178,28 @@ def rollout(state: GameState, policy: RolloutPolicy, rng: np.random.Generator, m
     return float(rollouts([state], policy, rng, max_moves)[0])
 
 
+DEFAULT_OWNERSHIP_ROLLOUTS = 128
+
+
+def ownership(state: GameState, policy: RolloutPolicy, rng: np.random.Generator,
+              count: int = DEFAULT_OWNERSHIP_ROLLOUTS, max_moves: int | None = None) -> np.ndarray:
+    """Mean Tromp-Taylor ownership over ``count`` rollouts from ``state``: float32 [N*N] in [-1, 1], black's view
+    (+1: black owns the point at the end of every rollout), as ``engine.rules.playout.ownership`` gives for
+    random playouts. A game that ended by two passes is played on: judging its dead stones means playing the
+    captures that the passes left out."""
+    if count < 1:
+        raise ValueError(f"ownership needs at least one rollout, not {count}")
+    start = state.copy()
+    start.passes = 0
+    boards, _ = play_out([start] * count, policy, rng, max_moves)
+    sign = np.array([0.0, 1.0, -1.0], dtype=np.float32)
+    geometry = boards[0].geometry
+    total = np.zeros(len(geometry.padded), dtype=np.float32)
+    for board in boards:
+        total += sign[np.asarray(board.area_owners())[geometry.padded]]
+    return total / count
+
+
 class PolicyRollouts:
     """``rollouts`` with the policy bound: what the search calls for its leaves (``engine.play.search.Rollout``)."""
 
@@ -192,6 +214,11 @@ class PolicyRollouts:
     def __call__(self, states: Sequence[GameState], rng: np.random.Generator) -> np.ndarray:
         return rollouts(states, self.policy, rng)
 
+    def ownership(self, state: GameState, rng: np.random.Generator,
+                  count: int = DEFAULT_OWNERSHIP_ROLLOUTS) -> np.ndarray:
+        """``ownership`` with the policy bound."""
+        return ownership(state, self.policy, rng, count)
+
 
 def _move_ago(state: GameState, age: int) -> int:
     """The flat move played ``age`` plies ago, -1 for a pass or none."""
@@ -201,4 +228,5 @@ def _move_ago(state: GameState, age: int) -> int:
     return move if move != PASS else -1
 
 
-__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout", "PolicyRollouts"]
+__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout", "ownership", "PolicyRollouts",
+           "DEFAULT_OWNERSHIP_ROLLOUTS"]
