@@ -5,7 +5,9 @@ import sys
 from engine.rules.game import GameState
 from engine.rules.playout import random_move
 from engine.rules.sgf import write_sgf
-from tools.check.dead_stones import check, dead_set
+from engine.rules.coords import BLACK, WHITE
+from tests.conftest import board_from_ascii
+from tools.check.dead_stones import check, dame_parity, dead_set, score_margin
 
 
 def finished_game(seed: int) -> bytes:
@@ -32,3 +34,26 @@ def test_the_random_player_and_gnugo_judge_finished_games(tmp_path, gnugo):
     assert 0 <= agreement.same_dead[9] <= 3 and 0 <= agreement.same_score[9] <= 3
     lines = agreement.lines()
     assert lines[0].startswith("9x9: 3 games, dead stones agree in ")
+
+
+def test_score_margin_reads_final_score_replies():
+    assert [score_margin(r) for r in ("B+7.5", "w+0.5", "0", " W+12 ", "B+", "Void", "")] == \
+        [7.5, -0.5, 0.0, -12.0, None, None, None]
+
+
+DAME_BETWEEN = """
+    X X . O O
+    X X . O O
+    X X . O O
+    X X . O O
+    X X O O O
+"""
+
+
+def test_the_dame_parity_gives_the_odd_neutral_point_to_the_side_to_move():
+    """Four neutral points: GNU Go and the position as it stands agree. Take one white stone off (dead, say) and
+    five are left: GNU Go's count gives the side to move one more point than the position as it stands."""
+    for to_move, sign in ((BLACK, 1.0), (WHITE, -1.0)):
+        data = write_sgf(board_from_ascii(DAME_BETWEEN, to_move=to_move, komi=0.5))
+        assert dame_parity(data, set()) == 0.0
+        assert dame_parity(data, {"C1"}) == sign
