@@ -6,7 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
+from tests.conftest_network import tiny_model, tiny_onnx, tiny_pooled_model, tiny_pooled_onnx  # noqa: F401
 from tools.bench import net as bench_net, search as bench_search
 
 
@@ -15,6 +15,19 @@ def test_bench_net_compares_onnxruntime_and_torch_on_the_cpu(tiny_onnx, capsys):
                            "--rounds", "1", "--paths", "onnx-fp32,torch-fp32", "--accuracy-positions", "8"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"onnx-fp32\s+t=1\s+\d+\s+\d+", out) and re.search(r"torch-fp32\s+t=1\s+\d+\s+\d+", out)
+
+
+def test_bench_net_measures_the_size_asked_of_a_network_for_every_size(tiny_pooled_onnx, capsys):
+    """A network for 9, 13 and 19 is measured on 19x19 unless --size says otherwise; a size it does not play is a
+    clear error."""
+    args = ["--batches", "1", "--threads", "1", "--seconds", "0.02", "--rounds", "1", "--paths", "onnx-fp32",
+            "--accuracy-positions", "8"]
+    assert bench_net.main([str(tiny_pooled_onnx), *args]) == 0
+    assert ", 19x19\n" in capsys.readouterr().out
+    assert bench_net.main([str(tiny_pooled_onnx), *args, "--size", "9"]) == 0
+    assert ", 9x9\n" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="does not play 7x7"):
+        bench_net.main([str(tiny_pooled_onnx), *args, "--size", "7"])
 
 
 def test_bench_net_skips_a_gpu_path_this_machine_cannot_run_and_measures_the_rest(tiny_onnx, capsys, monkeypatch):

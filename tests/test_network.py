@@ -190,3 +190,23 @@ def test_int8_quantization(tiny_onnx, tmp_path):
     a = OnnxEvaluator(tiny_onnx, symmetry="identity", log=None).evaluate(states)
     c = quantized.evaluate(states)
     assert np.allclose(c.policy.sum(axis=1), 1, atol=1e-5) and np.abs(c.value - a.value).mean() < 0.1
+
+
+@pytest.mark.slow
+def test_int8_quantization_of_a_network_for_every_size(tiny_pooled_onnx, tmp_path):
+    """A size-independent network (9, 13 and 19 here) is calibrated on 19x19 alone, since onnxruntime's percentile
+    calibrator needs batches of one shape ("inhomogeneous shape" otherwise), and plays every size after."""
+    from engine.net.evaluator import OnnxEvaluator
+    from tools.learn.export import calibration_size, main
+
+    assert calibration_size([9, 13, 19]) == 19 and calibration_size(list(range(2, 26))) == 19
+    assert calibration_size([7, 9]) == 9 and calibration_size([21, 25]) == 21
+    target = tmp_path / "q.onnx"
+    assert main(["--quantize", "int8", str(tiny_pooled_onnx), str(target), "--calibration", "32"]) == 0
+    quantized = OnnxEvaluator(target, symmetry="identity", log=None)
+    reference = OnnxEvaluator(tiny_pooled_onnx, symmetry="identity", log=None)
+    assert quantized.metadata["precision"] == "int8" and quantized.board_sizes == reference.board_sizes
+    for size in (9, 13, 19):
+        states = random_game(size, 20, seed=size)
+        c, a = quantized.evaluate(states), reference.evaluate(states)
+        assert np.allclose(c.policy.sum(axis=1), 1, atol=1e-5) and np.abs(c.value - a.value).mean() < 0.1

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "onnx-tensorrt, torch-cuda-fp16, torch-cuda-bf16, torch-cuda-fp32, each torch-cuda one "
                              "also with -eager (no CUDA graphs) (GPU)")
     parser.add_argument("--accuracy-positions", type=int, default=512)
+    parser.add_argument("--size", type=int, default=0,
+                        help="board size measured (default: the largest the network plays up to 19)")
     return parser
 
 
@@ -86,7 +88,8 @@ def main(argv: list[str]) -> int:
     unknown = [repr(p) for p in paths if p not in CPU_PATHS + GPU_PATHS]
     if unknown:
         parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
-    from tools.learn.export import calibration_planes, quantize_int8, random_positions, sgf_positions
+    from tools.learn.export import (calibration_planes, calibration_size, quantize_int8, random_positions,
+                                    sgf_positions)
 
     batches = [int(b) for b in args.batches.split(",")]
     thread_counts = [int(t) for t in args.threads.split(",")]
@@ -104,12 +107,15 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"tabula bench net: {args.weights}: {error.strerror or error}") from None
         except ValueError as error:  # a file that is not a network (the message names it)
             raise SystemExit(f"tabula bench net: {error}") from None
-        size = probe.board_sizes[-1]
+        size = args.size or calibration_size(list(probe.board_sizes))
+        if size not in probe.board_sizes:
+            raise SystemExit(f"tabula bench net: {args.weights} does not play {size}x{size}")
         print(f"# {args.weights}: {probe.metadata.get('architecture', '?')}, {size}x{size}", flush=True)
         int8 = args.int8
         if "onnx-int8" in paths and int8 is None:
             int8 = os.path.join(scratch, "int8.onnx")
-            quantize_int8(fp32, int8, {s: calibration_planes(s, 256, seed=1) for s in probe.board_sizes})
+            calibrated = calibration_size(list(probe.board_sizes))
+            quantize_int8(fp32, int8, {calibrated: calibration_planes(calibrated, 256, seed=1)})
         # Measured positions: real games where there are any (19×19), else random games; games after those used
         # for calibration.
         try:
@@ -117,7 +123,7 @@ def main(argv: list[str]) -> int:
                       if size == 19 else [])
         except (OSError, ImportError):  # no archives, or no sgfmill (as on the lent GPU machine)
             states = []
-        states = states or random_positions(size, max(batches), seed=12345)
+        states = states or random_positions(size, max(batches + [args.accuracy_positions]), seed=12345)
         planes = encode_batch(states[: max(batches)])
 
         model = None

@@ -132,6 +132,17 @@ def calibration_planes(size: int, count: int, seed: int, source: str = "auto") -
 # -- quantization ------------------------------------------------------------------------------------------------
 
 
+def calibration_size(sizes: list[int]) -> int:
+    """The one board size int8 calibration uses for a network that plays ``sizes``: the largest up to 19x19 (the
+    smallest above, for a network of larger boards only).
+
+    One size because onnxruntime's percentile calibrator stacks the activations of every batch, which must then
+    share a shape (a network for 2x2 to 25x25 failed with "inhomogeneous shape"); 19x19 because it reaches the
+    ranges the smaller boards do (docs/BENCHMARKS.md measures the agreement on 9x9 as well)."""
+    up_to_19 = [s for s in sizes if s <= 19]
+    return max(up_to_19) if up_to_19 else min(sizes)
+
+
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) -> None:
     """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration``
     (board size -> planes), keeping the metadata with ``precision`` set to int8."""
@@ -310,9 +321,8 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     import onnx
 
     metadata = {p.key: p.value for p in onnx.load(source).metadata_props}
-    sizes = [int(s) for s in metadata.get("board_sizes", "19").split(",")]
-    calibration = {s: calibration_planes(s, args.calibration, args.seed + 1, args.calibration_source)
-                   for s in sizes}
+    size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
+    calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source)}
     quantize_int8(source, out, calibration)
 
 
