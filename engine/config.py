@@ -23,7 +23,8 @@ class SearchConfig:
     threads: int = 2  # worker threads descending the tree
     batch_size: int = 8  # leaves per network call, at most
     # Shrink the batch for small searches: every leaf in flight is a visit chosen without the results still to
-    # come (a collision under virtual loss), so at most 1/16 of a search's playouts are in flight at once.
+    # come (a collision under virtual loss), so at most 1/32 of a search's playouts are in flight at once, with a
+    # virtual loss of 1 in batches of 4 or fewer (Search._batching).
     adaptive_batch: bool = True
     root_symmetries: bool = True  # the root's priors and value are the mean over the 8 symmetries
     # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network

@@ -46,7 +46,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
                              "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches",
         "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
-        "adaptive_batch": "shrink the batch for small searches (at most 1/16 of the playouts in flight at once)",
+        "adaptive_batch": "shrink the batch for small searches (at most 1/32 of the playouts in flight at once)",
         "root_symmetries": "evaluate the root under all 8 symmetries and average",
         "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "
                        "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
