@@ -2,7 +2,7 @@
 
     rules  ->  net  ->  play
       \\          \\->  data
-       \\->  rollout  ->  play (the search's leaf rollouts)
+       \\->  rollout  ->  play (the search's leaf rollouts, the judgement of dead stones)
 
 | package | module | owns |
 |---|---|---|
@@ -17,7 +17,7 @@
 | | `network.py`, `torch_backend.py`, `leelaz.py` | torch model and ONNX export (training only), the torch GPU backend, Leela Zero weight files |
 | `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances: for every point of many boards at once |
 | | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
-| | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area |
+| | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area; their ownership |
 | `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT selection, virtual loss, backup, reuse |
 | | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
 | | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |

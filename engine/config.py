@@ -109,8 +109,8 @@ class NetConfig:
     precision: str = "auto"  # of the GPU backends: auto (fp16) | fp16 | bf16 | fp32
     max_batch: int = 256  # the largest batch the GPU backends prepare for (TensorRT profile, CUDA graphs)
     cache_dir: str = ""  # TensorRT engine cache; "": evaluator.default_cache_dir()
-    # The rollout policy (.npz; "": the shipped one): read at start-up when rollout_mix > 0, else when dead stones
-    # are first judged.
+    # The rollout policy (.npz; "": the shipped one), for rollout_mix and for judging dead stones: read at start-up
+    # when rollout_mix > 0 or a file is named, else when dead stones are first judged.
     rollout_weights: str = ""
 
     def for_search(self, search: SearchConfig, cores: int) -> "NetConfig":

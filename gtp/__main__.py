@@ -52,8 +52,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                        "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
     })
     parser.add_argument("--rollout-weights", default=defaults.net.rollout_weights, metavar="FILE",
-                        help="the rollout policy (.npz) of --rollout-mix (default: the shipped "
-                             "weights/rollout-patterns.npz)")
+                        help="the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "
+                             "(default: the shipped weights/rollout-patterns.npz)")
     parser.add_argument("--time", type=float, default=defaults.time.max_time_per_move_s,
                         help="at most this many seconds per move (0: only the clock limits)")
     parser.add_argument("--lag-buffer", type=float, default=defaults.time.lag_buffer_s,

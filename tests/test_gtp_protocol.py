@@ -264,14 +264,16 @@ def test_temperature_moves_from_the_command_line() -> None:
 
 
 @pytest.mark.parametrize("content", [None, b"not an npz at all"])
-def test_a_missing_or_malformed_rollout_weights_file_is_a_clear_error_at_start_up(tmp_path, capsys, content):
+@pytest.mark.parametrize("mix", ["0.5", "0"])
+def test_a_missing_or_malformed_rollout_weights_file_is_a_clear_error_at_start_up(tmp_path, capsys, content, mix):
+    """Also at λ = 0: the named file still judges dead stones, and a user who names one wants to know at once."""
     from gtp.__main__ import main
 
     path = tmp_path / "rollout.npz"
     if content is not None:
         path.write_bytes(content)
     network = str(Path(__file__).resolve().parent.parent / "weights" / "tabula-4x32-rl9d.onnx")
-    assert main(["--weights", network, "--rollout-mix", "0.5", "--rollout-weights", str(path)]) == 1
+    assert main(["--weights", network, "--rollout-mix", mix, "--rollout-weights", str(path)]) == 1
     error = capsys.readouterr().err.strip().splitlines()[-1]
     assert error.startswith("tabula gtp: ") and str(path) in error and "rollout weights file" in error
 

@@ -321,6 +321,15 @@ def test_ownership_plays_on_after_two_passes_and_captures_the_dead_stone() -> No
         ownership(state, RolloutPolicy(random_weights(feats)), np.random.default_rng(0), 0)
 
 
+@pytest.mark.parametrize("size", [2, 3, 25])
+def test_ownership_on_the_smallest_and_largest_boards(size: int) -> None:
+    """The engine judges dead stones with rollouts on every size it plays, 2x2 to 25x25."""
+    state = random_position(size, size * size // 3, random.Random(size))
+    _, feats = position_features([random_position(9, 60, random.Random(4))])
+    owned = ownership(state, RolloutPolicy(random_weights(feats)), np.random.default_rng(size), 8)
+    assert owned.shape == (size * size,) and np.all(np.abs(owned) <= 1.0)
+
+
 def test_a_rollout_respects_its_move_cap() -> None:
     _, feats = position_features([random_position(9, 60, random.Random(4))])
     policy = RolloutPolicy(random_weights(feats))

@@ -404,14 +404,15 @@ class RiggedRollouts:
 
 def test_dead_stones_are_judged_by_random_playouts_and_the_rollout_policy_not_the_network():
     """Random playouts call the lone white stones inside black's wall dead; the rollout policy (rigged: white owns
-    everything) has an equal voice, and a network with an ownership head (rigged the same way) none: mixed in, the
-    shipped network's lowered the agreement with GNU Go's dead stones."""
+    everything) has an equal voice, and a network with an ownership head (rigged: black owns everything) none:
+    mixed in, the shipped network's lowered the agreement with GNU Go's dead stones."""
     from tests.test_search import LeadEvaluator
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
     by_playouts = generator(LeadEvaluator(-10.0, -1.0)).ownership(state)  # no rollout policy: playouts alone
     assert len(search_player.playout.dead_stones(state, by_playouts)) == 2
     rigged = RiggedRollouts()
-    judged = SearchGenerator(LeadEvaluator(-10.0, -1.0), SearchConfig(threads=1), rng=np.random.default_rng(0),
+    # The network says black owns everything: mixed in, it would move the mean away from the rollouts' -1.
+    judged = SearchGenerator(LeadEvaluator(10.0, 1.0), SearchConfig(threads=1), rng=np.random.default_rng(0),
                              judging_rollouts=lambda: rigged)
     assert np.allclose(judged.ownership(state), 0.5 * (by_playouts - 1.0))  # the same seed, so the same playouts
     judged.ownership(state)
@@ -443,7 +444,11 @@ def test_the_engine_judges_dead_stones_with_the_shipped_rollout_policy(tiny_onnx
     assert player._judging_rollouts is None
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
     assert len(search_player.playout.dead_stones(state, player.ownership(state))) == 2
-    assert player._judging_rollouts is not None
+    policy = player._judging_rollouts
+    assert policy is not None
+    by_policy = policy.ownership(state, np.random.default_rng(0), 64)  # the policy's own map, playouts aside
+    assert [p for p in range(49) if state.color_at(p) == WHITE and by_policy[p] > 0.5] == \
+        [p for p in range(49) if state.color_at(p) == WHITE]
 
 
 def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):
@@ -465,8 +470,8 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
 
 
 def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, monkeypatch):
-    """λ = 0 (the default) never reads the rollout weights, whose tables take seconds to build; λ > 0 reads the
-    configured file, or the shipped one."""
+    """λ = 0 (the default) does not read the shipped rollout weights at start-up, since their tables take a second
+    to build; λ > 0 reads the configured file, or the shipped one, and a file the user names is read at once."""
     from engine.rollout import rollout as rollout_module
 
     loaded = []
@@ -480,6 +485,9 @@ def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, mo
     search_player.from_config(EngineConfig(net=dataclasses.replace(net, rollout_weights="mine.npz"),
                                            search=SearchConfig(threads=1, rollout_mix=1.0)))
     assert loaded[-1] == "mine.npz"
+    named = search_player.from_config(EngineConfig(net=dataclasses.replace(net, rollout_weights="yours.npz"),
+                                                   search=SearchConfig(threads=1)))
+    assert loaded[-1] == "yours.npz" and named.search._rollout is None  # judges dead stones, mixes nothing in
 
 
 def test_analysis_runs_the_mixed_search():

@@ -254,13 +254,16 @@ def from_config(config: EngineConfig) -> SearchGenerator:
     from engine.rollout.rollout import PolicyRollouts
 
     rollout_path = config.net.rollout_weights or str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS)
-    rollout = None
-    if search.rollout_mix > 0:  # building the policy's tables takes a second: at start-up only when the search mixes
-        rollout = PolicyRollouts.load(rollout_path)
+    # Building the policy's tables takes a second: at start-up only when the search mixes rollouts in or the user
+    # named a file (a bad one is then an error at once, not a quieter judgement of dead stones later); otherwise
+    # when dead stones are first judged.
+    policy = None
+    if search.rollout_mix > 0 or config.net.rollout_weights:
+        policy = PolicyRollouts.load(rollout_path)
     return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
-                           resign_by_size=resign_by_size, rollout=rollout,
-                           judging_rollouts=lambda: rollout or PolicyRollouts.load(rollout_path))
+                           resign_by_size=resign_by_size, rollout=policy if search.rollout_mix > 0 else None,
+                           judging_rollouts=lambda: policy or PolicyRollouts.load(rollout_path))
 
 
 __all__ = ["SearchGenerator", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]

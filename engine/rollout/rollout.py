@@ -178,7 +178,7 @@ def rollout(state: GameState, policy: RolloutPolicy, rng: np.random.Generator, m
     return float(rollouts([state], policy, rng, max_moves)[0])
 
 
-DEFAULT_OWNERSHIP_ROLLOUTS = 128
+DEFAULT_OWNERSHIP_ROLLOUTS = 128  # as PlayConfig.ownership_rollouts, which the engine passes
 
 
 def ownership(state: GameState, policy: RolloutPolicy, rng: np.random.Generator,
@@ -228,5 +228,5 @@ def _move_ago(state: GameState, age: int) -> int:
     return move if move != PASS else -1
 
 
-__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout", "ownership", "PolicyRollouts",
-           "DEFAULT_OWNERSHIP_ROLLOUTS"]
+__all__ = ["move_weights", "sample_moves", "draw_moves", "play_out", "rollouts", "rollout", "ownership",
+           "PolicyRollouts", "DEFAULT_OWNERSHIP_ROLLOUTS"]

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "also with -eager (no CUDA graphs) (GPU)")
     parser.add_argument("--accuracy-positions", type=int, default=512)
     parser.add_argument("--size", type=int, default=0,
-                        help="board size measured (default: the largest the network plays up to 19)")
+                        help="board size measured (default: the largest the network plays up to 19, or the "
+                             "smallest above)")
     return parser
 
 

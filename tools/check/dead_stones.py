@@ -71,8 +71,8 @@ def score_margin(reply: str) -> float | None:
 
 
 def dame_parity(data: bytes, dead: set[str]) -> float:
-    """What GNU Go's Chinese ``final_score`` adds to black's margin over the position as it stands, once ``dead``
-    stones are off: it counts as if the neutral points were filled in turn starting with the side to move, so an odd
+    """What GNU Go's Chinese ``final_score`` adds to black's margin over the position as it stands, once its own
+    ``dead`` stones are off: it counts as if the neutral points were filled in turn starting with the side to move, so an odd
     number of them gives that side one more point (on 100 held-out 19x19 records, 90 of its scores fit this
     exactly). Servers and Tromp-Taylor count the position as it stands, which is what Tabula answers."""
     state = load_state(data)
@@ -137,9 +137,9 @@ def check(sources: list[str], engine_command: str, referee_command: str, counted
             agreement.same_dead[size] += ours == theirs
             agreement.same_score[size] += our_score == their_score
             ours_margin, their_margin = score_margin(our_score), score_margin(their_score)
-            agreement.same_score_but_dame[size] += (
+            agreement.same_score_but_dame[size] += (  # ours against GNU Go's count less the point its parity gives
                 ours_margin is not None and their_margin is not None
-                and ours_margin + dame_parity(data, ours) == their_margin)
+                and ours_margin == their_margin - dame_parity(data, theirs))
             if ours != theirs or our_score != their_score:
                 agreement.disagreements.append(
                     f"{name}: engine {our_score}, dead {' '.join(sorted(ours - theirs)) or '-'} not the referee's; "

@@ -144,8 +144,8 @@ def calibration_size(sizes: list[int]) -> int:
 
 
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) -> None:
-    """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration``
-    (board size -> planes), keeping the metadata with ``precision`` set to int8."""
+    """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (one board
+    size -> its planes), keeping the metadata with ``precision`` set to int8."""
     import onnx
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -153,10 +153,16 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) 
 
     from engine.net.network import set_metadata
 
+    if len(calibration) != 1:
+        raise ValueError("int8 calibration takes positions of one board size (calibration_size)")
+
     class Reader(CalibrationDataReader):
+        # Full batches of 32 only (or one batch of fewer): the calibrator stacks every batch's activations, so a
+        # shorter last batch fails as a second board size does.
         def __init__(self) -> None:
-            self.batches = iter([{"planes": planes[i: i + 32]} for planes in calibration.values()
-                                 for i in range(0, len(planes), 32)])
+            (planes,) = calibration.values()
+            full = max(32, len(planes) // 32 * 32)
+            self.batches = iter([{"planes": planes[i: i + 32]} for i in range(0, min(full, len(planes)), 32)])
 
         def get_next(self):
             return next(self.batches, None)
