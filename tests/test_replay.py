@@ -17,16 +17,23 @@ from engine.rules.coords import BLACK, PASS, WHITE
 from engine.data.replay import (ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold, false_positive_rate,
                            game_files, read_game, resign_trigger, winner_triggers)
 from engine.data.shards import PositionSampler
+from engine.rules.game import GameState
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def make_game(seed: int = 0, moves: int = 12, size: int = 5, recorded_every: int = 2) -> SelfPlayGame:
-    """A legal little game on an empty board: stones spread over the first points, then two passes."""
+    """A legal little game on an empty board: ``moves - 2`` random legal moves (a pass where none is left), then two
+    passes. Legal throughout, since the store counts a game's end by replaying it."""
     rng = np.random.default_rng(seed)
-    points = rng.permutation(size * size)[:moves - 2].tolist()
-    played = [((BLACK, WHITE)[i % 2], p) for i, p in enumerate(points)]
-    played += [((BLACK, WHITE)[len(played) % 2], PASS), ((BLACK, WHITE)[(len(played) + 1) % 2], PASS)]
+    state = GameState(size)
+    for _ in range(moves - 2):
+        legal = [m for m in state.legal_moves() if not state.board.is_own_eye(state.board.geometry.padded[m],
+                                                                                   state.to_move)]
+        state.play(int(rng.choice(legal)) if legal else PASS)
+    state.play(PASS)
+    state.play(PASS)
+    played = list(state.moves)
     targets = []
     for i, (_, move) in enumerate(played):
         if i % recorded_every:

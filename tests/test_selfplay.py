@@ -92,6 +92,43 @@ def test_selfplay_game_with_uniform_evaluator():
     assert game.result.startswith(("B+", "W+")) and b"RE[" in sgf
 
 
+def test_a_counted_selfplay_game_gives_the_auxiliary_heads_exact_targets_under_every_symmetry(tmp_path):
+    """Self-play counts Tromp-Taylor: the final board's area owners and margin are the targets of the ownership and
+    score heads, and the opponent's next move that of the reply head. Drawn by ReplaySampler, each target turns
+    with the planes under the same symmetry; a resigned game has no score or ownership target."""
+    from engine.net.features import symmetry_tables, transform_planes
+
+    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True)
+    game, _ = play_selfplay_game(task, evaluator=UniformEvaluator())
+    record = game.record()
+    final = GameState(SIZE, Rules(komi=FAST.komi))
+    for color, move in game.moves:
+        final.play(move, color)
+    assert record.margin == final.area_score() and record.ownership.shape == (SIZE * SIZE,)
+    assert (record.margin > 0) == game.result.startswith("B+")
+    resigned = dataclasses.replace(game, result="W+R", winner=2).record()
+    assert resigned.ownership is None and resigned.margin != resigned.margin  # NaN
+
+    with ReplayStore(str(tmp_path / "replay"), 10) as store:
+        store.append(game)
+        store.append(dataclasses.replace(game, result="W+R", winner=2))
+        sampler = ReplaySampler(store.paths())
+    positions = np.arange(sampler.num_targets)
+    plain = sampler.batch(np.random.default_rng(0), 0, symmetries=False, positions=positions)
+    turned = sampler.batch(np.random.default_rng(0), 0, symmetries=True, positions=positions)
+    half = game.num_targets
+    assert np.all(plain.ownership_weight[:half] == 1) and np.all(plain.ownership_weight[half:] == 0)
+    assert np.all(plain.score_weight[:half] == 1) and np.all(plain.score_weight[half:] == 0)
+    assert np.all(np.abs(plain.score[:half]) == abs(record.margin)) and plain.reply_weight.sum() > 0
+    inverse = symmetry_tables(SIZE)[1]
+    for row in range(len(positions)):
+        matches = [s for s in range(8)
+                   if np.array_equal(transform_planes(plain.planes[row:row + 1], np.array([s]))[0], turned.planes[row])]
+        owners = plain.ownership[row].reshape(1, 1, SIZE, SIZE)
+        assert any(np.array_equal(transform_planes(owners, np.array([s])).reshape(-1), turned.ownership[row])
+                   and inverse[s, plain.reply[row]] == turned.reply[row] for s in matches)
+
+
 def test_selfplay_resigns_below_threshold():
     task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.99, resign_enabled=True)
     game, _ = play_selfplay_game(task, evaluator=UniformEvaluator())
@@ -227,6 +264,16 @@ def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
     assert "neither metrics.jsonl" in error and "elo.jsonl" in error and "Traceback" not in error
 
 
+def one_generation_from(start: str, directory) -> list[str]:
+    """`tabula rl`'s arguments for one quick generation on 5x5 that starts from the network ``start``."""
+    return ["--dir", str(directory), "--start-from", start, "--size", str(SIZE), "--komi", "0.5",
+            "--visits", "12", "--fast-visits", "4", "--full-fraction", "0.5", "--batch-size", "4",
+            "--games-per-generation", "2", "--window-games", "10", "--min-positions", "1",
+            "--train-steps", "2", "--batch", "8", "--warmup-steps", "0", "--gate-games", "2",
+            "--gate-visits", "4", "--workers", "1", "--train-threads", "1", "--train-workers", "0",
+            "--generations", "1"]
+
+
 def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
     from tools.learn.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
 
@@ -239,12 +286,7 @@ def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
         adopt_start_network(dataclasses.replace(rl, start_from=str(tmp_path / "missing.onnx")), SIZE)
 
     directory = tmp_path / "run"
-    assert main(["--dir", str(directory), "--start-from", tiny_net, "--size", str(SIZE), "--komi", "0.5",
-                 "--visits", "12", "--fast-visits", "4", "--full-fraction", "0.5", "--batch-size", "4",
-                 "--games-per-generation", "2", "--window-games", "10", "--min-positions", "1",
-                 "--train-steps", "2", "--batch", "8", "--warmup-steps", "0", "--gate-games", "2",
-                 "--gate-visits", "4", "--workers", "1", "--train-threads", "1", "--train-workers", "0",
-                 "--generations", "1"]) == 0
+    assert main(one_generation_from(tiny_net, directory)) == 0
     with open(tiny_net, "rb") as source:
         assert (directory / "nets" / "gen-0000.onnx").read_bytes() == source.read()
     saved = json.loads((directory / "config.json").read_text())["rl"]
@@ -252,3 +294,32 @@ def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
     assert (directory / INIT_CHECKPOINT).exists()
     assert "starting from the weights of" in capsys.readouterr().err
     assert (directory / "nets" / "gen-0001.onnx").exists()
+
+
+def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_heads(tmp_path, capsys):
+    """A pooled network with score and ownership heads (as the shipped one) continues by self-play on a board size
+    it lists: the run takes its head, the trainer its weights, and the next generation keeps the extra outputs."""
+    import torch
+
+    from engine.net.evaluator import OnnxEvaluator
+    from engine.net.network import NetSpec, TabulaNet, export_onnx
+    from tools.learn.rl_loop import adopt_start_network, main
+
+    torch.manual_seed(2)
+    start = str(tmp_path / "pooled.onnx")
+    export_onnx(TabulaNet(NetSpec(blocks=1, filters=8, head="pooled", aux=True)).eval(), start, "tests",
+                board_sizes=[SIZE, 9, 19])
+    rl, _ = loop_configs(generations=1)
+    adopted = adopt_start_network(dataclasses.replace(rl, start_from=start), SIZE)
+    assert (adopted.head, adopted.aux, adopted.filters) == ("pooled", True, 8)
+    with pytest.raises(SystemExit, match="the run plays 7x7"):
+        adopt_start_network(dataclasses.replace(rl, start_from=start), 7)
+
+    directory = tmp_path / "run"
+    assert main(one_generation_from(start, directory)) == 0
+    assert "starting from the weights of" in capsys.readouterr().err
+    saved = json.loads((directory / "config.json").read_text())["rl"]
+    assert (saved["head"], saved["aux"]) == ("pooled", True)
+    evaluation = OnnxEvaluator(directory / "nets" / "gen-0001.onnx", symmetry="identity", log=None).evaluate(
+        [GameState(SIZE)])
+    assert evaluation.ownership is not None and evaluation.ownership.shape == (1, SIZE * SIZE)

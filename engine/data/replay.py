@@ -59,9 +59,18 @@ class SelfPlayGame:
     extra: dict = field(default_factory=dict)
 
     def record(self, name: str = "") -> Record:
+        """The game as the trainer's shards keep it. A game counted at its end (not resigned) also gives the
+        auxiliary heads their targets: self-play counts Tromp-Taylor, so the final position's area owners and
+        margin are exact, dead stones and all (the search captures them before passing)."""
         kind = RESIGN if self.result.endswith("+R") else DRAW if self.winner == 0 else SCORE
-        return Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
-                      result_kind=kind, value_weight=1.0)
+        record = Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
+                        result_kind=kind, value_weight=1.0)
+        if kind != RESIGN:
+            board = record.replay().board
+            owners = np.asarray(board.area_owners(), dtype=np.int8)[np.asarray(board.geometry.padded)]
+            record.ownership = np.select([owners == BLACK, owners == WHITE], [1, -1], 0).astype(np.int8)
+            record.margin = float(record.ownership.sum()) - self.komi
+        return record
 
     @property
     def num_targets(self) -> int:
@@ -308,13 +317,19 @@ class ReplaySampler(PositionSampler):
         for row, target in enumerate(chosen.tolist()):
             moves, probabilities = self.policy_target(target)
             policy[row] = moves[rng.choice(len(moves), p=probabilities)]
-        planes = plain.planes
+        planes, reply, ownership = plain.planes, plain.reply, plain.ownership
         if symmetries:
             symmetry = rng.integers(0, NUM_SYMMETRIES, size=len(chosen))
             planes = transform_planes(planes, symmetry)
-            policy = symmetry_tables(self.size)[1][symmetry, policy]  # as PositionSampler.batch does
+            inverse = symmetry_tables(self.size)[1]  # as PositionSampler.batch does
+            policy = inverse[symmetry, policy]
+            reply = inverse[symmetry, reply]
+            ownership = transform_planes(ownership.reshape(len(chosen), 1, self.size, self.size),
+                                         symmetry).reshape(len(chosen), -1)
         return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy, value=plain.value,
-                     value_weight=plain.value_weight)
+                     value_weight=plain.value_weight, reply=reply, reply_weight=plain.reply_weight,
+                     score=plain.score, score_weight=plain.score_weight, ownership=np.ascontiguousarray(ownership),
+                     ownership_weight=plain.ownership_weight)
 
 
 # -- resignation calibration (AlphaGo Zero's false-positive rule) -----------------------------------------------

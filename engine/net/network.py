@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -65,6 +65,13 @@ class NetSpec:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def same_weights(self, other: "NetSpec") -> bool:
+        """Whether the weights of one load into the other: the same architecture, the board size aside for the
+        pooled head, which has no weight that depends on it (a 19x19-trained network continues on 9x9)."""
+        if self.head == POOLED and other.head == POOLED:
+            return replace(self, board_size=other.board_size) == other
+        return self == other
 
     @classmethod
     def from_dict(cls, data: dict) -> "NetSpec":
@@ -349,8 +356,13 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
     return diff
 
 
+# Parameters of the heads that only training uses (the opponent's reply), which ONNX files do not hold.
+TRAINING_ONLY = ("head.reply_",)
+
+
 def load_onnx(path: str | os.PathLike) -> TabulaNet:
-    """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers)."""
+    """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers); the heads
+    that only training uses (``TRAINING_ONLY``) keep their initial weights."""
     import onnx
     from onnx import numpy_helper
 
@@ -374,6 +386,8 @@ def load_onnx(path: str | os.PathLike) -> TabulaNet:
     for name, value in state.items():
         if name.endswith("num_batches_tracked"):
             continue
+        if name.startswith(TRAINING_ONLY) and name not in tensors:
+            continue  # never exported: a network continued from its file learns this head afresh
         if name not in tensors or tensors[name].shape != tuple(value.shape):
             raise NetworkFileError(path, f"parameter {name} missing or of the wrong shape")
         state[name] = torch.from_numpy(np.array(tensors[name]))

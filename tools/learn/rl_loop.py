@@ -81,6 +81,8 @@ class RLConfig:
     train_threads: int = 2  # torch threads of the trainer
     train_workers: int = 1  # the trainer's data-loading processes (the self-play workers are idle meanwhile)
     start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
+    head: str = "agz"  # agz (one board size) | pooled (every size; --start-from a pooled network sets it)
+    aux: bool = False  # pooled head: score, ownership and opponent-reply heads, trained on the games' final counts
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
@@ -147,7 +149,8 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
-                       init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "")
+                       init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "", head=rl.head,
+                       aux=rl.aux)
 
 
 def trained_steps(directory: str) -> int:
@@ -181,27 +184,31 @@ INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, wh
 
 
 def start_network_spec(path: str, size: int):
-    """The architecture of a ``--start-from`` network, checked against the run: an AlphaGo Zero head for ``size``."""
+    """The architecture of a ``--start-from`` network, checked against the run: one that plays ``size`` (an
+    AlphaGo Zero head made for it, or a pooled head whose file lists it), valued from the side to move's view."""
     from engine.net.evaluator import NetworkFileError, OnnxEvaluator
     from engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
 
     try:
-        metadata = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None).metadata
-        spec = NetSpec.from_dict(json.loads(metadata["architecture"]))
+        evaluator = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
+        spec = NetSpec.from_dict(json.loads(evaluator.metadata["architecture"]))
     except (NetworkFileError, KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
-    if spec.head != AGZ or spec.board_size != size or spec.value_perspective != SIDE_TO_MOVE:
-        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {spec.board_size}x"
-                         f"{spec.board_size}; the run plays {size}x{size} and trains AlphaGo Zero heads")
+    sizes = f"{spec.board_size}x{spec.board_size}" if spec.head == AGZ else "its sizes"
+    plays = spec.board_size == size if spec.head == AGZ else size in evaluator.board_sizes
+    if not plays or spec.value_perspective != SIDE_TO_MOVE:
+        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {sizes}, valued from "
+                         f"{spec.value_perspective}'s view; the run plays {size}x{size} and trains values from the "
+                         f"side to move's view")
     return spec
 
 
 def adopt_start_network(rl: RLConfig, size: int) -> RLConfig:
-    """A run that starts from a network takes that network's blocks and filters."""
+    """A run that starts from a network takes that network's architecture: blocks, filters, head, auxiliary heads."""
     if not rl.start_from:
         return rl
     spec = start_network_spec(rl.start_from, size)
-    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters)
+    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux)
 
 
 def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
@@ -222,7 +229,8 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
         os.replace(path + ".tmp.onnx", path)
         return
     torch.manual_seed(rl.seed)
-    model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, board_size=size)).eval()
+    model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, board_size=size,
+                              aux=rl.aux)).eval()
     tmp = path + ".tmp.onnx"
     export_onnx(model, tmp, "tabula rl: random initial weights")
     os.replace(tmp, path)

@@ -447,7 +447,7 @@ def train(config: TrainConfig, log=print,
         log(f"tabula train: resuming {config.out} at step {step}")
     elif config.init:
         state = load_training_checkpoint(config.init)
-        if NetSpec.from_dict(state["spec"]) != spec:
+        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
             raise SystemExit(f"tabula train: {config.init} holds another architecture")
         model.load_state_dict(state["state_dict"])
         if average is not None:
