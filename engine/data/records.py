@@ -161,6 +161,13 @@ def result_margin(text: str | None) -> float:
     return margin if winner == BLACK else -margin
 
 
+def area_labels(board) -> np.ndarray:
+    """The Tromp-Taylor owner of each point of ``board`` as an ownership target: int8 [N*N], black +1, white -1, 0
+    neither."""
+    owners = np.asarray(board.area_owners(), dtype=np.int8)[np.asarray(board.geometry.padded)]
+    return np.select([owners == BLACK, owners == WHITE], [1, -1], 0).astype(np.int8)
+
+
 def final_ownership(record: Record, rng: random.Random, playouts: int = 8,
                     tolerance: float = 3.0) -> np.ndarray | None:
     """The owners of the points at the end of a counted game (int8 [N*N], black +1, white -1, 0 neither), or None
@@ -181,8 +188,7 @@ def final_ownership(record: Record, rng: random.Random, playouts: int = 8,
     board = state.board.copy()
     for point in dead_stones(state, owned):
         board.color[board.geometry.padded[point]] = EMPTY  # area_owners reads only the colours
-    owners = np.asarray(board.area_owners(), dtype=np.int8)[np.asarray(board.geometry.padded)]
-    labels = np.select([owners == BLACK, owners == WHITE], [1, -1], 0).astype(np.int8)
+    labels = area_labels(board)
     area_margin = float(labels.sum()) - record.komi
     if abs(area_margin - record.margin) > tolerance:
         return None

@@ -27,7 +27,7 @@ import numpy as np
 
 from engine.rules.coords import BLACK, WHITE
 from engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
-from engine.data.records import DRAW, RESIGN, SCORE, Record
+from engine.data.records import DRAW, RESIGN, SCORE, Record, area_labels
 from engine.data.shards import MAGIC, SUFFIX, Batch, PositionSampler, ShardError, write_shard
 
 PREFIX = "train-"  # the supervised trainer's split name: the window directory is a shard directory
@@ -66,9 +66,7 @@ class SelfPlayGame:
         record = Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
                         result_kind=kind, value_weight=1.0)
         if kind != RESIGN:
-            board = record.replay().board
-            owners = np.asarray(board.area_owners(), dtype=np.int8)[np.asarray(board.geometry.padded)]
-            record.ownership = np.select([owners == BLACK, owners == WHITE], [1, -1], 0).astype(np.int8)
+            record.ownership = area_labels(record.replay().board)
             record.margin = float(record.ownership.sum()) - self.komi
         return record
 
