@@ -152,7 +152,8 @@ def add_flags(parser: argparse.ArgumentParser, defaults: object, help: Mapping[s
     """One ``--field-name`` option per field of the dataclass ``defaults`` (an instance, or a class for its own
     defaults), typed by the field's default: the flag of a field has its name in every command. ``help``: the
     fields to offer and their help (None: every field); ``prefix`` tells apart fields of two configurations that
-    share a name (``--net-threads`` is ``NetConfig.threads``); a bool is ``--name``/``--no-name``.
+    share a name (``--net-threads`` is ``NetConfig.threads``); a bool is ``--name``/``--no-name``; a tuple takes
+    comma-separated values of its elements' type (``--sizes 9,13``).
     ``keep_unset``: the default is None, for commands that keep a saved configuration's value where no option is
     given (``from_flags`` with that configuration as its base)."""
     skipped = set(skip)
@@ -160,14 +161,24 @@ def add_flags(parser: argparse.ArgumentParser, defaults: object, help: Mapping[s
         if f.name in skipped or (help is not None and f.name not in help):
             continue
         value = getattr(defaults, f.name) if not isinstance(defaults, type) else f.default
-        text = (help or {}).get(f.name) or f"default {value}"
+        shown = ",".join(str(v) for v in value) if isinstance(value, tuple) else value
+        text = (help or {}).get(f.name) or f"default {shown}"
         default = None if keep_unset else value
         if isinstance(value, bool):
             parser.add_argument(_flag(f.name, prefix), action=argparse.BooleanOptionalAction, default=default,
                                 help=text)
         else:
-            parser.add_argument(_flag(f.name, prefix), type=type(value), default=default, help=text,
+            kind = _comma_separated(type(value[0]) if value else str) if isinstance(value, tuple) else type(value)
+            parser.add_argument(_flag(f.name, prefix), type=kind, default=default, help=text,
                                 dest=(prefix + f.name).replace("-", "_"))
+
+
+def _comma_separated(item: type):
+    """argparse's ``type`` for a tuple option: "9,13" -> (9, 13)."""
+    def parse(text: str) -> tuple:
+        return tuple(item(part) for part in text.split(",") if part.strip())
+    parse.__name__ = f"comma-separated {item.__name__}"  # argparse names the type in its error message
+    return parse
 
 
 def from_flags(base: object, args: argparse.Namespace, prefix: str = ""):

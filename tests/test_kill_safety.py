@@ -88,7 +88,7 @@ def one_generation(tmp_path_factory) -> tuple[Path, Path]:
     rl = RLConfig(blocks=1, filters=8, games_per_generation=2, window_games=10, min_positions=1, train_steps=2,
                   batch=8, warmup_steps=0, gate_games=2, gate_visits=4, resign_min_games=1, workers=1,
                   train_threads=1, train_workers=0, generations=1)
-    selfplay = SelfPlayConfig(size=5, komi=0.5, visits=8, fast_visits=0, batch_size=4)
+    selfplay = SelfPlayConfig(sizes=(5,), komi=0.5, visits=8, fast_visits=0, batch_size=4)
     Loop(str(base / "run"), rl, selfplay, log=lambda line: None).run()
     shutil.copytree(base / "run", base / "pristine")
     return base / "run", base / "pristine"

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.rules.coords import BLACK, PASS, WHITE
-from engine.data.replay import (ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold, false_positive_rate,
-                           game_files, read_game, resign_trigger, winner_triggers)
+from engine.data.replay import (MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
+                           false_positive_rate, game_files, games_by_size, read_game, resign_trigger, winner_triggers)
 from engine.data.shards import PositionSampler
 from engine.rules.game import GameState
 
@@ -153,6 +153,34 @@ def test_sampler_draws_recorded_positions_with_pi_targets(tmp_path):
     # Random symmetries move planes and targets together (the supervised sampler's convention).
     batch = sampler.batch(np.random.default_rng(1), 64)
     assert batch.planes.shape == (64, 18, 5, 5) and batch.policy.max() <= 25
+
+
+def test_a_window_of_two_sizes_gives_batches_of_one_size_each_in_proportion_to_its_positions(tmp_path):
+    """Each batch is one size (one tensor), the size drawn in proportion to its recorded positions, and every target
+    (policy, reply, ownership) is of that size; one size alone gives ReplaySampler's own batches."""
+    games = [make_game(0, size=5), make_game(1, moves=40, size=7), make_game(2, size=5), make_game(3, size=7)]
+    with ReplayStore(str(tmp_path), window=0) as store:
+        for game in games:
+            store.append(game)
+        paths = store.paths()
+    sampler = MixedSizeSampler(paths)
+    targets = {size: sum(g.num_targets for g in games if g.size == size) for size in (5, 7)}
+    assert sampler.targets_by_size == targets and sampler.num_games == 4
+    seen = {5: 0, 7: 0}
+    for step in range(60):
+        batch = sampler.batch_for_step(1, step, 6)
+        size = batch.planes.shape[-1]
+        assert batch.planes.shape == (6, 18, size, size) and batch.ownership.shape == (6, size * size)
+        assert batch.policy.max() <= size * size and batch.reply.max() <= size * size
+        assert np.all(batch.ownership_weight == 1)  # every game here was counted at its end
+        seen[size] += 1
+    share = seen[7] / 60
+    expected = targets[7] / (targets[5] + targets[7])
+    assert 0 < seen[5] and abs(share - expected) < 0.2
+    one = [path for path, game in zip(paths, games) if game.size == 5]
+    mixed, plain = MixedSizeSampler(one).batch_for_step(1, 0, 6), ReplaySampler(one).batch_for_step(1, 0, 6)
+    assert np.array_equal(mixed.planes, plain.planes) and np.array_equal(mixed.policy, plain.policy)
+    assert games_by_size(games) == {5: {"games": 2, "black_wins": 0.0}, 7: {"games": 2, "black_wins": 0.0}}
 
 
 def test_resign_trigger():

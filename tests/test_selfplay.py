@@ -19,7 +19,7 @@ from tools.learn.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayCon
                             play_gating_game, play_selfplay_game, prune_target, selfplay_tasks, visit_target)
 
 SIZE = 5
-FAST = SelfPlayConfig(size=SIZE, komi=0.5, visits=12, fast_visits=4, full_fraction=0.5, temperature_moves=4,
+FAST = SelfPlayConfig(sizes=(SIZE,), komi=0.5, visits=12, fast_visits=4, full_fraction=0.5, temperature_moves=4,
                       batch_size=4, max_moves_factor=2.0)
 
 
@@ -78,7 +78,8 @@ def test_pass_rules(board_from_ascii):
 
 
 def test_selfplay_game_with_uniform_evaluator():
-    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True)
+    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True,
+                        size=SIZE)
     game, sgf = play_selfplay_game(task, evaluator=UniformEvaluator())
     assert len(game.targets) == len(game.values) == len(game.moves) > 0
     assert 0 < game.num_targets < len(game.moves)  # half the moves searched in full
@@ -98,7 +99,8 @@ def test_a_counted_selfplay_game_gives_the_auxiliary_heads_exact_targets_under_e
     with the planes under the same symmetry; a resigned game has no score or ownership target."""
     from engine.net.features import symmetry_tables, transform_planes
 
-    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True)
+    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True,
+                        size=SIZE)
     game, _ = play_selfplay_game(task, evaluator=UniformEvaluator())
     record = game.record()
     final = GameState(SIZE, Rules(komi=FAST.komi))
@@ -130,7 +132,8 @@ def test_a_counted_selfplay_game_gives_the_auxiliary_heads_exact_targets_under_e
 
 
 def test_selfplay_resigns_below_threshold():
-    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.99, resign_enabled=True)
+    task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.99, resign_enabled=True,
+                        size=SIZE)
     game, _ = play_selfplay_game(task, evaluator=UniformEvaluator())
     assert game.result.endswith("+R")
     assert len(game.moves) <= SIZE * SIZE // 4 + 2 * FAST.resign_consecutive
@@ -146,9 +149,20 @@ def test_tasks_reserve_calibration_games():
     assert again[0].seed == tasks[399].seed  # a resumed run continues the same sequence
 
 
+def test_tasks_take_the_sizes_in_turn_by_their_number():
+    config = dataclasses.replace(FAST, sizes=(5, 7, 7))  # a size given twice gets twice the games
+    tasks = selfplay_tasks(NetBlob("n", b""), config, 6, seed=1, first=4, resign_threshold=0.0)
+    assert [t.size for t in tasks] == [7, 7, 5, 7, 7, 5]  # game k plays sizes[k % 3], from game 4 on
+    assert SelfPlayConfig.from_dict(dataclasses.asdict(config)) == config  # config.json keeps a list
+    old = {k: v for k, v in dataclasses.asdict(FAST).items() if k != "sizes"}
+    assert SelfPlayConfig.from_dict({**old, "size": 9}).sizes == (9,)  # a config.json from before sizes
+    with pytest.raises(ValueError, match="from 2 to 25"):
+        SelfPlayConfig(sizes=())
+
+
 def test_gating_game(tiny_net):
     net = NetBlob.load(tiny_net)
-    result = play_gating_game(GatingTask(net, net, 2, FAST, visits=6, seed=5, index=3))
+    result = play_gating_game(GatingTask(net, net, 2, FAST, visits=6, seed=5, size=SIZE, index=3))
     assert result["game"] == 3 and result["candidate_color"] == 2 and result["winner"] in (0, 1, 2)
 
 
@@ -206,6 +220,68 @@ def test_resume_refuses_other_settings(tmp_path):
     settle_config(directory, dataclasses.replace(rl, workers=2, max_minutes=5.0), selfplay)  # allowed
     with pytest.raises(SystemExit):
         settle_config(directory, dataclasses.replace(rl, filters=16), selfplay)
+
+
+def test_an_old_single_size_config_resumes(tmp_path):
+    """A run directory whose config.json names one ``size`` (before ``sizes``) resumes with its saved settings, and
+    with ``--size`` given again; the rewritten file names ``sizes``."""
+    from tools.learn.rl_loop import CONFIG, saved_config, settle_config
+
+    rl, selfplay = loop_configs(generations=1)
+    directory = tmp_path / "run"
+    directory.mkdir()
+    old = {k: v for k, v in dataclasses.asdict(selfplay).items() if k != "sizes"}
+    (directory / CONFIG).write_text(json.dumps({"rl": dataclasses.asdict(rl), "selfplay": {**old, "size": SIZE}}))
+    saved_rl, saved_selfplay = saved_config(str(directory))
+    assert saved_selfplay == selfplay and saved_selfplay.sizes == (SIZE,)
+    settle_config(str(directory), saved_rl, saved_selfplay)
+    assert json.loads((directory / CONFIG).read_text())["selfplay"]["sizes"] == [SIZE]
+    settle_config(str(directory), rl, dataclasses.replace(selfplay, sizes=(SIZE,)))  # `--size 5` again: the same
+    with pytest.raises(SystemExit, match="other sizes"):
+        settle_config(str(directory), rl, dataclasses.replace(selfplay, sizes=(SIZE, 7)))
+
+
+def test_several_sizes_need_the_pooled_head(tmp_path, capsys):
+    from tools.learn.rl_loop import main
+
+    directory = tmp_path / "run"
+    with pytest.raises(SystemExit, match="--sizes 5,7 needs the pooled head") as refused:
+        main(["--dir", str(directory), "--sizes", "5,7", "--blocks", "1", "--filters", "8"])
+    assert isinstance(refused.value.code, str)  # printed as the message, without a traceback
+    assert not (directory / "config.json").exists() and not (directory / "nets").exists()
+    with pytest.raises(SystemExit):
+        main(["--dir", str(directory), "--size", "5", "--sizes", "5,7"])
+    assert "give one of them" in capsys.readouterr().err
+
+
+def test_two_sizes_in_one_run_then_resume(tmp_path):
+    """One pooled network with its auxiliary heads plays 5×5 and 7×7 in turn: the window holds games of both, the
+    trainer trains on both (score and ownership targets included), gating plays both and records each, the log
+    says games and black's wins per size, and a resumed run continues the cycle of sizes."""
+    from tools.learn.rl_loop import ELO, Loop, read_jsonl
+
+    directory = str(tmp_path / "run")
+    rl, selfplay = loop_configs(generations=1, head="pooled", aux=True)
+    rl = dataclasses.replace(rl, games_per_generation=3, gate_games=4)
+    selfplay = dataclasses.replace(selfplay, sizes=(SIZE, 7))
+    lines: list[str] = []
+    state = Loop(directory, rl, selfplay, log=lines.append).run()
+    assert state["generation"] == 2
+    history = read_jsonl(os.path.join(directory, ELO))
+    assert set(history[0]["by_size"]) == {"5", "7"}
+    assert [r["wins"] + r["losses"] + r["draws"] for r in history[0]["by_size"].values()] == [2, 2]
+    window = history[0]["window"]
+    assert [window[s]["games"] for s in ("5", "7")] == [2, 1] and window["5"]["positions"] > 0
+    assert any("5x5 " in line and "7x7 " in line for line in lines if "scored" in line)
+    status = next(line for line in lines if line.startswith("tabula rl: gen 2:"))
+    assert "5x5: 2 games" in status and "7x7: 1 games" in status and "black won" in status
+
+    # Stopped after one game of the next generation: game 3 is the cycle's next, 7x7.
+    loop = Loop(directory, rl, selfplay, log=lambda line: None)
+    loop.stopping = lambda: len(game_files(os.path.join(directory, "replay"))) >= 4
+    loop.run()
+    with ReplayStore(os.path.join(directory, "replay"), 10, writable=False) as store:
+        assert [read_game(p).size for p in store.paths()] == [5, 7, 5, 7]
 
 
 def test_local_workers_in_process(tiny_net):
@@ -279,11 +355,11 @@ def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
 
     # The network's own architecture wins over the command line's defaults.
     rl, selfplay = loop_configs(generations=1)
-    assert adopt_start_network(dataclasses.replace(rl, blocks=6, filters=64, start_from=tiny_net), SIZE).filters == 8
+    assert adopt_start_network(dataclasses.replace(rl, blocks=6, filters=64, start_from=tiny_net), (SIZE,)).filters == 8
     with pytest.raises(SystemExit, match="the run plays 9x9"):
-        adopt_start_network(dataclasses.replace(rl, start_from=tiny_net), 9)
+        adopt_start_network(dataclasses.replace(rl, start_from=tiny_net), (9,))
     with pytest.raises(SystemExit, match="no such file"):
-        adopt_start_network(dataclasses.replace(rl, start_from=str(tmp_path / "missing.onnx")), SIZE)
+        adopt_start_network(dataclasses.replace(rl, start_from=str(tmp_path / "missing.onnx")), (SIZE,))
 
     directory = tmp_path / "run"
     assert main(one_generation_from(tiny_net, directory)) == 0
@@ -310,10 +386,10 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_h
     export_onnx(TabulaNet(NetSpec(blocks=1, filters=8, head="pooled", aux=True)).eval(), start, "tests",
                 board_sizes=[SIZE, 9, 19])
     rl, _ = loop_configs(generations=1)
-    adopted = adopt_start_network(dataclasses.replace(rl, start_from=start), SIZE)
+    adopted = adopt_start_network(dataclasses.replace(rl, start_from=start), (SIZE,))
     assert (adopted.head, adopted.aux, adopted.filters) == ("pooled", True, 8)
-    with pytest.raises(SystemExit, match="the run plays 7x7"):
-        adopt_start_network(dataclasses.replace(rl, start_from=start), 7)
+    with pytest.raises(SystemExit, match="the run plays 5x5, 7x7"):  # every size is checked, not the first
+        adopt_start_network(dataclasses.replace(rl, start_from=start), (SIZE, 7))
 
     directory = tmp_path / "run"
     assert main(one_generation_from(start, directory)) == 0

@@ -1,5 +1,6 @@
 """The self-play replay window: one durable shard file per finished game, the newest ``window`` games kept, and the
-sampler that draws training positions from them with the search's visit distribution as the policy target.
+samplers that draw training positions from them with the search's visit distribution as the policy target, one
+board size per batch.
 
 Layer: above shards and records; numpy only. Each game is a regular ``engine.data.shards`` shard (moves and result, so
 ``PositionSampler`` and ``tabula train`` read it as-is) whose header carries the self-play extras under ``"replay"``:
@@ -265,10 +266,12 @@ class ReplaySampler(PositionSampler):
 
     A one-hot target drawn from π each time a position is drawn has the cross-entropy of π as its expectation, so
     the supervised trainer's loss and metrics apply unchanged (top-1 then counts agreement with a draw from π).
-    Same constructor as ``PositionSampler`` (a list of shard paths), so the trainer can build either.
+    Same constructor as ``PositionSampler`` (a list of shard paths, of one board size), so the trainer can build
+    either. ``require_targets``: refuse a window without recorded positions (``MixedSizeSampler`` drops the sizes
+    that have none instead).
     """
 
-    def __init__(self, paths: Iterable[str]):
+    def __init__(self, paths: Iterable[str], require_targets: bool = True):
         paths = list(paths)
         super().__init__(paths)
         offsets, indices, visits, positions = [0], [], [], []
@@ -292,7 +295,7 @@ class ReplaySampler(PositionSampler):
         self._target_offsets = np.asarray(offsets, dtype=np.int64)
         self._target_moves = np.concatenate(indices).astype(np.int64) if indices else np.zeros(0, np.int64)
         self._target_visits = np.concatenate(visits).astype(np.float64) if visits else np.zeros(0)
-        if len(self.target_positions) == 0:
+        if require_targets and len(self.target_positions) == 0:
             raise ShardError("the window holds no recorded positions")
 
     @property
@@ -328,6 +331,59 @@ class ReplaySampler(PositionSampler):
                      value_weight=plain.value_weight, reply=reply, reply_weight=plain.reply_weight,
                      score=plain.score, score_weight=plain.score_weight, ownership=np.ascontiguousarray(ownership),
                      ownership_weight=plain.ownership_weight)
+
+
+class MixedSizeSampler:
+    """The trainer's sampler over a window of games of one or more board sizes. A batch is one tensor, so one
+    size: each batch draws its size in proportion to the recorded positions of each size in the window, then its
+    positions within that size as ``ReplaySampler`` does (uniformly, a target from π, a random symmetry), with
+    every auxiliary target. With one size its batches are exactly ``ReplaySampler``'s: no draw is spent on the
+    size. Built, like ``PositionSampler``, from a list of shard paths; has what the trainer reads of one."""
+
+    def __init__(self, paths: Iterable[str]):
+        by_size: dict[int, list[str]] = {}
+        for path in paths:
+            by_size.setdefault(int(read_header(path)["size"]), []).append(path)
+        built = {size: ReplaySampler(group, require_targets=False) for size, group in sorted(by_size.items())}
+        self.samplers: dict[int, ReplaySampler] = {size: s for size, s in built.items() if s.num_targets > 0}
+        if not self.samplers:
+            raise ShardError("the window holds no recorded positions")
+        self.sizes = list(self.samplers)
+        targets = np.array([s.num_targets for s in self.samplers.values()], dtype=np.float64)
+        self.size_probabilities = targets / targets.sum()
+        # The trainer's NetSpec.board_size: several sizes need the pooled head, whose weights do not depend on it.
+        self.size = self.sizes[0]
+        self.num_games = sum(s.num_games for s in built.values())
+        self.num_positions = sum(s.num_positions for s in built.values())
+
+    @property
+    def num_targets(self) -> int:
+        return sum(self.targets_by_size.values())
+
+    @property
+    def targets_by_size(self) -> dict[int, int]:
+        """Recorded positions of each board size in the window (the sizes that have any)."""
+        return {size: s.num_targets for size, s in self.samplers.items()}
+
+    def batch(self, rng: np.random.Generator, batch_size: int, symmetries: bool = True) -> Batch:
+        """``batch_size`` recorded positions of one board size, the size drawn in proportion to its positions."""
+        index = 0 if len(self.sizes) == 1 else int(rng.choice(len(self.sizes), p=self.size_probabilities))
+        return self.samplers[self.sizes[index]].batch(rng, batch_size, symmetries)
+
+    def batch_for_step(self, seed: int, step: int, batch_size: int, symmetries: bool = True) -> Batch:
+        """The batch of training step ``step``: a pure function of (seed, step) and the window."""
+        return self.batch(np.random.default_rng([seed, step]), batch_size, symmetries)
+
+
+def games_by_size(games: Iterable[SelfPlayGame]) -> dict[int, dict]:
+    """Per board size, smallest first: {"games": count, "black_wins": the share of them black won} (self-play's
+    first-move bias, which the value targets inherit)."""
+    counts: dict[int, list[int]] = {}
+    for game in games:
+        count = counts.setdefault(game.size, [0, 0])
+        count[0] += 1
+        count[1] += game.winner == BLACK
+    return {size: {"games": n, "black_wins": black / n} for size, (n, black) in sorted(counts.items())}
 
 
 # -- resignation calibration (AlphaGo Zero's false-positive rule) -----------------------------------------------
@@ -378,5 +434,6 @@ def winner_triggers(games: Iterable[SelfPlayGame], consecutive: int, skip_fracti
     return found
 
 
-__all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "read_game", "read_header", "game_files",
-           "resign_trigger", "calibrate_resign_threshold", "false_positive_rate", "winner_triggers"]
+__all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "MixedSizeSampler", "games_by_size", "read_game",
+           "read_header", "game_files", "resign_trigger", "calibrate_resign_threshold", "false_positive_rate",
+           "winner_triggers"]

@@ -1,11 +1,11 @@
 """`tabula rl`: the AlphaGo Zero loop from random weights — self-play into a replay window, the supervised trainer on
 that window, ONNX export, gating against the best network, an Elo history — started, stopped and resumed from one
-directory.
+directory. One board size, or several in turn (``--sizes 9,13``) with one pooled-head network.
 
 Layer: tools. Self-play and gating games run on ``tools.learn.selfplay`` workers (local processes or Ray); training is
-``tools.learn.train.train`` unchanged, given ``engine.data.replay.ReplaySampler`` (a ``PositionSampler`` whose targets are the
-search's visit distributions) as its sampler; export is ``engine.net.network.export_onnx``; the Elo plot is
-``tools.learn.plot.plot_elo``.
+``tools.learn.train.train`` unchanged, given ``engine.data.replay.MixedSizeSampler`` (batches of one board size each,
+whose policy targets are the search's visit distributions) as its sampler; export is
+``engine.net.network.export_onnx``; the Elo plot is ``tools.learn.plot.plot_elo``.
 
 Run directory::
 
@@ -14,12 +14,14 @@ Run directory::
     replay/          the window: one shard per game (engine/data/replay.py); sgf/ every game as SGF
     train/           the trainer's run directory (checkpoint.pt, metrics.jsonl)
     nets/            gen-NNNN.onnx: every candidate; the best is named in state.json
-    gating.jsonl     one line per evaluation game; elo.jsonl one line per evaluated candidate
+    gating.jsonl     one line per evaluation game; elo.jsonl one line per evaluated candidate, with its score on
+                     each board size and the window's games and black wins per size
     STOP             create it (or `tabula rl --dir D --stop`) to stop after the current game or step
 
     tabula rl --dir runs/rl9 --blocks 4 --filters 32 --visits 64 --workers 2      (rerun the same to resume)
     tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
     tabula rl --dir runs/rl9more --start-from weights/tabula-4x32-rl9.onnx ...   (continue a network by self-play)
+    tabula rl --dir runs/any --start-from weights/tabula-6x64-anysize.onnx --sizes 9,13 ...   (games of each in turn)
 """
 from __future__ import annotations
 
@@ -37,10 +39,11 @@ import numpy as np
 
 from engine.config import add_flags, from_flags
 from engine.rules.coords import BLACK, WHITE
-from engine.data.replay import ReplaySampler, ReplayStore, calibrate_resign_threshold, winner_triggers
+from engine.data.replay import (MixedSizeSampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
+                                games_by_size, winner_triggers)
 from tools.learn.plot import ELO, plot_elo, read_jsonl
-from tools.learn.selfplay import (GatingTask, NetBlob, SelfPlayConfig, make_workers, play_gating_game, run_selfplay,
-                            selfplay_tasks)
+from tools.learn.selfplay import (GatingTask, NetBlob, SelfPlayConfig, add_selfplay_flags, make_workers,
+                                  play_gating_game, run_selfplay, selfplay_from_flags, selfplay_tasks)
 
 CONFIG = "config.json"
 STATE = "state.json"
@@ -81,7 +84,7 @@ class RLConfig:
     train_threads: int = 2  # torch threads of the trainer
     train_workers: int = 1  # the trainer's data-loading processes (the self-play workers are idle meanwhile)
     start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
-    head: str = "agz"  # agz (one board size) | pooled (every size; --start-from a pooled network sets it)
+    head: str = "agz"  # agz (one board size) | pooled (every size, so --sizes; --start-from a pooled network sets it)
     aux: bool = False  # pooled head: score, ownership and opponent-reply heads, trained on the games' final counts
 
 
@@ -115,7 +118,14 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
         return None
     with open(path) as handle:
         saved = json.load(handle)
-    return RLConfig(**saved["rl"]), SelfPlayConfig(**saved["selfplay"])
+    return RLConfig(**saved["rl"]), SelfPlayConfig.from_dict(saved["selfplay"])
+
+
+def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
+    """Several board sizes need one network that plays them all: the pooled head."""
+    if len(set(selfplay.sizes)) > 1 and rl.head != "pooled":
+        raise SystemExit(f"tabula rl: --sizes {','.join(map(str, selfplay.sizes))} needs the pooled head (--head "
+                         f"pooled, or --start-from a pooled network): the {rl.head} head plays one board size")
 
 
 def settle_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig) -> tuple[RLConfig, SelfPlayConfig]:
@@ -166,7 +176,7 @@ def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_s
 
     config = dataclasses.replace(train_config(directory, rl, selfplay),
                                  chunk_steps=max(1, target_step - trained_steps(directory)))
-    train(config, log=log, make_sampler=ReplaySampler, fixed_data=False)
+    train(config, log=log, make_sampler=MixedSizeSampler, fixed_data=False)
     return trained_steps(directory)
 
 
@@ -183,9 +193,10 @@ def export_candidate(directory: str, path: str, generation: int) -> None:
 INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, where the trainer's first chunk begins
 
 
-def start_network_spec(path: str, size: int):
-    """The architecture of a ``--start-from`` network, checked against the run: one that plays ``size`` (an
-    AlphaGo Zero head made for it, or a pooled head whose file lists it), valued from the side to move's view."""
+def start_network_spec(path: str, sizes: tuple[int, ...]):
+    """The architecture of a ``--start-from`` network, checked against the run: one that plays every one of
+    ``sizes`` (an AlphaGo Zero head made for the one size, or a pooled head whose file lists them all), valued from
+    the side to move's view."""
     from engine.net.evaluator import NetworkFileError, OnnxEvaluator
     from engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
 
@@ -194,26 +205,28 @@ def start_network_spec(path: str, size: int):
         spec = NetSpec.from_dict(json.loads(evaluator.metadata["architecture"]))
     except (NetworkFileError, KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
-    sizes = f"{spec.board_size}x{spec.board_size}" if spec.head == AGZ else "its sizes"
-    plays = spec.board_size == size if spec.head == AGZ else size in evaluator.board_sizes
+    sizes_text = f"{spec.board_size}x{spec.board_size}" if spec.head == AGZ else "its sizes"
+    plays = set(sizes) <= ({spec.board_size} if spec.head == AGZ else set(evaluator.board_sizes))
     if not plays or spec.value_perspective != SIDE_TO_MOVE:
-        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {sizes}, valued from "
-                         f"{spec.value_perspective}'s view; the run plays {size}x{size} and trains values from the "
+        run_sizes = ", ".join(f"{s}x{s}" for s in sorted(set(sizes)))
+        raise SystemExit(f"tabula rl: --start-from {path} is a {spec.head} network for {sizes_text}, valued from "
+                         f"{spec.value_perspective}'s view; the run plays {run_sizes} and trains values from the "
                          f"side to move's view")
     return spec
 
 
-def adopt_start_network(rl: RLConfig, size: int) -> RLConfig:
+def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...]) -> RLConfig:
     """A run that starts from a network takes that network's architecture: blocks, filters, head, auxiliary heads."""
     if not rl.start_from:
         return rl
-    spec = start_network_spec(rl.start_from, size)
+    spec = start_network_spec(rl.start_from, sizes)
     return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux)
 
 
 def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
     """Generation 0: the ``--start-from`` network (copied, and its weights saved where the trainer starts), or the
-    trainer's own starting weights (same seed, same initialisation), exported."""
+    trainer's own starting weights (same seed, same initialisation), exported. ``size``: the agz head's one board
+    size (the pooled head plays every size)."""
     import torch
 
     from engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
@@ -247,6 +260,25 @@ def gating_score(games: list[dict]) -> tuple[float, int, int, int]:
     return ((wins + 0.5 * draws) / len(games) if games else 0.5), wins, losses, draws
 
 
+def gating_by_size(games: list[dict], default_size: int) -> dict[str, dict]:
+    """The candidate's result on each board size, {"9": {"score", "wins", "losses", "draws"}}, smallest first;
+    a game recorded without its size (a run from before sizes) is of ``default_size``."""
+    sizes = sorted({g.get("size", default_size) for g in games})
+    results = {}
+    for size in sizes:
+        score, wins, losses, draws = gating_score([g for g in games if g.get("size", default_size) == size])
+        results[str(size)] = {"score": score, "wins": wins, "losses": losses, "draws": draws}
+    return results
+
+
+def size_results(by_size: dict[str, dict], separator: str) -> str:
+    """``separator`` + "9x9 7-3, 13x13 5-5": the wins and losses on each board size, where there are several
+    ("" where there is one: the total says it)."""
+    if len(by_size) < 2:
+        return ""
+    return separator + ", ".join(f"{size}x{size} {r['wins']}-{r['losses']}" for size, r in by_size.items())
+
+
 def elo_difference(score: float, games: int) -> float:
     """Elo from a score, with 0 and 1 pulled in by half a game (a finite estimate from small matches)."""
     from tools.compete.elo import elo_from_score
@@ -265,6 +297,7 @@ class Loop:
     on disk after every game, training chunk and evaluation game."""
 
     def __init__(self, directory: str, rl: RLConfig, selfplay: SelfPlayConfig, log=None):
+        check_sizes(rl, selfplay)
         self.directory = directory
         self.rl, self.selfplay = settle_config(directory, rl, selfplay)
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -282,7 +315,7 @@ class Loop:
                 return json.load(handle)
         best = os.path.join(self.nets, "gen-0000.onnx")
         if not os.path.exists(best):
-            initial_network(best, self.rl, self.selfplay.size, self.directory)
+            initial_network(best, self.rl, self.selfplay.sizes[0], self.directory)
         state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
                  "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
                  "train_target": 0, "train_generation": 0}
@@ -299,9 +332,15 @@ class Loop:
             return True
         return False
 
-    def status(self, store: ReplayStore, positions: int | None = None) -> str:
+    def status(self, store: ReplayStore, positions: int | None = None, window: dict[int, dict] | None = None) -> str:
+        """One line; ``window``: per board size, the window's games, black's share of wins and recorded positions
+        (black's share is the first-move bias of self-play, which the value targets inherit)."""
         hours = max(time.time() - self.started, 1e-9) / 3600
         positions_text = f", {positions} positions in window" if positions is not None else ""
+        if window:
+            positions_text += " (" + "; ".join(
+                f"{size}x{size}: {w['games']} games, {w['positions']} positions, black won {100 * w['black_wins']:.0f}%"
+                for size, w in window.items()) + ")"
         return (f"gen {self.state['generation']}: {store.total} games ({self.session_games / hours:.0f} games/h)"
                 f"{positions_text}, best gen {self.state['best_generation']} Elo {self.state['best_elo']:+.0f}, "
                 f"resign < {100 * self.state['resign_threshold']:.1f}%")
@@ -337,7 +376,8 @@ class Loop:
         generation = state["generation"]
         if store.total < state["selfplay_target"] and not self._selfplay(store, workers):
             return False
-        sampler_positions = self._window_positions(store)
+        targets = self._window_targets(store)
+        sampler_positions = sum(targets.values())
         if sampler_positions < rl.min_positions:
             self.log(f"tabula rl: {sampler_positions} recorded positions in the window, training starts at "
                      f"{rl.min_positions}")
@@ -362,26 +402,32 @@ class Loop:
                 return False
         if not os.path.exists(candidate):
             export_candidate(self.directory, candidate, generation)
-        if not self._gate(store, workers, generation, candidate):
+        games = store.games()
+        window = {size: {**counts, "positions": targets.get(size, 0)} for size, counts in games_by_size(games).items()}
+        if not self._gate(store, workers, generation, candidate, window):
             return False
         state["generation"] = generation + 1
         state["selfplay_target"] = store.total + rl.games_per_generation
-        state["resign_threshold"] = self._resign_threshold(store)
+        state["resign_threshold"] = self._resign_threshold(games)
         self._save_state()
-        self.log("tabula rl: " + self.status(store, sampler_positions))
+        self.log("tabula rl: " + self.status(store, sampler_positions, window))
         return True
 
-    def _window_positions(self, store: ReplayStore) -> int:
+    def _window_targets(self, store: ReplayStore) -> dict[int, int]:
+        """Recorded positions of each board size in the window."""
         paths = store.paths()
         if not paths:
-            return 0
+            return {}
         try:
-            return ReplaySampler(paths).num_targets
+            return MixedSizeSampler(paths).targets_by_size
         except ValueError:
-            return 0
+            return {}
 
-    def _resign_threshold(self, store: ReplayStore) -> float:
-        triggers = winner_triggers(store.games(), self.selfplay.resign_consecutive)
+    def _resign_threshold(self, games: list[SelfPlayGame]) -> float:
+        # One threshold for every board size: a winrate means the same on each, and the calibration games of all
+        # sizes together reach resign_min_games sooner. Each game's own size sets the opening in which it is not
+        # judged (winner_triggers), as it sets when a game may resign (MoveDecider).
+        triggers = winner_triggers(games, self.selfplay.resign_consecutive)
         return calibrate_resign_threshold(triggers, self.rl.resign_false_positive, self.rl.resign_min_games,
                                           self.rl.resign_ceiling)
 
@@ -410,8 +456,9 @@ class Loop:
             bar.close()
         return store.total >= state["selfplay_target"]
 
-    def _gate(self, store: ReplayStore, workers, generation: int, candidate: str) -> bool:
-        """Evaluate ``candidate`` against the best (resuming its games); record Elo; replace the best if it wins."""
+    def _gate(self, store: ReplayStore, workers, generation: int, candidate: str, window: dict[int, dict]) -> bool:
+        """Evaluate ``candidate`` against the best (resuming its games); record Elo, with the results on each board
+        size and the window's ``window`` summary; replace the best if it wins."""
         from tqdm import tqdm
 
         state, rl = self.state, self.rl
@@ -424,8 +471,11 @@ class Loop:
         if len(played) < wanted and not recorded:
             blobs = NetBlob.load(candidate), NetBlob.load(os.path.join(self.directory, state["best"]))
             indices = sorted(set(range(wanted)) - {g["game"] for g in played})
+            # The sizes in turn, a pair of games (one with each colour) at a time, so that every size counts and
+            # the candidate plays black as often as white on each.
             tasks = [GatingTask(blobs[0], blobs[1], BLACK if i % 2 == 0 else WHITE, self.selfplay, rl.gate_visits,
-                                int(np.random.default_rng([rl.seed, generation, i, 17]).integers(1 << 62)), i)
+                                int(np.random.default_rng([rl.seed, generation, i, 17]).integers(1 << 62)),
+                                self.selfplay.game_size(i // 2), i)
                      for i in indices]
             bar = tqdm(total=wanted, initial=len(played), desc=f"gen {generation} gating", unit="game",
                        file=sys.stderr, leave=False)
@@ -446,17 +496,21 @@ class Loop:
         if recorded:
             record = recorded[-1]
             score, wins, losses, elo, accepted = (record[k] for k in ("score", "wins", "losses", "elo", "accepted"))
+            by_size = record.get("by_size", {})
         else:
             score, wins, losses, draws = gating_score(played)
+            by_size = gating_by_size(played, self.selfplay.sizes[0])
             accepted = wanted == 0 or score >= rl.gate_threshold
             elo = state["best_elo"] + elo_difference(score, len(played)) if wanted else state["best_elo"]
             record = {"generation": generation, "net": os.path.relpath(candidate, self.directory),
                       "games": store.total, "steps": trained_steps(self.directory), "score": score, "wins": wins,
                       "losses": losses, "draws": draws, "elo": elo, "accepted": accepted, "opponent": state["best"],
-                      "time": time.time()}
+                      "time": time.time(), "by_size": by_size,
+                      "window": {str(size): summary for size, summary in window.items()}}
             _append_jsonl(elo_path, record)
-        self.log(f"tabula rl: generation {generation} scored {100 * score:.0f}% ({wins}-{losses}) against "
-                 f"{state['best']}: {'accepted' if accepted else 'rejected'}, Elo {elo:+.0f}")
+        self.log(f"tabula rl: generation {generation} scored {100 * score:.0f}% ({wins}-{losses}"
+                 f"{size_results(by_size, '; ')}) against {state['best']}: {'accepted' if accepted else 'rejected'}, "
+                 f"Elo {elo:+.0f}")
         if accepted:
             state.update(best=record["net"], best_generation=generation, best_elo=elo)
         return True
@@ -473,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", action="store_true", help="write --dir/elo.png from the Elo history, and return")
     parser.add_argument("--status", action="store_true", help="print the run's state and Elo history, and return")
     add_flags(parser, RLConfig, keep_unset=True)
-    add_flags(parser, SelfPlayConfig, keep_unset=True)
+    add_selfplay_flags(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.stop:
         open(os.path.join(args.dir, STOP), "w").close()
@@ -486,21 +540,22 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(json.load(handle), indent=2))
         for h in read_jsonl(os.path.join(args.dir, ELO)):
             print(f"gen {h['generation']:4d}  {h['games']:6d} games  {h['steps']:6d} steps  score "
-                  f"{100 * h['score']:5.1f}%  Elo {h['elo']:+7.0f}  {'accepted' if h['accepted'] else 'rejected'}")
+                  f"{100 * h['score']:5.1f}%  Elo {h['elo']:+7.0f}  {'accepted' if h['accepted'] else 'rejected'}"
+                  + size_results(h.get("by_size", {}), "  "))
         return 0
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(args.dir, STOP))
     saved = saved_config(args.dir)  # a resumed run: options not given keep their saved values
     rl = from_flags(saved[0] if saved else RLConfig, args)
-    selfplay = from_flags(saved[1] if saved else SelfPlayConfig, args)
+    selfplay = selfplay_from_flags(parser, saved[1] if saved else SelfPlayConfig, args)
     if not saved:
-        rl = adopt_start_network(rl, selfplay.size)
+        rl = adopt_start_network(rl, selfplay.sizes)
     Loop(args.dir, rl, selfplay).run()
     return 0
 
 
-__all__ = ["RLConfig", "Loop", "settle_config", "train_config", "gating_score", "elo_difference",
-           "read_jsonl"]
+__all__ = ["RLConfig", "Loop", "check_sizes", "settle_config", "train_config", "gating_score", "gating_by_size",
+           "elo_difference", "read_jsonl"]
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ from engine.play.search import Search
 class SelfPlayConfig:
     """How self-play games are played; saved in the run's config.json."""
 
-    size: int = 9
+    # Board sizes, in turn by game number (``game_size``); a size given twice gets twice the games. Several sizes need
+    # the pooled head (one network for all); the agz head plays one.
+    sizes: tuple[int, ...] = (9,)
     komi: float = 7.5  # area scoring; a half point so that no game is drawn
     visits: int = 64  # full search: root visits of a move whose visit distribution becomes a policy target
     fast_visits: int = 16  # KataGo's playout-cap randomization: visits of the other moves (0: every move is full)
@@ -53,6 +55,25 @@ class SelfPlayConfig:
     no_resign_fraction: float = 0.1  # games played to the end to calibrate the threshold
     max_moves_factor: float = 2.0  # a game is scored after this many × N² moves
     batch_size: int = 8  # leaves per network call (one search thread)
+
+    def __post_init__(self) -> None:
+        # config.json holds the sizes as a JSON list: as a tuple, a saved configuration equals the one it was
+        object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
+        if not self.sizes or not all(2 <= s <= 25 for s in self.sizes):
+            raise ValueError(f"board sizes {self.sizes}: one or more, each from 2 to 25")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SelfPlayConfig":
+        """A saved configuration; one from before ``sizes`` names its one ``size``."""
+        data = dict(data)
+        if "size" in data:
+            data["sizes"] = (data.pop("size"),)
+        return cls(**data)
+
+    def game_size(self, number: int) -> int:
+        """The board size of game ``number`` (a task's number, which never repeats): the sizes in turn, so that a
+        resumed run continues the cycle where it stopped."""
+        return self.sizes[number % len(self.sizes)]
 
     def play_config(self, resign_winrate: float) -> PlayConfig:
         """How a self-play move is chosen from its search: drawn by visits for the first moves, passes and
@@ -178,6 +199,7 @@ class SelfPlayTask:
     seed: int
     resign_threshold: float  # winrate; 0 never resigns
     resign_enabled: bool  # False: a calibration game, played to the end whatever the threshold
+    size: int  # the board's side: one of config.sizes
 
 
 def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame, bytes]:
@@ -191,12 +213,13 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     full = Search(evaluator, config.search_config(config.visits, noise=True), rng)
     fast = Search(evaluator, config.search_config(config.fast_visits, noise=False), rng) \
         if config.fast_visits > 0 and config.full_fraction < 1.0 else None
-    state = GameState(config.size, Rules(komi=config.komi))
+    size = task.size
+    state = GameState(size, Rules(komi=config.komi))
     targets: list[tuple[np.ndarray, np.ndarray] | None] = []
     values: list[float] = []
     resign = task.resign_threshold if task.resign_enabled else 0.0
     decider = MoveDecider(config.play_config(resign), rng, random.Random(task.seed))
-    max_moves = int(config.max_moves_factor * config.size * config.size)
+    max_moves = int(config.max_moves_factor * size * size)
     winner, result_text = 0, ""
     start = time.monotonic()
     while not state.is_game_over() and len(state.moves) < max_moves:
@@ -209,7 +232,7 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
             winner = 3 - color
             result_text = f"{'B' if winner == BLACK else 'W'}+R"
             break
-        targets.append(visit_target(result.candidates, config.size, config.c_puct, config.prune_targets)
+        targets.append(visit_target(result.candidates, size, config.c_puct, config.prune_targets)
                        if is_full else None)
         values.append(decision.value)
         state.play(decision.move)
@@ -217,7 +240,7 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
         score = state.area_score()
         winner = BLACK if score > 0 else WHITE if score < 0 else 0
         result_text = state.result_string()
-    game = SelfPlayGame(size=config.size, komi=config.komi, moves=list(state.moves), targets=targets, values=values,
+    game = SelfPlayGame(size=size, komi=config.komi, moves=list(state.moves), targets=targets, values=values,
                         winner=winner, result=result_text, resign_enabled=task.resign_enabled,
                         resign_threshold=task.resign_threshold, net=task.net.name,
                         seconds=time.monotonic() - start)
@@ -233,21 +256,22 @@ class GatingTask:
     config: SelfPlayConfig
     visits: int
     seed: int
+    size: int  # the board's side: one of config.sizes
     index: int = 0  # the game's number in its evaluation
     opening_moves: int = 4  # moves drawn in proportion to visits, so that the games differ
 
 
 def play_gating_game(task: GatingTask) -> dict:
-    """One evaluation game, candidate against best, no noise; returns {"game", "candidate_color", "winner",
-    "moves", "result"}."""
+    """One evaluation game, candidate against best, no noise; returns {"game", "size", "candidate_color",
+    "winner", "moves", "result"}."""
     config = task.config
     rng = np.random.default_rng(task.seed)
     search_config = dataclasses.replace(config.search_config(task.visits, noise=False), lcb=True)
     nets = {task.candidate_color: task.candidate, 3 - task.candidate_color: task.best}
     searches = {color: Search(_evaluator(net, int(rng.integers(1 << 62))), search_config, rng)
                 for color, net in nets.items()}
-    state = GameState(config.size, Rules(komi=config.komi))
-    max_moves = int(config.max_moves_factor * config.size * config.size)
+    state = GameState(task.size, Rules(komi=config.komi))
+    max_moves = int(config.max_moves_factor * task.size * task.size)
     # A fixed, safe resignation: the side to move sure of its loss (winrate under 2.5%, a value under -0.95) for
     # three moves in a row; gating needs only the winner. The first moves are drawn so that the games differ.
     deciders = {color: MoveDecider(PlayConfig(temperature_moves=task.opening_moves, resign_winrate=0.025,
@@ -266,8 +290,8 @@ def play_gating_game(task: GatingTask) -> dict:
         score = state.area_score()
         winner = BLACK if score > 0 else WHITE if score < 0 else 0
         result_text = state.result_string()
-    return {"game": task.index, "candidate_color": task.candidate_color, "winner": winner, "moves": len(state.moves),
-            "result": result_text}
+    return {"game": task.index, "size": task.size, "candidate_color": task.candidate_color, "winner": winner,
+            "moves": len(state.moves), "result": result_text}
 
 
 # -- workers ----------------------------------------------------------------------------------------------------
@@ -379,14 +403,14 @@ def write_sgf_file(directory: str, index: int, sgf: bytes) -> str:
 
 def selfplay_tasks(net: NetBlob, config: SelfPlayConfig, count: int, seed: int, first: int,
                    resign_threshold: float) -> list[SelfPlayTask]:
-    """``count`` tasks numbered from ``first`` (their seeds depend on the number, so a resumed run plays new
-    games), a ``no_resign_fraction`` of them without resignation."""
+    """``count`` tasks numbered from ``first`` (their seeds and board sizes depend on the number, so a resumed run
+    plays new games and continues the cycle of sizes), a ``no_resign_fraction`` of them without resignation."""
     tasks = []
     for i in range(first, first + count):
         rng = np.random.default_rng([seed, i])
         game_seed = int(rng.integers(1 << 62))
         enabled = rng.random() >= config.no_resign_fraction
-        tasks.append(SelfPlayTask(net, config, game_seed, resign_threshold, enabled))
+        tasks.append(SelfPlayTask(net, config, game_seed, resign_threshold, enabled, config.game_size(i)))
     return tasks
 
 
@@ -422,9 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-address", default="", help="join this Ray cluster")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--resign-threshold", type=float, default=0.0, help="winrate (0: never resign)")
-    add_flags(parser, SelfPlayConfig, keep_unset=True)
+    add_selfplay_flags(parser)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    config = from_flags(SelfPlayConfig, args)
+    config = selfplay_from_flags(parser, SelfPlayConfig, args)
     from tqdm import tqdm
 
     with ReplayStore(os.path.join(args.out, "replay"), args.window) as store:
@@ -447,12 +471,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# -- argparse from dataclasses (shared with tools/learn/rl_loop.py) -----------------------------------------------------
+# -- options (shared with tools/learn/rl_loop.py) ---------------------------------------------------------------
 
 
-__all__ = ["SelfPlayConfig", "SelfPlayTask", "GatingTask", "NetBlob", "prune_target", "visit_target",
-           "play_selfplay_game", "play_gating_game", "LocalWorkers", "RayWorkers", "make_workers", "run_selfplay",
-           "selfplay_tasks"]
+def add_selfplay_flags(parser: argparse.ArgumentParser) -> None:
+    """``SelfPlayConfig``'s options (unset: a saved configuration's value), and ``--size N`` for ``--sizes N``."""
+    add_flags(parser, SelfPlayConfig, keep_unset=True)
+    parser.add_argument("--size", type=int, default=None, help="one board size: the same as --sizes N")
+
+
+def selfplay_from_flags(parser: argparse.ArgumentParser, base, args: argparse.Namespace) -> SelfPlayConfig:
+    """``base`` (a configuration, or the class for its defaults) with the options of ``add_selfplay_flags``."""
+    if args.size is not None:
+        if args.sizes is not None:
+            parser.error("--size N is --sizes N: give one of them")
+        args.sizes = (args.size,)
+    try:
+        return from_flags(base, args)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+__all__ = ["SelfPlayConfig", "add_selfplay_flags", "selfplay_from_flags", "SelfPlayTask", "GatingTask", "NetBlob",
+           "prune_target", "visit_target", "play_selfplay_game", "play_gating_game", "LocalWorkers", "RayWorkers",
+           "make_workers", "run_selfplay", "selfplay_tasks"]
 
 
 if __name__ == "__main__":

@@ -394,8 +394,9 @@ def train(config: TrainConfig, log=print,
     """Run (or continue) training; returns the final metrics. Stops early, with a checkpoint, on max_minutes,
     chunk_steps or SIGTERM.
 
-    ``make_sampler``: the training sampler from the train shard paths, e.g. ``engine.data.replay.ReplaySampler`` for
-    self-play's window (batch ``s`` must stay a pure function of (seed, s) for exact resume). Validation always
+    ``make_sampler``: the training sampler from the train shard paths, e.g. ``engine.data.replay.MixedSizeSampler``
+    for self-play's window (batch ``s`` must stay a pure function of (seed, s) for exact resume; each batch is of
+    one board size, and the sampler's ``size`` is the one the agz head is built for). Validation always
     reads the val shards with ``PositionSampler`` (the played move is its policy target).
     ``fixed_data``: the shards are the same on every resume (checked), unlike self-play's moving window.
     """
@@ -429,7 +430,8 @@ def train(config: TrainConfig, log=print,
     average = WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
     if os.path.exists(checkpoint_path):
         state = load_training_checkpoint(checkpoint_path)
-        if NetSpec.from_dict(state["spec"]) != spec:
+        # A pooled net's board size is no part of its weights: a window of several sizes may start with another one.
+        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
             raise SystemExit(f"tabula train: {checkpoint_path} holds another architecture")
         if fixed_data and state.get("data_fingerprint", data_fingerprint) != data_fingerprint:
             raise SystemExit(f"tabula train: {checkpoint_path} was trained on other data "
