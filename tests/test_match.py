@@ -153,6 +153,25 @@ def test_slow_engine_loses_on_time_and_is_told_its_clock(tmp_path):
     assert 0 < game.get_main_sequence()[1].get("BL") < 1
 
 
+def test_an_untimed_engine_plays_past_the_clock_and_is_told_none(tmp_path):
+    """GNU Go at a fixed level in a timed match: --untimed spares it the clock the other side plays on."""
+    out = tmp_path / "m"
+    run(out, f"{FAKE} --slow 0.3", FAKE, games=1,
+        extra=("--time-system", "absolute", "--main-time", "1", "--grace", "0.1", "--untimed", "0"))
+    (record,) = results(out)
+    assert record["fault"] is None and record["timed_moves"]["black"] >= 7  # 2.1 s and more on a 1 s clock
+    untimed, timed = ((out / "logs" / f"engine{i}-w0.log").read_text() for i in (0, 1))
+    assert "time_settings" not in untimed and "time_left" not in untimed
+    assert "time_settings 1 0 0" in timed and "time_left white" in timed
+    assert json.loads((out / "config.json").read_text())["untimed"] == [0]
+
+
+def test_untimed_names_an_engine_that_exists(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path / "m"), "--untimed", "2", FAKE, FAKE])
+    assert "--untimed 2: engines are numbered 0 to 1" in capsys.readouterr().err
+
+
 def test_engine_silent_past_its_clock_loses_on_time(tmp_path):
     out = tmp_path / "m"
     started = time.monotonic()

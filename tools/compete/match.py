@@ -173,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gauntlet", action="store_true", help="the first engine plays each other one")
     parser.add_argument("--fixed-colors", action="store_true", help="the first engine of each pair always has black")
     parser.add_argument("--anchor", default="", help="INDEX=ELO or NAME=ELO: fix one engine's rating in the table")
+    parser.add_argument("--untimed", type=int, action="append", default=[], metavar="INDEX",
+                        help="an engine (0 = the first; repeat for more) that plays without the clock, e.g. GNU Go "
+                             "at a fixed --level in a timed match: it is told no time settings, never loses on time")
     parser.add_argument("--summary", action="store_true", help="print the summary of --out and play nothing")
     return parser
 
@@ -187,6 +190,9 @@ def config_from_args(args: argparse.Namespace) -> MatchConfig:
         handicap_points(args.size, args.handicap)  # raises where the GTP spec has no placement for this size
     if args.names and len(args.names) != len(engines):
         raise ValueError(f"{len(args.names)} names for {len(engines)} engines")
+    untimed = tuple(sorted(set(args.untimed)))
+    if any(not 0 <= index < len(engines) for index in untimed):
+        raise ValueError(f"--untimed {' '.join(map(str, args.untimed))}: engines are numbered 0 to {len(engines) - 1}")
     scoring = args.scoring or ("referee" if args.referee else "engines")
     if scoring == "referee" and not args.referee:
         raise ValueError("--scoring referee needs --referee")
@@ -195,14 +201,16 @@ def config_from_args(args: argparse.Namespace) -> MatchConfig:
                        max_moves=args.max_moves, time=time_control, move_timeout_s=args.move_timeout,
                        command_timeout_s=args.command_timeout, startup_timeout_s=args.startup_timeout,
                        scoring=scoring, referee=args.referee, engine_scores=args.engine_scores, superko=args.superko,
-                       parallel=args.parallel, gauntlet=args.gauntlet, fixed_colors=args.fixed_colors, anchor=args.anchor)
+                       parallel=args.parallel, gauntlet=args.gauntlet, fixed_colors=args.fixed_colors, anchor=args.anchor,
+                       untimed=untimed)
 
 
 def load_config(path: Path) -> MatchConfig:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["time"] = TimeControl(**data["time"])
-    for key in ("engines", "names"):
-        data[key] = tuple(data[key])
+    for key in ("engines", "names", "untimed"):
+        if key in data:  # a match from before --untimed has none
+            data[key] = tuple(data[key])
     return MatchConfig(**data)
 
 

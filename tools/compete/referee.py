@@ -195,7 +195,8 @@ class Game:
         self.pool = pool
         self.stop = stop
         self.state = GameState(config.size, Rules(komi=config.komi, superko=config.superko))
-        self.clocks = {BLACK: Clock(config.time), WHITE: Clock(config.time)}
+        self.clocks = {color: Clock(TimeControl() if self.index(color) in config.untimed else config.time)
+                       for color in (BLACK, WHITE)}
         self.engines: dict[int, GtpEngine] = {}
         # per move: (colour, move, seconds, clock left or None, stones/periods left or None)
         self.log: list[tuple[int, int, float, float | None, int | None]] = []
@@ -257,8 +258,8 @@ class Game:
             self.send(color, f"komi {config.komi:g}")
         if config.handicap >= 2:
             self.place_handicap()
-        if config.time.system != NO_TIME:
-            for color in (BLACK, WHITE):
+        for color in (BLACK, WHITE):
+            if self.clocks[color].active:
                 self.send_time_settings(color)
 
     def place_handicap(self) -> None:

@@ -21,7 +21,7 @@ FAULT_KINDS = (ILLEGAL, CRASH, HANG, MALFORMED, REFUSED, TIME_LOSS)
 
 # Settings that define what a game is: a rerun in the same directory must agree on all of these to resume.
 IDENTITY_FIELDS = ("engines", "names", "size", "komi", "handicap", "handicap_mode", "max_moves", "time", "scoring",
-                   "referee", "superko", "gauntlet", "fixed_colors")
+                   "referee", "superko", "gauntlet", "fixed_colors", "untimed")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,9 @@ class MatchConfig:
     gauntlet: bool = False  # with more than two engines: the first plays each other one, not a round robin
     fixed_colors: bool = False  # the first engine of each pair always takes black (e.g. for handicap games)
     anchor: str = ""  # INDEX=ELO or NAME=ELO: the engine whose rating is fixed in the table
+    # Engines (by index) that play without a clock: no time_settings, no time_left, never lost on time (a hang
+    # still is). GNU Go plays its --level whatever the clock says, so a clock only makes it lose on time.
+    untimed: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
