@@ -61,6 +61,15 @@ def handicap_points(size: int, count: int) -> list[int]:
     return [y * size + x for x, y in chosen]
 
 
+
+def format_result(score: float) -> str:
+    """The SGF/GTP result for black's margin ``score`` (komi included): ``B+3.5``, ``W+0.5`` or ``0``."""
+    if score > 0:
+        return f"B+{score:g}"
+    if score < 0:
+        return f"W+{-score:g}"
+    return "0"
+
 class GameState:
     """One position of a game and the history the rules and the network need.
 
@@ -259,12 +268,7 @@ class GameState:
 
     def result_string(self) -> str:
         """The SGF/GTP result of counting this position now, e.g. ``B+3.5`` or ``0``."""
-        score = self.area_score()
-        if score > 0:
-            return f"B+{score:g}"
-        if score < 0:
-            return f"W+{-score:g}"
-        return "0"
+        return format_result(self.area_score())
 
     def history_colors(self, age: int) -> bytes | bytearray | None:
         """Padded colours of the position ``age`` moves ago (0 = now), or None before the game's start."""
@@ -355,5 +359,5 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
     return masks
 
 
-__all__ = ["GameState", "Rules", "IllegalMoveError", "handicap_points", "legal_masks", "HISTORY_LENGTH",
+__all__ = ["GameState", "Rules", "IllegalMoveError", "format_result", "handicap_points", "legal_masks", "HISTORY_LENGTH",
            "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY"]

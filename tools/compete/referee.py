@@ -17,7 +17,7 @@ from engine.rules.board import IllegalMoveError
 from engine.rules.coords import BLACK, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex
 from engine.play.timecontrol import ClockState
 from engine.rules.sgf import write_game
-from engine.rules.game import GameState, Rules, handicap_points
+from engine.rules.game import GameState, Rules, format_result, handicap_points
 from tools.compete.gtp_client import EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
 from tools.compete.settings import (ABSOLUTE, BYOYOMI, CANADIAN, CRASH, HANG, ILLEGAL, MALFORMED, NO_TIME, REFUSED,
                                     TIME_LOSS, MatchConfig, TimeControl)
@@ -92,14 +92,6 @@ def parse_score(text: str | None) -> float | None:
         return None
     value = float(match.group(2))
     return value if match.group(1) == "B" else -value
-
-
-def score_result(score: float) -> str:
-    if score > 0:
-        return f"B+{score:g}"
-    if score < 0:
-        return f"W+{-score:g}"
-    return "0"
 
 
 def winner_of(score: float) -> str:
@@ -430,7 +422,7 @@ class Game:
         method, score = self.choose_score(opinions)
         ended = "two passes" if self.state.is_game_over() else f"move limit {config.move_limit}"
         winner = winner_of(score)
-        return (None if winner == "draw" else winner), score_result(score), f"{ended}; scored by {method}", None
+        return (None if winner == "draw" else winner), format_result(score), f"{ended}; scored by {method}", None
 
     def choose_score(self, opinions: dict[str, float | None]) -> tuple[str, float]:
         method = self.config.scoring
