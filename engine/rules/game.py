@@ -61,7 +61,6 @@ def handicap_points(size: int, count: int) -> list[int]:
     return [y * size + x for x, y in chosen]
 
 
-
 def format_result(score: float) -> str:
     """The SGF/GTP result for black's margin ``score`` (komi included): ``B+3.5``, ``W+0.5`` or ``0``."""
     if score > 0:
@@ -69,6 +68,7 @@ def format_result(score: float) -> str:
     if score < 0:
         return f"W+{-score:g}"
     return "0"
+
 
 class GameState:
     """One position of a game and the history the rules and the network need.
@@ -359,5 +359,5 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
     return masks
 
 
-__all__ = ["GameState", "Rules", "IllegalMoveError", "format_result", "handicap_points", "legal_masks", "HISTORY_LENGTH",
-           "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY"]
+__all__ = ["GameState", "Rules", "IllegalMoveError", "format_result", "handicap_points", "legal_masks",
+           "HISTORY_LENGTH", "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY"]
