@@ -60,6 +60,10 @@ class MoveGenerator(Protocol):
         """float32 [N*N] in [-1, 1], black's view: who ends up owning each point (final_status_list, scoring)."""
         ...
 
+    def dead_stones(self, state: GameState) -> list[int]:
+        """Flat points of the stones, of either colour, judged dead in ``state`` (final_status_list, scoring)."""
+        ...
+
 
 class RandomGenerator:
     """Uniformly random legal moves that never fill an own single-point eye; passes when none are left."""
@@ -84,6 +88,9 @@ class RandomGenerator:
 
     def ownership(self, state: GameState) -> np.ndarray:
         return playout.ownership(state, self.rng, self.ownership_playouts)
+
+    def dead_stones(self, state: GameState) -> list[int]:
+        return playout.dead_stones(state, self.ownership(state))
 
 
 def _random_generator(config: EngineConfig) -> MoveGenerator:
@@ -346,7 +353,7 @@ class Player:
     # -- the end of the game -------------------------------------------------------------------------------------
 
     def dead_stones(self) -> list[int]:
-        """Flat points of the stones judged dead in the current position (by the generator's ownership).
+        """Flat points of the stones judged dead in the current position (by the generator).
 
         Judged once per position: the judgement draws random playouts, and a GUI or server that asks
         ``final_status_list dead`` and then ``final_score`` must see the same stones in both (in 100 9x9 games
@@ -354,7 +361,7 @@ class Player:
         state = self.state
         key = (state.size, state.hash, len(state.moves), tuple(state.setup), state.rules.komi)
         if self._dead_judged is None or self._dead_judged[0] != key:
-            self._dead_judged = (key, playout.dead_stones(state, self.generator.ownership(state)))
+            self._dead_judged = (key, self.generator.dead_stones(state))
         return list(self._dead_judged[1])
 
     def final_status(self, kind: str) -> list[list[int]]:

@@ -15,9 +15,10 @@ import numpy as np
 
 from engine.rules import playout
 from engine.config import CALIBRATED, EngineConfig, PlayConfig, SearchConfig
-from engine.rules.coords import PASS, format_vertex
+from engine.rules.coords import BLACK, PASS, format_vertex
 from engine.play.decision import MoveDecider
-from engine.net.evaluator import Evaluator
+from engine.net.evaluator import Evaluator, evaluate_all_symmetries
+from engine.play.judging import judge_dead_stones
 from engine.rules.game import GameState
 from engine.play.result import Candidate, SearchResult
 from engine.play.search import Rollout, Search
@@ -91,8 +92,7 @@ class SearchGenerator:
         legal move when none of them can be played), never passing while dead stones remain."""
         state = state.with_to_move(color)
         self.last_search = None
-        owned = self.ownership(state)
-        dead = [p for p in playout.dead_stones(state, owned) if state.color_at(p) == 3 - color]
+        dead = [p for p in self.dead_stones(state) if state.color_at(p) == 3 - color]
         if not dead:
             return PASS
         board = state.board
@@ -125,6 +125,20 @@ class SearchGenerator:
             return owned
         rng = np.random.default_rng(self.playout_rng.getrandbits(63))
         return 0.5 * (owned + rollouts.ownership(state, rng, self.play.ownership_rollouts))
+
+    def dead_stones(self, state: GameState) -> list[int]:
+        """Flat points of the stones judged dead: ``ownership``'s verdict, near-even strings judged again without
+        the clearly dead stones, and the count checked against the network's score (``engine.play.judging``)."""
+        return judge_dead_stones(state, self.ownership, self._network_score(state))
+
+    def _network_score(self, state: GameState) -> float | None:
+        """The network's expected final margin (black's view, komi included, the mean over the 8 symmetries), or
+        None from a network without a score head."""
+        evaluation = evaluate_all_symmetries(self.search.evaluator, [state])
+        if evaluation.score is None:
+            return None
+        score = float(evaluation.score[0])
+        return score if state.to_move == BLACK else -score
 
     def _rollouts_for_judging(self) -> JudgingRollouts | None:
         """The rollout policy behind ``ownership``, loaded once; None (random playouts alone, with a warning)

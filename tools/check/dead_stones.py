@@ -9,8 +9,8 @@ position is loaded into both engines with ``loadsgf`` (the file's whole main lin
 compared too (Chinese counting on both sides: the referee runs with ``--chinese-rules``), as they are and once GNU
 Go's way with neutral points is allowed for (``dame_parity``). Archives are read the way
 ``tabula prepare`` reads them (``--counted-only`` keeps the games decided by counting, whose final positions are
-finished). The report gives the agreement rates, by board size, and the first disagreements with the stones each
-side called dead, so that a person can look at who is right.
+finished). The report gives the agreement rates, by board size, every game whose dead stones differ with the stones
+each side called dead, so that a person can look at who is right, and the first games that differ in score only.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class Agreement:
     same_score: Counter = field(default_factory=Counter)
     same_score_but_dame: Counter = field(default_factory=Counter)  # equal once the referee's dame parity is allowed
     skipped: Counter = field(default_factory=Counter)  # reason -> games
-    disagreements: list[str] = field(default_factory=list)
+    dead_disagreements: list[str] = field(default_factory=list)  # every game whose dead stones differ
+    score_disagreements: list[str] = field(default_factory=list)  # same dead stones, another score
 
     def lines(self) -> list[str]:
         out = []
@@ -50,7 +51,10 @@ class Agreement:
                        f"({100 * self.same_score[size] / n:.1f}%), scores once the dame's parity is allowed for in "
                        f"{self.same_score_but_dame[size]} ({100 * self.same_score_but_dame[size] / n:.1f}%)")
         out += [f"skipped ({reason}): {count}" for reason, count in sorted(self.skipped.items())]
-        out += ["", "first disagreements:"] + self.disagreements[:20] if self.disagreements else []
+        if self.dead_disagreements:
+            out += ["", "dead stones disagree:"] + self.dead_disagreements
+        if self.score_disagreements:
+            out += ["", "same dead stones, scores disagree (the first 20):"] + self.score_disagreements[:20]
         return out
 
 
@@ -141,7 +145,7 @@ def check(sources: list[str], engine_command: str, referee_command: str, counted
                 ours_margin is not None and their_margin is not None
                 and ours_margin == their_margin - dame_parity(data, theirs))
             if ours != theirs or our_score != their_score:
-                agreement.disagreements.append(
+                (agreement.dead_disagreements if ours != theirs else agreement.score_disagreements).append(
                     f"{name}: engine {our_score}, dead {' '.join(sorted(ours - theirs)) or '-'} not the referee's; "
                     f"referee {their_score}, dead {' '.join(sorted(theirs - ours)) or '-'} not the engine's")
             if number % 20 == 0:
