@@ -110,8 +110,8 @@ def _fit_score(state: GameState, dead: set[int], candidates: list[list[int]], sc
     helpful first, while the count names another winner than ``score``, at least ``SCORE_CHECK_POINTS`` from it, and
     a change brings it ``SCORE_CHANGE_POINTS`` nearer.
 
-    Only another winner: the score head shrinks large margins (B+40 for a game GNU Go counts B+161; the int8
-    network's score stops near ±17), so a count far beyond it on the same side is no sign of a misjudged group."""
+    Only another winner: the score head shrinks large margins (B+40 for a game GNU Go counts B+161), so a count far
+    beyond it on the same side is no sign of a misjudged group."""
     def count(stones: set[int]) -> float:
         return state.without_stones(sorted(stones)).area_score()
 
