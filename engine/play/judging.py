@@ -25,8 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from engine.rules.coords import BLACK, EMPTY
 from engine.rules.game import GameState
+from engine.rules.playout import string_ownership
 
 Ownership = Callable[[GameState], np.ndarray]  # float [N*N] in [-1, 1], black's view
 
@@ -35,25 +35,6 @@ JUDGED_AGAIN_FROM_SIZE = 13  # boards from this size up judge near-even strings 
 GROUP_DISTANCE = 2  # near-even strings of one colour this close (in lines, across and along) form a group
 SCORE_CHECK_POINTS = 30.0  # a count this far from the network's score is checked
 SCORE_CHANGE_POINTS = 10.0  # a verdict changes only when it brings the count this much nearer the score
-
-
-def string_ownership(state: GameState, owned: np.ndarray,
-                     strings: list[list[int]] | None = None) -> list[tuple[list[int], float]]:
-    """Each string's flat points and its stones' mean ownership from its own colour's view (> 0: it lives); all of
-    ``state``'s strings, or the given ones (``owned`` may then be a map of another position)."""
-    board = state.board
-    geometry = board.geometry
-    if strings is None:
-        strings, done = [], set()
-        for pad in geometry.padded:
-            if board.color[pad] != EMPTY and board.root[pad] not in done:
-                done.add(board.root[pad])
-                strings.append([geometry.flat[p] for p in board.string_stones(pad)])
-    judged = []
-    for stones in strings:
-        mean = float(np.mean(owned[stones]))
-        judged.append((stones, mean if board.color[geometry.padded[stones[0]]] == BLACK else -mean))
-    return judged
 
 
 def judge_dead_stones(state: GameState, ownership: Ownership, score: float | None = None) -> list[int]:
@@ -65,7 +46,7 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
     strings = string_ownership(state, ownership(state))
     near = [stones for stones, mean in strings if abs(mean) < NEAR_EVEN]
     if state.size < JUDGED_AGAIN_FROM_SIZE or not near:
-        dead = {p for stones, mean in strings if mean < 0.0 for p in stones}
+        dead = {p for stones, mean in strings if mean < 0.0 for p in stones}  # playout.dead_stones' verdict
     else:
         dead = {p for stones, mean in strings if mean <= -NEAR_EVEN for p in stones}
         again = ownership(state.without_stones(sorted(dead)))
@@ -115,21 +96,20 @@ def _fit_score(state: GameState, dead: set[int], candidates: list[list[int]], sc
     def count(stones: set[int]) -> float:
         return state.without_stones(sorted(stones)).area_score()
 
-    def distance(stones: set[int]) -> float:
-        return abs(count(stones) - score)
-
-    now = distance(dead)
-    while now >= SCORE_CHECK_POINTS and count(dead) * score < 0:
-        best: tuple[float, set[int]] | None = None
+    counted = count(dead)
+    while abs(counted - score) >= SCORE_CHECK_POINTS and counted * score < 0:
+        best: tuple[float, set[int]] | None = None  # (its count, the dead stones)
         for stones in candidates:
             trial = dead ^ set(stones)
-            after = distance(trial)
-            if now - after > SCORE_CHANGE_POINTS and (best is None or after < best[0]):
+            after = count(trial)
+            if (abs(counted - score) - abs(after - score) > SCORE_CHANGE_POINTS
+                    and (best is None or abs(after - score) < abs(best[0] - score))):
                 best = (after, trial)
         if best is None:
             break
-        now, dead = best
+        counted, dead = best
     return dead
 
 
-__all__ = ["GROUP_DISTANCE", "JUDGED_AGAIN_FROM_SIZE", "NEAR_EVEN", "SCORE_CHECK_POINTS", "SCORE_CHANGE_POINTS", "judge_dead_stones", "string_ownership"]
+__all__ = ["GROUP_DISTANCE", "JUDGED_AGAIN_FROM_SIZE", "NEAR_EVEN", "SCORE_CHECK_POINTS", "SCORE_CHANGE_POINTS",
+           "judge_dead_stones"]

@@ -203,26 +203,34 @@ def ownership(state: GameState, rng: random.Random, playouts: int = DEFAULT_OWNE
     return total / max(1, playouts)
 
 
+def string_ownership(state: GameState, owned: np.ndarray,
+                     strings: list[list[int]] | None = None) -> list[tuple[list[int], float]]:
+    """Each string's flat points and its stones' mean ownership from its own colour's view (> 0: it lives); all of
+    ``state``'s strings, or the given ones (``owned`` may then be a map of another position).
+
+    ``owned``: float [N*N], black's view, as ``ownership`` returns."""
+    board = state.board
+    geometry = board.geometry
+    if strings is None:
+        strings, done = [], set()
+        for pad in geometry.padded:
+            if board.color[pad] != EMPTY and board.root[pad] not in done:
+                done.add(board.root[pad])
+                strings.append([geometry.flat[p] for p in board.string_stones(pad)])
+    judged = []
+    for stones in strings:
+        mean = float(np.mean(owned[stones]))
+        judged.append((stones, mean if board.color[geometry.padded[stones[0]]] == BLACK else -mean))
+    return judged
+
+
 def dead_stones(state: GameState, owned: np.ndarray) -> list[int]:
     """Flat points of stones whose string is, on average over its stones, owned by the opponent.
 
     ``owned``: float [N*N], black's view, as ``ownership`` returns. Whole strings are judged together so that
     a string is never half dead.
     """
-    board = state.board
-    geometry = board.geometry
-    dead: list[int] = []
-    done: set[int] = set()
-    for flat, pad in enumerate(geometry.padded):
-        c = board.color[pad]
-        if c == EMPTY or board.root[pad] in done:
-            continue
-        done.add(board.root[pad])
-        stones = [geometry.flat[p] for p in board.string_stones(pad)]
-        mean = float(np.mean(owned[stones])) * (1.0 if c == BLACK else -1.0)
-        if mean < 0.0:
-            dead.extend(stones)
-    return sorted(dead)
+    return sorted(p for stones, mean in string_ownership(state, owned) if mean < 0.0 for p in stones)
 
 
 def seki_stones(state: GameState, dead: list[int]) -> list[int]:
@@ -338,4 +346,5 @@ def cleanup_move(state: GameState, color: int, owned: np.ndarray, rng: random.Ra
 
 
 __all__ = ["Playout", "LibertyStates", "stone_state", "STATE_EMPTY", "STATE_EDGE", "random_move", "playout",
-           "area_owners", "ownership", "dead_stones", "seki_stones", "cleanup_move", "DEFAULT_OWNERSHIP_PLAYOUTS"]
+           "area_owners", "ownership", "string_ownership", "dead_stones", "seki_stones", "cleanup_move",
+           "DEFAULT_OWNERSHIP_PLAYOUTS"]
