@@ -144,18 +144,15 @@ def calibration_size(sizes: list[int]) -> int:
 
 
 def after_heads(graph) -> list[str]:
-    """Names of the nodes of the heads (``/head/...``) and of every node that uses their outputs, directly or not."""
-    names = {n.name for n in graph.node if n.name.startswith("/head/")}
-    tensors = {t for n in graph.node if n.name in names for t in n.output}
-    grown = True
-    while grown:
-        grown = False
-        for node in graph.node:
-            if node.name not in names and any(t in tensors for t in node.input):
-                names.add(node.name)
-                tensors.update(node.output)
-                grown = True
-    return [n.name for n in graph.node if n.name in names]
+    """Names of the nodes of the heads (``/head/...``) and of every node that uses their outputs, directly or not.
+    One pass suffices: ONNX keeps a graph's nodes in topological order."""
+    names: list[str] = []
+    tensors: set[str] = set()
+    for node in graph.node:
+        if node.name.startswith("/head/") or any(t in tensors for t in node.input):
+            names.append(node.name)
+            tensors.update(node.output)
+    return names
 
 
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) -> None:
