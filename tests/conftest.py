@@ -33,6 +33,21 @@ def board_from_ascii(ascii_rows: str, to_move: int = BLACK, komi: float = 7.5,
     return state
 
 
+# Below two inner strings at the top, each walled in by the other colour's live group (two eyes each, B3 B1 and
+# F3 F1): the top rows decide whether the inner strings are in seki.
+SEKI_WALLS = """
+    O O X X O X X
+    O O O O X X X
+    O . O O X . X
+    O O O O X X X
+    O . O O X . X
+"""
+SEKI_ONE_EYE_EACH = "X . X . O . O\nX X X . O O O" + SEKI_WALLS  # eyes B7 and F7; D7 and D6 shared
+SEKI_NO_EYES = "X X X . O O O\nX X X . O O O" + SEKI_WALLS  # D7 and D6 shared, nothing else
+SEKI_INNER_BLACK = ("A7", "C7", "A6", "B6", "C6", "C5", "D5")  # in SEKI_ONE_EYE_EACH
+SEKI_INNER_WHITE = ("E7", "G7", "E6", "F6", "G6", "E5")
+
+
 class FakeClock:
     """A time source for tests: ``clock()`` returns the fake time, ``advance(s)`` moves it on. No sleeping."""
 

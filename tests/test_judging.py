@@ -8,7 +8,7 @@ import numpy as np
 from engine.play.judging import judge_dead_stones
 from engine.rules.coords import format_vertex, parse_vertex
 from engine.rules.game import GameState
-from tests.conftest import board_from_ascii
+from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_ONE_EYE_EACH, board_from_ascii
 
 
 def walls(size: int, black: tuple[str, ...]) -> GameState:
@@ -93,3 +93,32 @@ def test_a_dead_group_of_several_strings_changes_together():
     lives = {"B4": 0.2, "B6": 0.2}
     assert state.area_score() == 30.5
     assert names(judge_dead_stones(state, HandOwnership(lives), score=-2.0), 9) == ["B4", "B6"]
+
+
+def seki_ownership(black_inner: float):
+    """A map of ``SEKI_ONE_EYE_EACH`` (black's view): black's outer group owns E-G, white's A-D, and the inner strings
+    are near even, as random play, which breaks a seki at random, leaves them; black's as given."""
+    def ownership(state: GameState) -> np.ndarray:
+        owned = np.array([-1.0 if x < 4 else 1.0 for y in range(7) for x in range(7)], dtype=np.float32)
+        for vertex in SEKI_INNER_BLACK:
+            owned[parse_vertex(vertex, 7)] = black_inner
+        for vertex in SEKI_INNER_WHITE:
+            owned[parse_vertex(vertex, 7)] = -0.2  # white's view +0.2: it lives, near even
+        return owned
+    return ownership
+
+
+def test_a_near_even_string_in_seki_is_alive():
+    state = board_from_ascii(SEKI_ONE_EYE_EACH)
+    # The map leans dead on black's inner string; put back on the board, it lives in seki with white's.
+    assert judge_dead_stones(state, seki_ownership(-0.1)) == []
+    # Nor can the score check take either string in the seki off: counted W+10.5, a network expecting B+40 would
+    # otherwise turn white's near-even inner string dead.
+    assert state.area_score() == -10.5
+    assert judge_dead_stones(state, seki_ownership(-0.1), score=40.0) == []
+
+
+def test_a_clearly_dead_string_is_not_looked_at_for_seki():
+    # The seki test reads liberties, not eye shape; a string the map gives away clearly keeps its verdict.
+    state = board_from_ascii(SEKI_ONE_EYE_EACH)
+    assert names(judge_dead_stones(state, seki_ownership(-0.6)), 7) == sorted(SEKI_INNER_BLACK)

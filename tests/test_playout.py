@@ -10,7 +10,7 @@ from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
 from engine.rules.game import GameState
 from engine.rules.playout import (Playout, area_owners, cleanup_move, dead_stones, ownership, playout, random_move,
                             seki_stones)
-from tests.conftest import board_from_ascii
+from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_NO_EYES, SEKI_ONE_EYE_EACH, board_from_ascii
 
 
 def test_random_game_is_legal_and_never_fills_own_eyes(rng: random.Random) -> None:
@@ -109,22 +109,20 @@ def test_a_lone_stone_in_enemy_area_is_dead(rng: random.Random) -> None:
 
 
 def test_seki_with_one_eye_each_and_two_shared_liberties() -> None:
-    state = board_from_ascii("""
-        X . X . O . O
-        X X X . O O O
-        O O O X X X X
-        O O O X . . .
-        O O O X . . .
-        . . O X . . .
-        . . O X . . .
-    """)
-    seki = seki_stones(state, [])
-    top = [parse_vertex(v, 7) for v in ("A7", "C7", "A6", "B6", "C6", "E7", "G7", "E6", "F6", "G6")]
-    assert seki == sorted(top)
+    # Each inner string has one eye (B7, F7) and shares D7 and D6; each is walled in by the other's live group.
+    seki = seki_stones(board_from_ascii(SEKI_ONE_EYE_EACH), [])
+    assert seki == sorted(parse_vertex(v, 7) for v in SEKI_INNER_BLACK + SEKI_INNER_WHITE)
 
 
 def test_seki_with_no_eyes() -> None:
-    # The top strings share D7 and D6 and have no other liberty: whoever fills one is captured.
+    # The inner strings share D7 and D6 and have no other liberty: whoever fills one is captured.
+    seki = seki_stones(board_from_ascii(SEKI_NO_EYES), [])
+    assert len(seki) == 15 and parse_vertex("A7", 7) in seki and parse_vertex("E5", 7) in seki
+
+
+def test_no_seki_where_a_string_can_connect_out() -> None:
+    # As the seki above, but black fills D6 and joins its outside group (D5), which white cannot: white's top
+    # string is short of liberties, not in seki.
     state = board_from_ascii("""
         X X X . O O O
         X X X . O O O
@@ -134,8 +132,7 @@ def test_seki_with_no_eyes() -> None:
         . . O X . . .
         . . O X . . .
     """)
-    seki = seki_stones(state, [])
-    assert len(seki) == 12 and parse_vertex("A7", 7) in seki and parse_vertex("G6", 7) in seki
+    assert seki_stones(state, []) == []
 
 
 def test_no_seki_between_groups_with_two_eyes() -> None:

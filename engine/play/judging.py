@@ -1,6 +1,6 @@
 """Dead stones at the end of a game (final_status_list, final_score, kgs-genmove_cleanup): an ownership map's
-verdict on each string, a second look at the strings it leaves near even, and a check of the count against the
-network's score.
+verdict on each string, a second look at the strings it leaves near even, seki read on the board, and a check of the
+count against the network's score.
 
 Layer: above rules and playout, below the move generators (``engine.play.search_player`` passes in its ownership
 and the network's score).
@@ -13,6 +13,9 @@ Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", measured on 20
   board, so the near-even strings are judged again in the position without them. Only from 13x13 up: on 9x9 the
   first verdict agreed with GNU Go in 99 of 100 games, and the second look only turned lone stones in a ko
   shape over at random (97 of 100).
+- A seki breaks at random in random play (whoever fills a shared liberty first is captured), so its strings come
+  out near even and either verdict. A near-even dead group that lives in seki once put back
+  (``engine.rules.playout.seki_stones``) is alive, and no string in a seki is open to the score check.
 - The network's score head learned the recorded margin of counted games, dead stones and all. When the count with
   these dead stones names the other winner and is far from it (``SCORE_CHECK_POINTS``), a large group has been
   misjudged either way; the near-even strings or groups of them whose change brings the count well nearer the
@@ -26,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from engine.rules.game import GameState
-from engine.rules.playout import string_ownership
+from engine.rules.playout import seki_stones, string_ownership
 
 Ownership = Callable[[GameState], np.ndarray]  # float [N*N] in [-1, 1], black's view
 
@@ -53,9 +56,54 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
         for stones, mean in string_ownership(state, again, near):
             if mean < 0.0:
                 dead.update(stones)
+    dead = _spare_seki(state, dead, near)
     if score is not None and near:
-        dead = _fit_score(state, dead, near + _groups(state, near), score)
+        seki = set(seki_stones(state, sorted(dead)))
+        candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
+        dead = _fit_score(state, dead, candidates, score)
     return sorted(dead)
+
+
+def _spare_seki(state: GameState, dead: set[int], near: list[list[int]]) -> set[int]:
+    """``dead`` without the groups of near-even strings that live in seki once put back on the board.
+
+    Random play breaks a seki at random (whoever fills a shared liberty first is captured), so a string in seki
+    comes out near even and either verdict. Only near-even groups are put back: the seki test reads liberties, not
+    eye shape, and finds a seki in some dead corners that the playouts rightly gave away (docs/RELIABILITY.md)."""
+    judged_again = {p for stones in near for p in stones}
+    for group in _linked_by_liberties(state, dead):
+        if judged_again.issuperset(group):
+            rest = dead - set(group)
+            if set(seki_stones(state, sorted(rest))).issuperset(group):
+                dead = rest
+    return dead
+
+
+def _linked_by_liberties(state: GameState, dead: set[int]) -> list[list[int]]:
+    """The dead stones in groups: strings of one colour that share a liberty go together."""
+    board = state.board
+    geometry = board.geometry
+    roots = sorted({board.root[geometry.padded[p]] for p in dead})
+    group = {root: root for root in roots}
+
+    def find(root: int) -> int:
+        while group[root] != root:
+            group[root] = group[group[root]]
+            root = group[root]
+        return root
+
+    by_liberty: dict[tuple[int, int], int] = {}
+    for root in roots:
+        for liberty in board.liberties[root]:
+            key = (liberty, board.color[root])
+            if key in by_liberty:
+                group[find(root)] = find(by_liberty[key])
+            else:
+                by_liberty[key] = root
+    members: dict[int, list[int]] = {}
+    for root in roots:
+        members.setdefault(find(root), []).extend(geometry.flat[p] for p in board.string_stones(root))
+    return [sorted(stones) for stones in members.values()]
 
 
 def _groups(state: GameState, strings: list[list[int]]) -> list[list[int]]:

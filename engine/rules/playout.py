@@ -236,10 +236,12 @@ def dead_stones(state: GameState, owned: np.ndarray) -> list[int]:
 def seki_stones(state: GameState, dead: list[int]) -> list[int]:
     """Flat points of live stones in seki, judged in the final position with ``dead`` stones removed.
 
-    A string is in seki when it has fewer than two eyes (empty regions bordered by its colour only) and touches
-    an empty point, shared with such an opponent string, that neither colour can fill without losing the race:
-    after filling, the filler's string would have no more liberties than the opponent string beside it. Neutral
-    points between groups with two eyes, and the ordinary dame of a game not yet played out, are not seki.
+    A string is in seki when it has fewer than two eyes (empty regions bordered by its colour only), touches an
+    empty point, shared with such an opponent string, that neither colour can fill without losing the race (after
+    filling, the filler's string would have no more liberties than the opponent string beside it), and the opponent
+    can fill none of its other liberties outside its eyes without losing the race either: a string the opponent can
+    approach from another side is only short of liberties, not in seki. Its opponent in the seki must qualify too.
+    Neutral points between groups with two eyes, and the ordinary dame of a game not yet played out, are not seki.
     """
     board = state.board.copy()
     geometry = board.geometry
@@ -254,7 +256,14 @@ def seki_stones(state: GameState, dead: list[int]) -> list[int]:
         regions = {region_of[lib] for lib in cleaned.liberties[root]}
         return sum(1 for r in regions if region_colors[r] == string_color)
 
-    in_seki: set[int] = set()
+    loses: dict[tuple[int, int], bool] = {}
+
+    def filler_loses(pad: int, filler: int) -> bool:
+        if (pad, filler) not in loses:
+            loses[pad, filler] = _loses_race(cleaned, pad, filler)
+        return loses[pad, filler]
+
+    candidates: set[int] = set()  # roots of strings beside a point neither colour can fill
     for pad in geometry.padded:
         if color[pad] != EMPTY:
             continue
@@ -262,10 +271,19 @@ def seki_stones(state: GameState, dead: list[int]) -> list[int]:
         weak = {root: color[root] for root in roots if eyes(root, color[root]) < 2}
         if {BLACK, WHITE} - set(weak.values()):
             continue
-        if _loses_race(cleaned, pad, BLACK) and _loses_race(cleaned, pad, WHITE):
-            for root in weak:
-                in_seki.update(geometry.flat[p] for p in cleaned.string_stones(root))
-    return sorted(in_seki)
+        if filler_loses(pad, BLACK) and filler_loses(pad, WHITE):
+            candidates.update(weak)
+    candidates = {root for root in candidates
+                  if all(region_colors[region_of[lib]] == color[root] or filler_loses(lib, 3 - color[root])
+                         for lib in cleaned.liberties[root])}
+    while True:  # each string keeps an opponent in seki beside it (sharing a liberty)
+        kept = {root for root in candidates
+                if any(cleaned.root[n] in candidates and color[n] == 3 - color[root]
+                       for lib in cleaned.liberties[root] for n in neighbors[lib])}
+        if kept == candidates:
+            break
+        candidates = kept
+    return sorted(geometry.flat[p] for root in candidates for p in cleaned.string_stones(root))
 
 
 def _empty_regions(board: Board) -> tuple[dict[int, int], list[int]]:
