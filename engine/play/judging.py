@@ -56,11 +56,12 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
         for stones, mean in string_ownership(state, again, near):
             if mean < 0.0:
                 dead.update(stones)
-    dead = _spare_seki(state, dead, near)
-    if score is not None and near:
-        seki = set(seki_stones(state, sorted(dead)))
-        candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
-        dead = _fit_score(state, dead, candidates, score)
+    if near:
+        dead = _spare_seki(state, dead, near)
+        if score is not None:
+            seki = set(seki_stones(state, sorted(dead)))
+            candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
+            dead = _fit_score(state, dead, candidates, score)
     return sorted(dead)
 
 
@@ -84,26 +85,13 @@ def _linked_by_liberties(state: GameState, dead: set[int]) -> list[list[int]]:
     board = state.board
     geometry = board.geometry
     roots = sorted({board.root[geometry.padded[p]] for p in dead})
-    group = {root: root for root in roots}
 
-    def find(root: int) -> int:
-        while group[root] != root:
-            group[root] = group[group[root]]
-            root = group[root]
-        return root
+    def linked(a: int, b: int) -> bool:
+        return board.color[roots[a]] == board.color[roots[b]] and not board.liberties[roots[a]].isdisjoint(
+            board.liberties[roots[b]])
 
-    by_liberty: dict[tuple[int, int], int] = {}
-    for root in roots:
-        for liberty in board.liberties[root]:
-            key = (liberty, board.color[root])
-            if key in by_liberty:
-                group[find(root)] = find(by_liberty[key])
-            else:
-                by_liberty[key] = root
-    members: dict[int, list[int]] = {}
-    for root in roots:
-        members.setdefault(find(root), []).extend(geometry.flat[p] for p in board.string_stones(root))
-    return [sorted(stones) for stones in members.values()]
+    return [sorted(geometry.flat[p] for i in indices for p in board.string_stones(roots[i]))
+            for indices in _clusters(len(roots), linked)]
 
 
 def _groups(state: GameState, strings: list[list[int]]) -> list[list[int]]:
@@ -116,7 +104,13 @@ def _groups(state: GameState, strings: list[list[int]]) -> list[list[int]]:
         return color[a] == color[b] and any(abs(p % size - q % size) + abs(p // size - q // size) <= GROUP_DISTANCE
                                             for p in strings[a] for q in strings[b])
 
-    group = list(range(len(strings)))  # union-find over the strings' indices
+    return [sorted(p for i in indices for p in strings[i]) for indices in _clusters(len(strings), close)
+            if len(indices) > 1]
+
+
+def _clusters(count: int, linked: Callable[[int, int], bool]) -> list[list[int]]:
+    """The indices 0..count-1 in clusters: two indices ``linked`` go together, and so does what links to either."""
+    group = list(range(count))  # union-find
 
     def root(i: int) -> int:
         while group[i] != i:
@@ -124,14 +118,14 @@ def _groups(state: GameState, strings: list[list[int]]) -> list[list[int]]:
             i = group[i]
         return i
 
-    for a in range(len(strings)):
-        for b in range(a + 1, len(strings)):
-            if root(a) != root(b) and close(a, b):
+    for a in range(count):
+        for b in range(a + 1, count):
+            if root(a) != root(b) and linked(a, b):
                 group[root(b)] = root(a)
     members: dict[int, list[int]] = {}
-    for i in range(len(strings)):
+    for i in range(count):
         members.setdefault(root(i), []).append(i)
-    return [sorted(p for i in indices for p in strings[i]) for indices in members.values() if len(indices) > 1]
+    return list(members.values())
 
 
 def _fit_score(state: GameState, dead: set[int], candidates: list[list[int]], score: float) -> set[int]:

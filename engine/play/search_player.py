@@ -128,7 +128,8 @@ class SearchGenerator:
 
     def dead_stones(self, state: GameState) -> list[int]:
         """Flat points of the stones judged dead: ``ownership``'s verdict, near-even strings judged again without
-        the clearly dead stones, and the count checked against the network's score (``engine.play.judging``)."""
+        the clearly dead stones, near-even groups in seki kept, and the count checked against the network's score
+        (``engine.play.judging``)."""
         return judge_dead_stones(state, self.ownership, self._network_score(state))
 
     def _network_score(self, state: GameState) -> float | None:
