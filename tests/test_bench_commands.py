@@ -144,3 +144,29 @@ def test_bench_rollout_on_a_missing_file_says_so_in_one_line(tmp_path):
 
     with pytest.raises(SystemExit, match=r"tabula bench rollout: .*missing\.npz"):
         bench_rollout.main(["--weights", str(tmp_path / "missing.npz")])
+
+
+def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monkeypatch):
+    """Two scripted engines take turns: one answers at once, one sleeps 0.12 s a move against a 0.1 s period. Each
+    passes after 6 moves, so 10 moves a round take each engine through a restart from the empty board."""
+    import sys
+    from pathlib import Path
+
+    from tools.bench import movetime as bench_movetime
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    fake = f"{sys.executable} {root / 'tests' / 'fake_gtp_engine.py'}"
+    assert bench_movetime.main(["--engines", fake, f"{fake} --slow 0.12", "--size", "9", "--moves", "10",
+                                "--rounds", "2", "--period-time", "0.1"]) == 0
+    fast, slow = capsys.readouterr().out.splitlines()
+    assert fast.startswith(f"{fake}: 20 moves,") and fast.endswith("past the 0.1 s period: 0")
+    assert slow.startswith(f"{fake} --slow 0.12: 20 moves,") and slow.endswith("past the 0.1 s period: 20")
+
+
+def test_bench_movetime_on_an_engine_that_cannot_start_says_so_in_one_line(capsys):
+    from tools.bench import movetime as bench_movetime
+
+    assert bench_movetime.main(["--engines", "/nonexistent/engine --gtp", "--moves", "1", "--rounds", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tabula bench movetime: ") and "/nonexistent/engine" in err and err.count("\n") == 1

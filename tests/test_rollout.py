@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.rules.board import EMPTY, NO_POINT, IllegalMoveError
-from engine.rules.coords import BLACK, PASS, WHITE
+from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
 from engine.rules.game import SIMPLE_KO, GameState, Rules
 from engine.rules.playout import LibertyStates, random_move
 from engine.rollout.patterns import (SYMMETRIES, candidate_codes, canonical_response_keys, code_tables, features,
@@ -290,6 +290,31 @@ def test_rollouts_never_fill_own_eyes_and_end_with_no_candidate_for_either_side(
     assert np.all(played < 3 * 81)
     z = rollouts(states, policy, np.random.default_rng(8))
     assert z.dtype == np.float32 and set(z.tolist()) <= {-1.0, 1.0}
+
+
+def test_rollouts_cut_short_answer_nan_and_the_finished_ones_keep_their_result() -> None:
+    """``cancelled`` is asked before every move of the batch (here a fake clock: true from the 61st question on). The
+    games that ended within 60 moves keep the result they have without it; the others are NaN."""
+    start = GameState(7, Rules(komi=0.5))
+    for vertex in ("D4", "C3", "E5", "C5", "E3"):
+        start.play(parse_vertex(vertex, 7))
+    states = [start.copy() for _ in range(16)]
+    _, feats = position_features([random_position(7, 20, random.Random(1))])
+    policy = RolloutPolicy(random_weights(feats, seed=3))
+    whole = rollouts(states, policy, np.random.default_rng(5))
+    _, played = play_out(states, policy, np.random.default_rng(5))
+    questions = []
+
+    def after_sixty_moves() -> bool:
+        questions.append(None)
+        return len(questions) > 60
+
+    cut = rollouts(states, policy, np.random.default_rng(5), cancelled=after_sixty_moves)
+    finished = played <= 60
+    assert 0 < finished.sum() < len(states)  # the test sees both kinds
+    assert np.array_equal(cut[finished], whole[finished])
+    assert np.all(np.isnan(cut[~finished]))
+    assert not np.any(np.isnan(rollouts(states, policy, np.random.default_rng(5), cancelled=lambda: False)))
 
 
 DEAD_WHITE_STONE = """

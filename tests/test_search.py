@@ -705,14 +705,14 @@ class CountingRollout:
         self.positions = 0
         self.batches: list[int] = []
 
-    def __call__(self, states, rng):
-        assert isinstance(rng, np.random.Generator)
+    def __call__(self, states, rng, over):
+        assert isinstance(rng, np.random.Generator) and callable(over)
         self.positions += len(states)
         self.batches.append(len(states))
         return np.full(len(states), self.z, dtype=np.float32)
 
 
-def refusing_rollout(states, rng):
+def refusing_rollout(states, rng, over):
     raise AssertionError("λ = 0 must not run a rollout")
 
 
@@ -787,8 +787,53 @@ def test_rollouts_keep_the_tree_consistent_under_threads_and_batches_in_flight(t
     check_tree(search)
 
 
+def test_a_rollout_the_run_cut_short_leaves_the_network_value_alone():
+    """The move's time runs out (a stop) during the second batch's rollouts: the rollout sees that the run is over
+    and answers NaN, and that leaf backs up the network's v alone, not a mix with NaN."""
+    seen = []
+
+    def stopped_midway(states, rng, over):
+        seen.append(over())
+        if len(seen) == 2:
+            search.stop()
+            seen.append(over())
+        return np.full(len(states), np.nan, dtype=np.float32)
+
+    config = SearchConfig(threads=1, visits=10, rollout_mix=0.5, root_symmetries=False, early_stop=False)
+    search = Search(ConstantValueEvaluator(0.2), config, rng=np.random.default_rng(0), rollout=stopped_midway)
+    result = search.run(GameState(5))
+    assert seen == [False, False, True]
+    (child,) = [c for c in result.candidates if c.visits]
+    assert result.root_visits == 2 and child.value == pytest.approx(-0.2, abs=1e-6)
+    check_tree(search)
+
+
+def test_a_timed_run_tells_its_rollouts_when_time_is_up(monkeypatch):
+    """The rollouts' third argument reads the run's clock (a fake one here): false while the move has time, true
+    once its deadline has passed, and then the search ends with the network's values alone."""
+    import types
+
+    from engine.play import search as search_module
+
+    clock = types.SimpleNamespace(now=100.0)
+    monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
+    answers = []
+
+    def slow(states, rng, over):
+        answers.append(over())
+        clock.now += 1.0  # this batch of rollouts outlasts the move's time
+        answers.append(over())
+        return np.full(len(states), np.nan, dtype=np.float32)
+
+    config = SearchConfig(threads=1, rollout_mix=1.0, root_symmetries=False)
+    search = Search(ConstantValueEvaluator(-0.3), config, rng=np.random.default_rng(0), rollout=slow)
+    result = search.run(GameState(5), visits=0, playouts=0, time_s=0.5)
+    assert answers == [False, True]  # the root's batch: the deadline passed during it, so the run ends there
+    assert result.root_visits == 1 and search.tree.root.value == pytest.approx(-0.3)
+
+
 def test_a_rollout_failure_leaves_no_virtual_loss():
-    def failing(states, rng):
+    def failing(states, rng, over):
         raise RuntimeError("rollout failed")
 
     config = SearchConfig(threads=2, visits=100, batch_size=4, rollout_mix=0.5)
@@ -843,7 +888,7 @@ def test_rollouts_alone_find_the_winner_where_the_network_value_says_nothing(to_
 def test_a_rollout_answer_of_the_wrong_shape_is_a_clear_error_and_leaves_no_virtual_loss():
     config = SearchConfig(threads=1, visits=50, batch_size=4, rollout_mix=0.5)
     search = Search(UniformEvaluator(), config, rng=np.random.default_rng(0),
-                    rollout=lambda states, rng: np.zeros(len(states) + 1, dtype=np.float32))
+                    rollout=lambda states, rng, over: np.zeros(len(states) + 1, dtype=np.float32))
     with pytest.raises(ValueError, match="rollout answered"):
         search.run(GameState(5))
     assert all(node.status != PENDING for node in walk(search.tree.root))

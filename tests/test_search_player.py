@@ -476,7 +476,7 @@ def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, mo
 
     loaded = []
     monkeypatch.setattr(rollout_module.PolicyRollouts, "load", classmethod(lambda cls, path: loaded.append(path)
-                                                                          or (lambda states, rng: None)))
+                                                                          or (lambda states, rng, over: None)))
     net = NetConfig(weights=(str(tiny_onnx),))
     search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1)))
     assert loaded == []

@@ -7,7 +7,7 @@ import sys
 # subcommand -> (module with a main(argv) function, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gtp": ("gtp.__main__", "run the engine over the Go Text Protocol on stdin/stdout"),
-    "bench": ("tools.bench", "benchmarks: board, net, search, visits, rollout"),
+    "bench": ("tools.bench", "benchmarks: board, net, search, visits, rollout, movetime"),
     "export": ("tools.learn.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
     "match": ("tools.compete.match", "play matches between GTP engines and rate them"),
     "regress": ("tools.check.regress", "run GNU Go style .tst regression files against a GTP engine"),

@@ -42,8 +42,10 @@ _UNBOUNDED = 1 << 62  # a run's playout target when only time or a stop event en
 
 # A leaf's rollout (AlphaGo's fast rollout policy, ``engine.rollout.rollout.PolicyRollouts``): float32 [B], the result
 # z in [-1, 1] of one game played out to the end from each position, side to move's view. The generator is the
-# calling worker's own; the call holds the GIL, and may take milliseconds a position.
-Rollout = Callable[[Sequence[GameState], np.random.Generator], np.ndarray]
+# calling worker's own; the call holds the GIL, and may take milliseconds a position. Its third argument says when
+# the run is over (its time is up or it was stopped): the rollouts still being played end there with NaN, and those
+# leaves back up the network's value alone, so that a 19×19 batch of rollouts does not make the move late.
+Rollout = Callable[[Sequence[GameState], np.random.Generator, Callable[[], bool]], np.ndarray]
 
 
 @dataclass
@@ -372,7 +374,7 @@ class Search:
                 # Several batches in flight: this thread goes on descending while the network thread runs the
                 # earlier ones, and takes a result back when the pipeline is full or it has nothing else to do.
                 if batch:
-                    in_flight.append((batch, self._start_batch(batch, rollout_rng)))
+                    in_flight.append((batch, self._start_batch(batch, run, rollout_rng)))
                 if in_flight and (len(in_flight) >= depth or not batch):
                     done, pending = in_flight.popleft()
                     self._finish_batch(done, pending, run)
@@ -432,24 +434,28 @@ class Search:
         """The one place the search calls the network (or, with rollouts, hands it a batch and waits); expands and
         backs up every leaf."""
         if self._rollout is not None:
-            self._finish_batch(leaves, self._start_batch(leaves, rollout_rng), run)
+            self._finish_batch(leaves, self._start_batch(leaves, run, rollout_rng), run)
             return
         evaluation = self._or_abandon(leaves, lambda: self.evaluator.evaluate([leaf.state for leaf in leaves]))
         self._expand_batch(leaves, evaluation, run)
 
-    def _start_batch(self, leaves: list[_Leaf], rollout_rng: np.random.Generator | None) -> _InFlight:
+    def _start_batch(self, leaves: list[_Leaf], run: _Run, rollout_rng: np.random.Generator | None) -> _InFlight:
         """Hand a batch to the network without waiting for it (``batches_in_flight`` > 1, or rollouts), then, with
         rollouts, play every leaf out in this thread while the network runs without the GIL."""
         asked = [leaf.state for leaf in leaves if leaf.expansion is None]  # the table's leaves need no network
         pending = self._or_abandon(leaves, lambda: evaluate_async(self.evaluator, asked)) if asked else None
         rollout_z = None
         if self._rollout is not None:
-            rollout_z = self._or_abandon(leaves, lambda: self._rollouts(leaves, rollout_rng))
+            rollout_z = self._or_abandon(leaves, lambda: self._rollouts(leaves, run, rollout_rng))
         return _InFlight(pending, rollout_z)
 
-    def _rollouts(self, leaves: list[_Leaf], rng: np.random.Generator) -> np.ndarray:
-        """float64 [len(leaves)]: one rollout's result from each leaf; ValueError for an answer of the wrong shape."""
-        results = np.asarray(self._rollout([leaf.state for leaf in leaves], rng), dtype=np.float64)
+    def _rollouts(self, leaves: list[_Leaf], run: _Run, rng: np.random.Generator) -> np.ndarray:
+        """float64 [len(leaves)]: one rollout's result from each leaf, NaN where the run ended first; ValueError for
+        an answer of the wrong shape."""
+        def over() -> bool:
+            return run.stop.is_set() or time.monotonic() >= run.deadline
+
+        results = np.asarray(self._rollout([leaf.state for leaf in leaves], rng, over), dtype=np.float64)
         if results.shape != (len(leaves),):
             raise ValueError(f"the rollout answered {len(leaves)} positions with shape {results.shape}")
         return results
@@ -482,7 +488,9 @@ class Search:
         fresh = [leaf for leaf in leaves if leaf.expansion is None]
         found = iter(self._or_abandon(leaves, lambda: self._expansions([leaf.state for leaf in fresh], evaluation))
                      if fresh else ())
-        results = [None] * len(leaves) if rollout_z is None else rollout_z.tolist()
+        # A rollout cut short by the end of the run (NaN) leaves the network's value alone.
+        results = [None] * len(leaves) if rollout_z is None else [None if math.isnan(z) else z
+                                                                   for z in rollout_z.tolist()]
         with self._lock:
             for leaf, z in zip(leaves, results):
                 expansion = leaf.expansion

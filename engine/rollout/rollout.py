@@ -5,11 +5,13 @@ its ``LibertyStates`` board, and the pattern weights of all the boards' points c
 shared by the whole batch, so a batch of 64 costs far less than 64 single rollouts. Rules as in
 ``engine.rules.playout``: the raw board with simple ko (superko is too rare to matter and costs a history), never
 the mover's own single-point eye, never suicide; a side with no candidate left passes, two passes in a row or
-``max_moves`` end the game, and the final board is counted Tromp-Taylor with the game's komi.
+``max_moves`` end the game, and the final board is counted Tromp-Taylor with the game's komi. A search in a hurry
+passes ``cancelled``: checked before every move of the batch, it ends the rollouts still being played, whose result
+is then NaN (on 19×19 a batch plays for a few hundred milliseconds, past a 1 s byo-yomi period's budget).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -123,8 +125,15 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
              max_moves: int | None = None) -> tuple[list[Board], np.ndarray]:
     """(the final raw boards, int64 [B] the moves each rollout played, passes included) of rollouts from ``states``
     (one size; not changed). ``max_moves`` per rollout defaults to three times the number of points."""
+    boards, played, _ = _play_out(states, policy, rng, max_moves, None)
+    return boards, played
+
+
+def _play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator, max_moves: int | None,
+              cancelled: Callable[[], bool] | None) -> tuple[list[Board], np.ndarray, list[int]]:
+    """``play_out``, and the indices of the rollouts that ``cancelled`` (None: never) stopped before their end."""
     if not states:
-        return [], np.zeros(0, dtype=np.int64)
+        return [], np.zeros(0, dtype=np.int64), []
     size = states[0].size
     if any(state.size != size for state in states):
         raise ValueError("rollouts of one batch must share a board size")
@@ -136,8 +145,12 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
     passes = [state.passes for state in states]
     played = np.zeros(len(states), dtype=np.int64)
     active = [i for i in range(len(states)) if passes[i] < 2]
+    stopped = False
     for _ in range(limit):
         if not active:
+            break
+        if cancelled is not None and cancelled():
+            stopped = True
             break
         index = np.array(active)
         moves = draw_moves(policy, [boards[i] for i in active], [colors[i] for i in active], previous[index],
@@ -158,18 +171,21 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
             if passes[i] < 2:
                 still.append(i)
         active = still
-    return [run.board for run in boards], played
+    return [run.board for run in boards], played, active if stopped else []
 
 
 def rollouts(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator,
-             max_moves: int | None = None) -> np.ndarray:
+             max_moves: int | None = None, cancelled: Callable[[], bool] | None = None) -> np.ndarray:
     """float32 [B]: each rollout's result z from its starting position's side to move: +1 a win, -1 a loss, 0 a
-    draw (an integer komi). The search's ``value`` means the same."""
+    draw (an integer komi). The search's ``value`` means the same. NaN for a rollout that ``cancelled`` stopped
+    before the end of its game."""
     results = np.zeros(len(states), dtype=np.float32)
-    for i, (state, board) in enumerate(zip(states, play_out(states, policy, rng, max_moves)[0])):
+    boards, _, unfinished = _play_out(states, policy, rng, max_moves, cancelled)
+    for i, (state, board) in enumerate(zip(states, boards)):
         black, white = board.area_score()
         score = black - white - state.rules.komi  # black's view
         results[i] = np.sign(score) if state.to_move == BLACK else -np.sign(score)
+    results[unfinished] = np.nan
     return results
 
 
@@ -211,8 +227,9 @@ class PolicyRollouts:
         """From a weights file; ``RolloutPolicyError`` (a ValueError) says what is wrong with an unusable one."""
         return cls(RolloutPolicy.load(path))
 
-    def __call__(self, states: Sequence[GameState], rng: np.random.Generator) -> np.ndarray:
-        return rollouts(states, self.policy, rng)
+    def __call__(self, states: Sequence[GameState], rng: np.random.Generator,
+                 cancelled: Callable[[], bool] | None = None) -> np.ndarray:
+        return rollouts(states, self.policy, rng, cancelled=cancelled)
 
     def ownership(self, state: GameState, rng: np.random.Generator,
                   count: int = DEFAULT_OWNERSHIP_ROLLOUTS) -> np.ndarray:

@@ -10,6 +10,7 @@ KINDS = {
     "search": "tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
     "visits": "tools.bench.visits",  # how batching bends a small search's visit distribution
     "rollout": "tools.bench.rollout",  # pattern-policy rollouts: moves/s by board size and batch
+    "movetime": "tools.bench.movetime",  # an engine's moves against a byo-yomi period, timed as a server would
 }
 
 
