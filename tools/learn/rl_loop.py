@@ -149,13 +149,15 @@ def settle_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig) -> tup
 
 
 def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
-    """The supervised trainer's settings for this run: one endless run, trained ``train_steps`` at a time."""
+    """The supervised trainer's settings for this run: one endless run, trained ``train_steps`` at a time, in bf16
+    autocast where the hardware has it, as the supervised runs (a 6×64 chunk ran 1.6× as fast as in fp32:
+    docs/BENCHMARKS.md)."""
     from tools.learn.train import TrainConfig
 
     return TrainConfig(data=os.path.join(directory, "replay"), out=os.path.join(directory, "train"),
                        blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
                        lr=rl.lr, weight_decay=rl.weight_decay, warmup_steps=rl.warmup_steps, lr_drops="",
-                       seed=rl.seed, device="cpu", precision="fp32", threads=rl.train_threads,
+                       seed=rl.seed, device="cpu", precision="auto", threads=rl.train_threads,
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
