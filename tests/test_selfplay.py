@@ -209,6 +209,33 @@ def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
     assert len(read_jsonl(os.path.join(directory, ELO))) == 2
 
 
+def test_a_kept_run_resumes_on_a_new_machine_with_a_refilled_window(tiny_net, tmp_path, capsys):
+    """`--keep` holds what resumes the run (settings, state, logs, the trainer's checkpoint, the best network) and
+    not its training data; a run directory that lost everything is restored from it, self-play refills the window
+    with games numbered on from the old ones, and training continues from the kept checkpoint."""
+    from tools.learn.rl_loop import ELO, main, read_jsonl, trained_steps
+
+    keep, first, second = tmp_path / "keep", tmp_path / "machine-1", tmp_path / "machine-2"
+    options = ["--blocks", "1", "--filters", "8", "--size", str(SIZE), "--komi", "0.5", "--visits", "12",
+               "--fast-visits", "4", "--full-fraction", "0.5", "--batch-size", "4", "--games-per-generation", "2",
+               "--window-games", "10", "--min-positions", "1", "--train-steps", "2", "--batch", "8",
+               "--warmup-steps", "0", "--gate-games", "2", "--gate-visits", "4", "--train-threads", "1",
+               "--train-workers", "0", "--generations", "1", "--keep", str(keep)]
+    assert main(["--dir", str(first), *options]) == 0
+    kept = sorted(str(p.relative_to(keep)) for p in keep.rglob("*") if p.is_file())
+    best = json.loads((keep / "state.json").read_text())["best"]
+    assert kept == sorted(["config.json", "state.json", "elo.jsonl", "gating.jsonl", "train/checkpoint.pt", best])
+
+    assert main(["--dir", str(second), *options]) == 0
+    err = capsys.readouterr().err
+    assert f"restored the run kept in {keep}" in err and "the replay window is empty after 2 games issued" in err
+    with ReplayStore(str(second / "replay"), 10, writable=False) as store:
+        assert [number for number, _ in game_files(store.directory)] == [2, 3]  # no game number, so no seed, twice
+    assert trained_steps(str(second)) == 4  # the kept checkpoint's 2 steps, then this generation's
+    assert [h["generation"] for h in read_jsonl(str(second / ELO))] == [1, 2]
+    assert json.loads((keep / "state.json").read_text())["generation"] == 3
+
+
 def test_resume_refuses_other_settings(tmp_path):
     from tools.learn.rl_loop import settle_config
 

@@ -188,10 +188,11 @@ class ReplayStore:
 
     Games are numbered 0, 1, ... in the order they were appended; the numbers never restart, so ``total`` counts
     every game ever played. Opening for writing takes an exclusive lock, removes temporary files left by a kill and
-    evicts games older than the window. ``window`` 0 keeps everything.
+    evicts games older than the window. ``window`` 0 keeps everything. ``first``: the number the next game gets at
+    least (a run whose games were lost with its machine goes on numbering where it was).
     """
 
-    def __init__(self, directory: str, window: int, writable: bool = True):
+    def __init__(self, directory: str, window: int, writable: bool = True, first: int = 0):
         self.directory = directory
         self.window = window
         self._lock_handle = None
@@ -207,7 +208,7 @@ class ReplayStore:
                 if ".tmp" in name:  # write_shard's temporary file, cut short by a kill
                     os.remove(os.path.join(directory, name))
         files = game_files(directory)
-        self._next = files[-1][0] + 1 if files else 0
+        self._next = max(files[-1][0] + 1 if files else 0, first)
         if writable:
             self._evict()
 

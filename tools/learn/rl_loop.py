@@ -18,6 +18,10 @@ Run directory::
                      each board size and the window's games and black wins per size
     STOP             create it (or `tabula rl --dir D --stop`) to stop after the current game or step
 
+``--keep DIR`` keeps a copy of what resumes the run (all of the above but the window, the SGF files and the networks
+other than the best; a few MB) in DIR, e.g. one under git, after every generation and when the run stops. A run
+directory without ``state.json`` (a new machine) is restored from there, and self-play refills the window.
+
     tabula rl --dir runs/rl9 --blocks 4 --filters 32 --visits 64 --workers 2      (rerun the same to resume)
     tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
     tabula rl --dir runs/rl9more --start-from weights/tabula-4x32-rl9.onnx ...   (continue a network by self-play)
@@ -30,6 +34,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -51,7 +56,7 @@ GATING = "gating.jsonl"
 STOP = "STOP"
 # Settings that may change when a run is resumed (where to run, how long, the schedule); the rest is fixed.
 MUTABLE = ("workers", "ray", "ray_address", "max_minutes", "generations", "train_threads", "train_workers",
-           "games_per_generation", "train_steps", "gate_games")
+           "games_per_generation", "train_steps", "gate_games", "keep")
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class RLConfig:
     start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
     head: str = "agz"  # agz (one board size) | pooled (every size, so --sizes; --start-from a pooled network sets it)
     aux: bool = False  # pooled head: score, ownership and opponent-reply heads, trained on the games' final counts
+    keep: str = ""  # also keep what resumes the run in this directory, e.g. one under git ("": nowhere)
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
@@ -251,6 +257,51 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
     os.replace(tmp, path)
 
 
+# -- keeping a run where a new machine finds it -----------------------------------------------------------------
+
+
+def _copy_atomic(source: str, target: str) -> None:
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    shutil.copyfile(source, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
+def keep_run(directory: str, keep: str, state: dict) -> None:
+    """Copy into ``keep`` what resumes the run: its settings, the Elo and gating logs, the trainer's checkpoint (or,
+    before the first chunk, the weights it starts from), the best network, and the state last. Not the replay
+    window (training data stays out of git) nor the SGF files; older networks kept before are removed."""
+    from tools.learn.train import CHECKPOINT
+
+    checkpoint = os.path.join("train", CHECKPOINT)
+    weights = checkpoint if os.path.exists(os.path.join(directory, checkpoint)) else INIT_CHECKPOINT
+    for name in (CONFIG, ELO, GATING, weights, state["best"], STATE):
+        source = os.path.join(directory, name)
+        if not os.path.exists(source) or (name == state["best"] and os.path.exists(os.path.join(keep, name))):
+            continue  # a generation's network never changes once written
+        _copy_atomic(source, os.path.join(keep, name))
+    stale = [os.path.join("nets", name) for name in os.listdir(os.path.join(keep, "nets"))
+             if os.path.join("nets", name) != state["best"]] if os.path.isdir(os.path.join(keep, "nets")) else []
+    if weights == checkpoint:
+        stale.append(INIT_CHECKPOINT)
+    for name in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(keep, name))
+
+
+def restore_kept_run(directory: str, keep: str) -> bool:
+    """On a new machine (``directory`` has no state) copy the run kept in ``keep`` into it, the state last, so that
+    a kill part-way restores it again next time. False when there is nothing to restore."""
+    if not keep or os.path.exists(os.path.join(directory, STATE)) or not os.path.exists(os.path.join(keep, STATE)):
+        return False
+    for root, _, files in os.walk(keep):
+        for name in files:
+            relative = os.path.relpath(os.path.join(root, name), keep)
+            if relative != STATE and not name.endswith(".tmp"):
+                _copy_atomic(os.path.join(keep, relative), os.path.join(directory, relative))
+    _copy_atomic(os.path.join(keep, STATE), os.path.join(directory, STATE))
+    return True
+
+
 # -- Elo ------------------------------------------------------------------------------------------------------------
 
 
@@ -353,7 +404,7 @@ class Loop:
         workers = make_workers(rl.workers, rl.ray, rl.ray_address)
         self.log(f"tabula rl: {self.directory} on {workers.describe()}")
         try:
-            with ReplayStore(os.path.join(self.directory, "replay"), rl.window_games) as store:
+            with self._open_store() as store:
                 done = 0
                 while not self.stopping():
                     if rl.generations and done >= rl.generations:
@@ -361,12 +412,33 @@ class Loop:
                     if not self._generation(store, workers):
                         break
                     done += 1
+                    self._keep()
+                self._keep()
                 self.log("tabula rl: stopped; " + self.status(store))
         finally:
             workers.close()
             for s, handler in previous.items():
                 signal.signal(s, handler)
         return self.state
+
+    def _open_store(self) -> ReplayStore:
+        """The replay window. One that is empty although the run has played games was lost with its machine (a run
+        restored from ``--keep``): its numbering goes on from the games issued, and self-play refills it, a
+        generation's games from there, before training goes on."""
+        path, issued = os.path.join(self.directory, "replay"), self.state.get("tasks_issued", 0)
+        store = ReplayStore(path, self.rl.window_games)
+        if store.total == 0 and issued > 0 and trained_steps(self.directory) > 0:
+            store.close()
+            store = ReplayStore(path, self.rl.window_games, first=issued)
+            self.state["selfplay_target"] = issued + self.rl.games_per_generation
+            self._save_state()
+            self.log(f"tabula rl: the replay window is empty after {issued} games issued (a new machine?): self-play "
+                     f"refills it")
+        return store
+
+    def _keep(self) -> None:
+        if self.rl.keep:
+            keep_run(self.directory, self.rl.keep, self.state)
 
     def _on_signal(self, signum, _frame) -> None:
         self._signal = signum
@@ -547,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(args.dir, STOP))
+    if args.keep and restore_kept_run(args.dir, args.keep):
+        print(f"tabula rl: restored the run kept in {args.keep}", file=sys.stderr, flush=True)
     saved = saved_config(args.dir)  # a resumed run: options not given keep their saved values
     rl = from_flags(saved[0] if saved else RLConfig, args)
     selfplay = selfplay_from_flags(parser, saved[1] if saved else SelfPlayConfig, args)
@@ -557,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["RLConfig", "Loop", "check_sizes", "settle_config", "train_config", "gating_score", "gating_by_size",
-           "elo_difference", "read_jsonl"]
+           "elo_difference", "read_jsonl", "keep_run", "restore_kept_run"]
 
 
 if __name__ == "__main__":
