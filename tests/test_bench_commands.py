@@ -147,8 +147,8 @@ def test_bench_rollout_on_a_missing_file_says_so_in_one_line(tmp_path):
 
 
 def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monkeypatch):
-    """Two scripted engines take turns: one answers at once, one sleeps 0.12 s a move against a 0.1 s period. Each
-    passes after 6 moves, so 10 moves a round take each engine through a restart from the empty board."""
+    """Two scripted engines take turns: one answers at once, one sleeps 0.6 s a move against a 0.3 s period. Each
+    passes from its third move on, so 4 moves a round take each engine through a restart from the empty board."""
     import sys
     from pathlib import Path
 
@@ -156,12 +156,12 @@ def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monk
 
     root = Path(__file__).resolve().parent.parent
     monkeypatch.setenv("PYTHONPATH", str(root))
-    fake = f"{sys.executable} {root / 'tests' / 'fake_gtp_engine.py'}"
-    assert bench_movetime.main(["--engines", fake, f"{fake} --slow 0.12", "--size", "9", "--moves", "10",
-                                "--rounds", "2", "--period-time", "0.1"]) == 0
+    fake = f"{sys.executable} {root / 'tests' / 'fake_gtp_engine.py'} --moves 2"
+    assert bench_movetime.main(["--engines", fake, f"{fake} --slow 0.6", "--size", "9", "--moves", "4",
+                                "--rounds", "2", "--period-time", "0.3"]) == 0
     fast, slow = capsys.readouterr().out.splitlines()
-    assert fast.startswith(f"{fake}: 20 moves,") and fast.endswith("past the 0.1 s period: 0")
-    assert slow.startswith(f"{fake} --slow 0.12: 20 moves,") and slow.endswith("past the 0.1 s period: 20")
+    assert fast.startswith(f"{fake}: 8 moves,") and fast.endswith("past the 0.3 s period: 0")
+    assert slow.startswith(f"{fake} --slow 0.6: 8 moves,") and slow.endswith("past the 0.3 s period: 8")
 
 
 def test_bench_movetime_on_an_engine_that_cannot_start_says_so_in_one_line(capsys):

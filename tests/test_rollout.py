@@ -292,9 +292,10 @@ def test_rollouts_never_fill_own_eyes_and_end_with_no_candidate_for_either_side(
     assert z.dtype == np.float32 and set(z.tolist()) <= {-1.0, 1.0}
 
 
-def test_rollouts_cut_short_answer_nan_and_the_finished_ones_keep_their_result() -> None:
-    """``cancelled`` is asked before every move of the batch (here a fake clock: true from the 61st question on). The
-    games that ended within 60 moves keep the result they have without it; the others are NaN."""
+def test_a_batch_of_rollouts_cut_short_answers_nan_throughout() -> None:
+    """``cancelled`` is asked before every move of the batch (here a fake clock that says yes after N questions). A
+    batch whose longest game ends within N moves keeps its results; one cut a move before that is all NaN, the
+    games that had ended too (the short ones alone would bias it)."""
     start = GameState(7, Rules(komi=0.5))
     for vertex in ("D4", "C3", "E5", "C5", "E3"):
         start.play(parse_vertex(vertex, 7))
@@ -303,18 +304,20 @@ def test_rollouts_cut_short_answer_nan_and_the_finished_ones_keep_their_result()
     policy = RolloutPolicy(random_weights(feats, seed=3))
     whole = rollouts(states, policy, np.random.default_rng(5))
     _, played = play_out(states, policy, np.random.default_rng(5))
-    questions = []
+    longest = int(played.max())
 
-    def after_sixty_moves() -> bool:
-        questions.append(None)
-        return len(questions) > 60
+    def yes_after(questions: int):
+        asked = []
 
-    cut = rollouts(states, policy, np.random.default_rng(5), cancelled=after_sixty_moves)
-    finished = played <= 60
-    assert 0 < finished.sum() < len(states)  # the test sees both kinds
-    assert np.array_equal(cut[finished], whole[finished])
-    assert np.all(np.isnan(cut[~finished]))
-    assert not np.any(np.isnan(rollouts(states, policy, np.random.default_rng(5), cancelled=lambda: False)))
+        def cancelled() -> bool:
+            asked.append(None)
+            return len(asked) > questions
+        return cancelled
+
+    assert np.array_equal(rollouts(states, policy, np.random.default_rng(5), cancelled=yes_after(longest)), whole)
+    cut = rollouts(states, policy, np.random.default_rng(5), cancelled=yes_after(longest - 1))
+    assert cut.dtype == np.float32 and np.all(np.isnan(cut))
+    assert not np.any(np.isnan(whole))
 
 
 DEAD_WHITE_STONE = """

@@ -810,7 +810,8 @@ def test_a_rollout_the_run_cut_short_leaves_the_network_value_alone():
 
 def test_a_timed_run_tells_its_rollouts_when_time_is_up(monkeypatch):
     """The rollouts' third argument reads the run's clock (a fake one here): false while the move has time, true
-    once its deadline has passed, and then the search ends with the network's values alone."""
+    once its deadline has passed. The batch that outlasted the time answers NaN, its leaves back up the network's
+    value alone, and the search ends there."""
     import types
 
     from engine.play import search as search_module
@@ -819,17 +820,20 @@ def test_a_timed_run_tells_its_rollouts_when_time_is_up(monkeypatch):
     monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
     answers = []
 
-    def slow(states, rng, over):
+    def slow_second_batch(states, rng, over):
         answers.append(over())
-        clock.now += 1.0  # this batch of rollouts outlasts the move's time
+        if len(answers) == 1:
+            return np.ones(len(states), dtype=np.float32)  # the root's: within the time
+        clock.now += 1.0
         answers.append(over())
         return np.full(len(states), np.nan, dtype=np.float32)
 
-    config = SearchConfig(threads=1, rollout_mix=1.0, root_symmetries=False)
-    search = Search(ConstantValueEvaluator(-0.3), config, rng=np.random.default_rng(0), rollout=slow)
+    config = SearchConfig(threads=1, rollout_mix=1.0, root_symmetries=False, early_stop=False)
+    search = Search(ConstantValueEvaluator(-0.3), config, rng=np.random.default_rng(0), rollout=slow_second_batch)
     result = search.run(GameState(5), visits=0, playouts=0, time_s=0.5)
-    assert answers == [False, True]  # the root's batch: the deadline passed during it, so the run ends there
-    assert result.root_visits == 1 and search.tree.root.value == pytest.approx(-0.3)
+    assert answers == [False, False, True]
+    visited = [c for c in result.candidates if c.visits]
+    assert visited and all(c.value == pytest.approx(0.3, abs=1e-6) for c in visited)  # v alone, from the root
 
 
 def test_a_rollout_failure_leaves_no_virtual_loss():

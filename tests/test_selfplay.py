@@ -228,12 +228,42 @@ def test_a_kept_run_resumes_on_a_new_machine_with_a_refilled_window(tiny_net, tm
 
     assert main(["--dir", str(second), *options]) == 0
     err = capsys.readouterr().err
-    assert f"restored the run kept in {keep}" in err and "the replay window is empty after 2 games issued" in err
+    assert f"restored the run kept in {keep}" in err
+    assert "the replay window is empty after 2 games issued (a new machine?): self-play refills it with 8 games" in err
     with ReplayStore(str(second / "replay"), 10, writable=False) as store:
-        assert [number for number, _ in game_files(store.directory)] == [2, 3]  # no game number, so no seed, twice
+        # four generations' games, numbered on from the lost ones: no game number, so no seed, twice
+        assert [number for number, _ in game_files(store.directory)] == list(range(2, 10))
     assert trained_steps(str(second)) == 4  # the kept checkpoint's 2 steps, then this generation's
     assert [h["generation"] for h in read_jsonl(str(second / ELO))] == [1, 2]
     assert json.loads((keep / "state.json").read_text())["generation"] == 3
+
+    # The first machine comes back with its older run: it must not overwrite the newer one kept.
+    with pytest.raises(SystemExit, match="keeps a run ahead of the one in"):
+        main(["--dir", str(first), *options])
+
+
+def test_a_restore_drops_log_lines_the_kept_state_never_reached(tmp_path):
+    """A kill while keeping can leave the Elo and gating logs a generation ahead of the kept state (they are copied
+    first): the restore drops those lines, so that the gate is played again rather than its decision trusted."""
+    from tools.learn.rl_loop import CONFIG, ELO, GATING, STATE, RLConfig, read_jsonl, restore_kept_run
+
+    keep, directory = tmp_path / "keep", tmp_path / "run"
+    keep.mkdir()
+    (keep / CONFIG).write_text(json.dumps({"rl": dataclasses.asdict(RLConfig()),
+                                           "selfplay": dataclasses.asdict(SelfPlayConfig())}))
+    (keep / STATE).write_text(json.dumps({"generation": 3, "best": "nets/gen-0001.onnx", "tasks_issued": 150}))
+    (keep / ELO).write_text("".join(json.dumps({"generation": g, "accepted": True}) + "\n" for g in (1, 2, 3)))
+    (keep / GATING).write_text("".join(json.dumps({"generation": g, "game": i}) + "\n"
+                                       for g in (2, 3) for i in range(2)))
+    assert restore_kept_run(str(directory), str(keep))
+    assert [line["generation"] for line in read_jsonl(str(directory / ELO))] == [1, 2]
+    assert [line["generation"] for line in read_jsonl(str(directory / GATING))] == [2, 2]
+    assert json.loads((directory / STATE).read_text())["generation"] == 3
+    assert not restore_kept_run(str(directory), str(keep))  # the same run, not behind: resumed as it is
+    (keep / CONFIG).write_text(json.dumps({"rl": dataclasses.asdict(RLConfig(filters=16)),
+                                           "selfplay": dataclasses.asdict(SelfPlayConfig())}))
+    with pytest.raises(SystemExit, match="keeps another run than the one in"):
+        restore_kept_run(str(directory), str(keep))
 
 
 def test_resume_refuses_other_settings(tmp_path):

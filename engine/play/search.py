@@ -178,9 +178,9 @@ class Search:
             workers = max(1, self.config.threads) + 1
             run.rollout_rngs = [None] * workers if self._rollout is None else \
                 [np.random.default_rng(seed) for seed in self.rng.integers(1 << 62, size=workers).tolist()]
-            self._prepare_root(run, noise, allowed)
-            self._current = run
+            self._current = run  # before the root's first evaluation: a stop (or its rollouts) must see this run
             try:
+                self._prepare_root(run, noise, allowed)
                 self._work_all(run, on_progress, progress_interval_s)
             finally:
                 self._current = None

@@ -6,8 +6,9 @@ shared by the whole batch, so a batch of 64 costs far less than 64 single rollou
 ``engine.rules.playout``: the raw board with simple ko (superko is too rare to matter and costs a history), never
 the mover's own single-point eye, never suicide; a side with no candidate left passes, two passes in a row or
 ``max_moves`` end the game, and the final board is counted Tromp-Taylor with the game's komi. A search in a hurry
-passes ``cancelled``: checked before every move of the batch, it ends the rollouts still being played, whose result
-is then NaN (on 19×19 a batch plays for a few hundred milliseconds, past a 1 s byo-yomi period's budget).
+passes ``cancelled``: checked before every move of the batch, it ends the batch, and every result of a batch cut
+short is NaN (on 19×19 a batch plays for a few hundred milliseconds, past a 1 s byo-yomi period's budget). The
+rollouts that had ended by then are the batch's shortest games: keeping only theirs would bias the batch.
 """
 from __future__ import annotations
 
@@ -130,10 +131,10 @@ def play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.
 
 
 def _play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator, max_moves: int | None,
-              cancelled: Callable[[], bool] | None) -> tuple[list[Board], np.ndarray, list[int]]:
-    """``play_out``, and the indices of the rollouts that ``cancelled`` (None: never) stopped before their end."""
+              cancelled: Callable[[], bool] | None) -> tuple[list[Board], np.ndarray, bool]:
+    """``play_out``, and whether ``cancelled`` (None: never) stopped the batch before every rollout had ended."""
     if not states:
-        return [], np.zeros(0, dtype=np.int64), []
+        return [], np.zeros(0, dtype=np.int64), False
     size = states[0].size
     if any(state.size != size for state in states):
         raise ValueError("rollouts of one batch must share a board size")
@@ -171,21 +172,22 @@ def _play_out(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random
             if passes[i] < 2:
                 still.append(i)
         active = still
-    return [run.board for run in boards], played, active if stopped else []
+    return [run.board for run in boards], played, stopped
 
 
 def rollouts(states: Sequence[GameState], policy: RolloutPolicy, rng: np.random.Generator,
              max_moves: int | None = None, cancelled: Callable[[], bool] | None = None) -> np.ndarray:
     """float32 [B]: each rollout's result z from its starting position's side to move: +1 a win, -1 a loss, 0 a
-    draw (an integer komi). The search's ``value`` means the same. NaN for a rollout that ``cancelled`` stopped
-    before the end of its game."""
+    draw (an integer komi). The search's ``value`` means the same. All NaN when ``cancelled`` stopped the batch
+    before its every game had ended."""
+    boards, _, stopped = _play_out(states, policy, rng, max_moves, cancelled)
+    if stopped:
+        return np.full(len(states), np.nan, dtype=np.float32)
     results = np.zeros(len(states), dtype=np.float32)
-    boards, _, unfinished = _play_out(states, policy, rng, max_moves, cancelled)
     for i, (state, board) in enumerate(zip(states, boards)):
         black, white = board.area_score()
         score = black - white - state.rules.komi  # black's view
         results[i] = np.sign(score) if state.to_move == BLACK else -np.sign(score)
-    results[unfinished] = np.nan
     return results
 
 

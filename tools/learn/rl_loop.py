@@ -290,16 +290,44 @@ def keep_run(directory: str, keep: str, state: dict) -> None:
 
 def restore_kept_run(directory: str, keep: str) -> bool:
     """On a new machine (``directory`` has no state) copy the run kept in ``keep`` into it, the state last, so that
-    a kill part-way restores it again next time. False when there is nothing to restore."""
-    if not keep or os.path.exists(os.path.join(directory, STATE)) or not os.path.exists(os.path.join(keep, STATE)):
+    a kill part-way restores it again next time. False when there is nothing to restore; SystemExit when
+    ``directory`` holds another run or one behind the kept one (keeping it would overwrite the newer)."""
+    kept_state = os.path.join(keep, STATE)
+    if not keep or not os.path.exists(kept_state):
+        return False
+    with open(kept_state) as handle:
+        kept = json.load(handle)
+    if os.path.exists(os.path.join(directory, STATE)):
+        with open(os.path.join(directory, STATE)) as handle:
+            here = json.load(handle)
+        behind = kept.get("tasks_issued", 0) > here.get("tasks_issued", 0)
+        if behind or not _same_run(saved_config(directory), saved_config(keep)):
+            raise SystemExit(f"tabula rl: {keep} keeps {'a run ahead of' if behind else 'another run than'} the one in "
+                             f"{directory}; move {directory} away to resume from {keep}, or keep elsewhere")
         return False
     for root, _, files in os.walk(keep):
         for name in files:
             relative = os.path.relpath(os.path.join(root, name), keep)
-            if relative != STATE and not name.endswith(".tmp"):
+            if relative not in (STATE, ELO, GATING) and not name.endswith(".tmp"):
                 _copy_atomic(os.path.join(keep, relative), os.path.join(directory, relative))
-    _copy_atomic(os.path.join(keep, STATE), os.path.join(directory, STATE))
+    # The logs are copied before the state when kept, so a kill in between can leave lines of a generation the
+    # state has not reached: drop them (at worst a gate is played again) rather than trust a decision the state
+    # never recorded.
+    for name in (ELO, GATING):
+        lines = [line for line in read_jsonl(os.path.join(keep, name)) if line["generation"] < kept["generation"]]
+        with open(os.path.join(directory, name) + ".tmp", "w") as handle:
+            handle.writelines(json.dumps(line, sort_keys=True) + "\n" for line in lines)
+        os.replace(os.path.join(directory, name) + ".tmp", os.path.join(directory, name))
+    _copy_atomic(kept_state, os.path.join(directory, STATE))
     return True
+
+
+def _same_run(here: tuple[RLConfig, SelfPlayConfig] | None, kept: tuple[RLConfig, SelfPlayConfig] | None) -> bool:
+    """Whether two saved configurations are of one run: equal but for what may change on resume (``MUTABLE``)."""
+    if here is None or kept is None:
+        return here is kept
+    fixed = {k: getattr(here[0], k) for k in MUTABLE}
+    return dataclasses.replace(kept[0], **fixed) == here[0] and kept[1] == here[1]
 
 
 # -- Elo ------------------------------------------------------------------------------------------------------------
@@ -425,15 +453,19 @@ class Loop:
         """The replay window. One that is empty although the run has played games was lost with its machine (a run
         restored from ``--keep``): its numbering goes on from the games issued, and self-play refills it, a
         generation's games from there, before training goes on."""
+        rl = self.rl
         path, issued = os.path.join(self.directory, "replay"), self.state.get("tasks_issued", 0)
-        store = ReplayStore(path, self.rl.window_games)
+        store = ReplayStore(path, rl.window_games)
         if store.total == 0 and issued > 0 and trained_steps(self.directory) > 0:
             store.close()
-            store = ReplayStore(path, self.rl.window_games, first=issued)
-            self.state["selfplay_target"] = issued + self.rl.games_per_generation
+            store = ReplayStore(path, rl.window_games, first=issued)
+            # Four generations' games (at most a window): trained on one generation's alone, the next chunk would
+            # see each of its positions some ten times.
+            refill = max(rl.games_per_generation, min(rl.window_games or issued, 4 * rl.games_per_generation))
+            self.state["selfplay_target"] = issued + refill
             self._save_state()
             self.log(f"tabula rl: the replay window is empty after {issued} games issued (a new machine?): self-play "
-                     f"refills it")
+                     f"refills it with {refill} games")
         return store
 
     def _keep(self) -> None:
