@@ -1,0 +1,142 @@
+"""How much each Tabula engine of a match searched: its per-move log lines, assigned to the games they belong to.
+
+    python3 -m tools.compete.search_log runs/strength/lambda-19                  # medians per engine
+    python3 -m tools.compete.search_log runs/strength/lambda-19 --write DIR      # and DIR/engineK.txt, a line a move
+
+`tabula gtp` logs one line per searched move to stderr (``tabula.search: move 12: D4 after 959 playouts ... in
+0.81 s``), and `tabula match` keeps each engine's stderr in OUT/logs/engineK-wW.log, one file per engine and
+worker, the games one after another. A game's lines are told apart by the move number starting again, or by the
+engine starting again. Each run of
+lines is given to the finished game (OUT/games/*.sgf) whose moves it names, so the lines of a game cut short by a stop
+and replayed on resume are left out (counted as unmatched) rather than counted twice.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.rules.coords import format_vertex
+from engine.rules.sgf import SgfError, read_sgf
+
+SEARCH_LINE = re.compile(r"tabula\.search: move (\d+): (\S+) after (\d+) playouts .* in ([\d.]+) s")
+ENGINE_START = re.compile(r"^tabula: network ")  # the first line a `tabula gtp` process logs
+LOG_NAME = re.compile(r"engine(\d+)-w\d+\.log$")
+GAME_NAME = re.compile(r"(\d+)-(\d+)-\d+$")
+
+
+@dataclass(frozen=True)
+class SearchedMove:
+    number: int  # 1-based move number in the game
+    move: str  # GTP vertex, or "pass" / "resign"
+    playouts: int
+    seconds: float
+
+
+def read_log(path: Path) -> list[list[SearchedMove]]:
+    """The log's searched moves, one list per game in the order played."""
+    games: list[list[SearchedMove]] = []
+    started = True
+    for line in path.read_text(errors="replace").splitlines():
+        if ENGINE_START.match(line):
+            started = True  # a resumed match starts its engines again: what came before is another game
+            continue
+        found = SEARCH_LINE.search(line)
+        if not found:
+            continue
+        searched = SearchedMove(int(found[1]), found[2], int(found[3]), float(found[4]))
+        if started or searched.number <= games[-1][-1].number:
+            games.append([])
+            started = False
+        games[-1].append(searched)
+    return games
+
+
+def game_moves(path: Path) -> dict[int, str]:
+    """Move number (1-based) → GTP vertex of a finished game's SGF."""
+    record = read_sgf(path.read_bytes())
+    return {number: format_vertex(move, record.size).upper() for number, (_, move) in enumerate(record.moves, 1)}
+
+
+def assign(out: Path) -> tuple[dict[int, dict[str, list[SearchedMove]]], dict[int, int]]:
+    """engine → game → its searched moves, and engine → runs of lines that match no finished game."""
+    games: dict[str, dict[int, str]] = {}
+    for path in sorted((out / "games").glob("*.sgf")):
+        try:
+            games[path.stem] = game_moves(path)
+        except SgfError as error:
+            print(f"search_log: {path}: {error}", file=sys.stderr)
+    assigned: dict[int, dict[str, list[SearchedMove]]] = {}
+    unmatched: dict[int, int] = {}
+    for log in sorted((out / "logs").glob("engine*-w*.log")):
+        engine = int(LOG_NAME.search(log.name)[1])
+        runs = read_log(log)
+        free = set(range(len(runs)))
+        for name, moves in games.items():
+            if str(engine) not in GAME_NAME.match(name).groups():
+                continue
+            fits = [index for index in free if all(moves.get(m.number) == m.move.upper() for m in runs[index])]
+            if fits:
+                # An interrupted game that opened as a finished one did matches it too: the whole game is the
+                # longer run, or the later one (a replay comes after what it replays).
+                best = max(fits, key=lambda index: (len(runs[index]), index))
+                assigned.setdefault(engine, {})[name] = runs[best]
+                free.discard(best)
+        if free:
+            unmatched[engine] = unmatched.get(engine, 0) + len(free)
+    return assigned, unmatched
+
+
+def summary(out: Path, names: list[str]) -> str:
+    assigned, unmatched = assign(out)
+    lines = ["engine      games    moves  median playouts  median playouts/s  median s  longest s  unmatched runs"]
+    for engine in sorted(set(assigned) | set(unmatched)):
+        moves = [m for run in assigned.get(engine, {}).values() for m in run]
+        name = names[engine] if engine < len(names) else f"engine{engine}"
+        if not moves:
+            lines.append(f"{name:<10} {0:>6} {0:>8}  {'-':>15}  {'-':>17}  {'-':>8}  {'-':>9}  {unmatched.get(engine, 0):>14}")
+            continue
+        rates = [m.playouts / m.seconds for m in moves if m.seconds > 0]
+        lines.append(f"{name:<10} {len(assigned[engine]):>6} {len(moves):>8}  "
+                     f"{statistics.median(m.playouts for m in moves):>15g}  "
+                     f"{statistics.median(rates) if rates else 0:>17.0f}  "
+                     f"{statistics.median(m.seconds for m in moves):>8.2f}  {max(m.seconds for m in moves):>9.2f}  "
+                     f"{unmatched.get(engine, 0):>14}")
+    return "\n".join(lines)
+
+
+def write(out: Path, target: Path) -> None:
+    """target/engineK.txt: ``game move-number move playouts seconds``, a line a searched move."""
+    assigned, _ = assign(out)
+    target.mkdir(parents=True, exist_ok=True)
+    for engine, runs in assigned.items():
+        with open(target / f"engine{engine}.txt", "w") as handle:
+            for game in sorted(runs):
+                for m in runs[game]:
+                    handle.write(f"{game} {m.number} {m.move} {m.playouts} {m.seconds:g}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m tools.compete.search_log", description=__doc__.split("\n")[0])
+    parser.add_argument("out", type=Path, help="a tabula match --out directory")
+    parser.add_argument("--write", type=Path, metavar="DIR", help="write DIR/engineK.txt, a line a searched move")
+    args = parser.parse_args(argv)
+    if not (args.out / "logs").is_dir():
+        print(f"search_log: {args.out}/logs: no engine logs there", file=sys.stderr)
+        return 2
+    names: list[str] = []
+    config = args.out / "config.json"
+    if config.exists():
+        names = json.loads(config.read_text()).get("names", [])
+    if args.write:
+        write(args.out, args.write)
+    print(summary(args.out, names))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
