@@ -6,22 +6,25 @@
 `tabula gtp` logs one line per searched move to stderr (``tabula.search: move 12: D4 after 959 playouts ... in
 0.81 s``), and `tabula match` keeps each engine's stderr in OUT/logs/engineK-wW.log, one file per engine and
 worker, the games one after another. A game's lines are told apart by the move number starting again, or by the
-engine starting again. Each run of
-lines is given to the finished game (OUT/games/*.sgf) whose moves it names, so the lines of a game cut short by a stop
-and replayed on resume are left out (counted as unmatched) rather than counted twice.
+engine starting again. Each run of lines is given to the finished game (OUT/games/*.sgf) whose moves it names, so
+the lines of a game cut short by a stop and replayed on resume are left out (counted as unmatched) rather than
+counted twice.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import re
 import statistics
 import sys
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
 from engine.rules.coords import format_vertex
 from engine.rules.sgf import SgfError, read_sgf
+from tools.compete.match import load_config
+from tools.compete.settings import CONFIG_FILE, config_name
 
 SEARCH_LINE = re.compile(r"tabula\.search: move (\d+): (\S+) after (\d+) playouts .* in ([\d.]+) s")
 ENGINE_START = re.compile(r"^tabula: network ")  # the first line a `tabula gtp` process logs
@@ -32,9 +35,12 @@ GAME_NAME = re.compile(r"(\d+)-(\d+)-\d+$")
 @dataclass(frozen=True)
 class SearchedMove:
     number: int  # 1-based move number in the game
-    move: str  # GTP vertex, or "pass" / "resign"
+    move: str  # GTP vertex, or "pass"
     playouts: int
     seconds: float
+
+
+Assigned = dict[int, dict[str, list[SearchedMove]]]  # engine → finished game → its searched moves
 
 
 def read_log(path: Path) -> list[list[SearchedMove]]:
@@ -62,7 +68,7 @@ def game_moves(path: Path) -> dict[int, str]:
     return {number: format_vertex(move, record.size).upper() for number, (_, move) in enumerate(record.moves, 1)}
 
 
-def assign(out: Path) -> tuple[dict[int, dict[str, list[SearchedMove]]], dict[int, int]]:
+def assign(out: Path) -> tuple[Assigned, dict[int, int]]:
     """engine → game → its searched moves, and engine → runs of lines that match no finished game."""
     games: dict[str, dict[int, str]] = {}
     for path in sorted((out / "games").glob("*.sgf")):
@@ -70,7 +76,7 @@ def assign(out: Path) -> tuple[dict[int, dict[str, list[SearchedMove]]], dict[in
             games[path.stem] = game_moves(path)
         except SgfError as error:
             print(f"search_log: {path}: {error}", file=sys.stderr)
-    assigned: dict[int, dict[str, list[SearchedMove]]] = {}
+    assigned: Assigned = {}
     unmatched: dict[int, int] = {}
     for log in sorted((out / "logs").glob("engine*-w*.log")):
         engine = int(LOG_NAME.search(log.name)[1])
@@ -91,14 +97,14 @@ def assign(out: Path) -> tuple[dict[int, dict[str, list[SearchedMove]]], dict[in
     return assigned, unmatched
 
 
-def summary(out: Path, names: list[str]) -> str:
-    assigned, unmatched = assign(out)
+def summary(assigned: Assigned, unmatched: dict[int, int], name_of: Callable[[int], str]) -> str:
     lines = ["engine      games    moves  median playouts  median playouts/s  median s  longest s  unmatched runs"]
     for engine in sorted(set(assigned) | set(unmatched)):
         moves = [m for run in assigned.get(engine, {}).values() for m in run]
-        name = names[engine] if engine < len(names) else f"engine{engine}"
+        name = name_of(engine)
         if not moves:
-            lines.append(f"{name:<10} {0:>6} {0:>8}  {'-':>15}  {'-':>17}  {'-':>8}  {'-':>9}  {unmatched.get(engine, 0):>14}")
+            lines.append(f"{name:<10} {0:>6} {0:>8}  {'-':>15}  {'-':>17}  {'-':>8}  {'-':>9}  "
+                         f"{unmatched.get(engine, 0):>14}")
             continue
         rates = [m.playouts / m.seconds for m in moves if m.seconds > 0]
         lines.append(f"{name:<10} {len(assigned[engine]):>6} {len(moves):>8}  "
@@ -109,9 +115,8 @@ def summary(out: Path, names: list[str]) -> str:
     return "\n".join(lines)
 
 
-def write(out: Path, target: Path) -> None:
+def write(assigned: Assigned, target: Path) -> None:
     """target/engineK.txt: ``game move-number move playouts seconds``, a line a searched move."""
-    assigned, _ = assign(out)
     target.mkdir(parents=True, exist_ok=True)
     for engine, runs in assigned.items():
         with open(target / f"engine{engine}.txt", "w") as handle:
@@ -128,13 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.out / "logs").is_dir():
         print(f"search_log: {args.out}/logs: no engine logs there", file=sys.stderr)
         return 2
-    names: list[str] = []
-    config = args.out / "config.json"
-    if config.exists():
-        names = json.loads(config.read_text()).get("names", [])
+    if (args.out / CONFIG_FILE).exists():
+        name_of = functools.partial(config_name, load_config(args.out / CONFIG_FILE))
+    else:
+        name_of = "engine{}".format  # as its log file is named
+    assigned, unmatched = assign(args.out)
     if args.write:
-        write(args.out, args.write)
-    print(summary(args.out, names))
+        write(assigned, args.write)
+    print(summary(assigned, unmatched, name_of))
     return 0
 
 
