@@ -202,10 +202,11 @@ def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
     assert evaluate.main([onnx_path, archives["tar.gz"], "--max-games", "4"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     names = [line.split(":")[0] for line in lines]
-    assert names == ["games", "positions", "top1", "top5", "value_mse", "value_positions", "resign_games",
-                     "resign_false_0.02", "resign_false_0.05", "resign_false_0.10", "resign_false_0.15",
-                     "resign_false_0.20"]
-    shares = [float(line.split()[1]) for line in lines[7:]]
+    assert names == ["games", "positions", "top1", "top5", "value_mse", "value_positions",
+                     "black_to_move_predicted", "black_to_move_won", "white_to_move_predicted", "white_to_move_won",
+                     "resign_games", "resign_false_0.02", "resign_false_0.05", "resign_false_0.10",
+                     "resign_false_0.15", "resign_false_0.20"]
+    shares = [float(line.split()[1]) for line in lines[11:]]
     assert all(0.0 <= a <= b <= 1.0 for a, b in zip(shares, shares[1:]))  # a higher threshold throws more away
     assert lines[0] == "games: 4" and 0.0 <= float(lines[2].split()[1]) <= float(lines[3].split()[1]) <= 1.0
     # the search's move prediction beside the raw policy's, on every 25th position
@@ -347,6 +348,22 @@ def test_resign_false_positives_count_games_the_winner_would_have_resigned():
     scores.resign_rows = rows
     lines = dict(line.split(": ") for line in scores.resign_lines())
     assert lines["resign_false_0.05"] == "0.5000" and lines["resign_false_0.02"] == "0.0000"
+
+
+def test_calibration_compares_each_colours_predicted_winrate_with_its_wins():
+    from tools.learn.evaluate import Scores
+    from engine.rules.coords import BLACK, WHITE
+    scores = Scores()
+    # two games: black won the first, white the second; a head that says black wins 75% wherever black moves
+    movers = np.array([BLACK, WHITE, BLACK, WHITE, BLACK])
+    value = np.array([0.5, -0.5, 0.5, -0.5, 0.9], dtype=np.float32)  # the mover's view
+    z = np.array([1.0, -1.0, -1.0, 1.0, 0.0], dtype=np.float32)
+    weight = np.array([1.0, 1.0, 1.0, 1.0, 0.0], dtype=np.float32)  # the last game has no result: not counted
+    scores.add(np.full((5, 10), 0.1), value, np.zeros(5, dtype=int), z, weight, [(1, i, 99) for i in range(5)],
+               movers)
+    lines = dict(line.split(": ") for line in scores.calibration_lines())
+    assert lines == {"black_to_move_predicted": "0.7500", "black_to_move_won": "0.5000",
+                     "white_to_move_predicted": "0.2500", "white_to_move_won": "0.5000"}
 
 
 def test_a_run_restored_from_its_kept_checkpoint_still_refuses_other_settings(data_dir, tmp_path):

@@ -4,7 +4,10 @@ Every position of every kept game counts: the board before each move, with that 
 reads the network's policy masked to legal moves (``OnnxEvaluator``, identity symmetry). Value MSE compares the value
 (side to move's view) with the game's result (+1 win, -1 loss, 0 draw) over the positions of games whose result is a
 value target (not time, forfeit or handicap; see engine/data/records.py). Records are filtered as `tabula prepare` does;
-the filter report goes to stderr, the figures to stdout in ``name: value`` lines.
+the filter report goes to stderr, the figures to stdout in ``name: value`` lines. Calibration per colour
+(``black_to_move_predicted`` against ``black_to_move_won``, the same for white): the mover's winrate by the value head
+against the share of those positions the mover went on to win; ``--size`` reads one board size's records (self-play
+SGF of 9x9, say) with a network that plays several.
 
 Resignation (``resign_false_T`` lines): at each threshold T of ``RESIGN_THRESHOLDS``, the share of games with a
 result in which the eventual winner's own winrate (the network's value) stayed under T for ``RESIGN_CONSECUTIVE``
@@ -26,7 +29,7 @@ import time
 import numpy as np
 
 from engine.config import NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
-from engine.rules.coords import PASS
+from engine.rules.coords import BLACK, PASS, WHITE
 from engine.net.evaluator import OnnxEvaluator
 from engine.play.search import Search
 from engine.rules.game import SIMPLE_KO, GameState, Rules
@@ -48,14 +51,23 @@ class Scores:
         self.top5 = 0
         self.value_sq = 0.0
         self.value_positions = 0
+        # per side to move (BLACK, WHITE): [positions, the mover's predicted winrate summed, the mover's wins summed]
+        self.by_mover = {BLACK: [0.0, 0.0, 0.0], WHITE: [0.0, 0.0, 0.0]}
         self.positions_seen = 0  # positions met so far, evaluated or still in the batch
         # per position of a game with a result: (game number, the mover is the winner, move number, value)
         self.resign_rows: list[tuple[int, bool, int, float]] = []
         self.resign_games = 0
 
     def add(self, policy: np.ndarray, value: np.ndarray, targets: np.ndarray, z: np.ndarray,
-            weight: np.ndarray, where: list[tuple[int, int, int]]) -> None:
-        """``where``: (game number, move number, first move resignation may happen) of each position."""
+            weight: np.ndarray, where: list[tuple[int, int, int]], movers: np.ndarray | None = None) -> None:
+        """``where``: (game number, move number, first move resignation may happen) of each position; ``movers``:
+        the colour to move in each (BLACK or WHITE)."""
+        if movers is not None:
+            for color, row in self.by_mover.items():
+                counted = (movers == color) & (weight > 0)
+                row[0] += float(counted.sum())
+                row[1] += float(((value[counted] + 1.0) / 2.0).sum())
+                row[2] += float(((z[counted] + 1.0) / 2.0).sum())
         for (game, move_number, skip), result, mover_value in zip(where, z.tolist(), value.tolist()):
             if result != 0.0:  # games whose result is a value target, draws aside
                 self.resign_rows.append((game, result > 0, move_number, skip, mover_value))
@@ -71,7 +83,20 @@ class Scores:
         mse = self.value_sq / self.value_positions if self.value_positions else float("nan")
         return [f"games: {self.games}", f"positions: {self.positions}",
                 f"top1: {self.top1 / positions:.4f}", f"top5: {self.top5 / positions:.4f}",
-                f"value_mse: {mse:.4f}", f"value_positions: {self.value_positions}"] + self.resign_lines()
+                f"value_mse: {mse:.4f}", f"value_positions: {self.value_positions}"] + self.calibration_lines() \
+            + self.resign_lines()
+
+    def calibration_lines(self) -> list[str]:
+        """Per side to move, the mover's winrate by the value head against the share of those positions the mover
+        went on to win (a draw half): a value head calibrated for both colours has the two close for each. Self-play
+        whose first player wins most games teaches a head that favours it (issue 18: 78% black wins in the first
+        9x9 self-play)."""
+        lines = []
+        for color, name in ((BLACK, "black"), (WHITE, "white")):
+            positions, predicted, won = self.by_mover[color]
+            lines += [f"{name}_to_move_predicted: {predicted / positions if positions else float('nan'):.4f}",
+                      f"{name}_to_move_won: {won / positions if positions else float('nan'):.4f}"]
+        return lines
 
     def resign_lines(self) -> list[str]:
         """``resign_false_T: share`` for every threshold (see the module docstring)."""
@@ -103,6 +128,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_flags(parser, NetConfig(), {"threads": "onnxruntime threads (0: onnxruntime decides)"}, prefix="net_")
     parser.add_argument("--provider", default="cpu", help="auto | cpu | cuda | tensorrt")
     parser.add_argument("--min-moves", type=int, default=30)
+    parser.add_argument("--size", type=int, default=0,
+                        help="read the records of this board size (default: the network's only size, else 19)")
     add_flags(parser, EVAL_SEARCH, {"visits": "also search positions with this many visits (0: no search)",
                                      "threads": "search threads (with --visits)"})
     parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
@@ -143,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {result[name]:.4f}" if isinstance(result[name], float) else f"{name}: {result[name]}")
         return 0
     evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.provider)
-    size = evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19
+    size = args.size or (evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19)
+    if size not in evaluator.board_sizes:
+        print(f"tabula eval: {args.weights} does not play {size}x{size} (it plays "
+              f"{', '.join(map(str, evaluator.board_sizes))})", file=sys.stderr)
+        return 2
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
     search = from_flags(EVAL_SEARCH, args)
@@ -153,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     values: list[float] = []
     weights: list[float] = []
     where: list[tuple[int, int, int]] = []
+    movers: list[int] = []
     started = time.time()
 
     def flush() -> None:
@@ -160,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             return
         evaluation = evaluator.evaluate(states)
         scores.add(evaluation.policy, evaluation.value, np.asarray(targets), np.asarray(values, dtype=np.float32),
-                   np.asarray(weights, dtype=np.float32), where)
+                   np.asarray(weights, dtype=np.float32), where, np.asarray(movers))
         where.clear()
+        movers.clear()
         states.clear()
         targets.clear()
         values.clear()
@@ -186,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             scores.positions_seen += 1
             values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
             weights.append(record.value_weight)
+            movers.append(color)
             values[-1] *= 1.0 if record.value_weight > 0 else 0.0  # no result, no resignation question
             where.append((scores.games, len(position.moves),
                           int(PlayConfig.resign_after * record.size * record.size)))
