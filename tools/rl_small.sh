@@ -22,12 +22,13 @@ cd "$(dirname "$0")/.."
 MINUTES=${1:-150}
 WORKERS=${2:-2}
 TABULA=${TABULA:-tabula}
-START=runs/rl-small-start/sl19-39834.onnx
+START_DIR=runs/rl-small-start
+START=$START_DIR/sl19-39834.onnx
 
 if [ ! -f runs/rl-small/config.json ] && [ ! -f weights/training/rl-small/config.json ] && [ ! -f "$START" ]; then
-    mkdir -p "$(dirname "$START")"
-    git show 18adf2f:weights/training/sl19/checkpoint.pt > "$(dirname "$START")/checkpoint.pt"
-    $TABULA export "$(dirname "$START")/checkpoint.pt" "$START"
+    mkdir -p "$START_DIR"
+    git show 18adf2f:weights/training/sl19/checkpoint.pt > "$START_DIR/checkpoint.pt"
+    $TABULA export "$START_DIR/checkpoint.pt" "$START"
 fi
 
 exec nice -n 5 $TABULA rl --dir runs/rl-small --keep weights/training/rl-small \

@@ -59,15 +59,14 @@ class Scores:
         self.resign_games = 0
 
     def add(self, policy: np.ndarray, value: np.ndarray, targets: np.ndarray, z: np.ndarray,
-            weight: np.ndarray, where: list[tuple[int, int, int]], movers: np.ndarray | None = None) -> None:
+            weight: np.ndarray, where: list[tuple[int, int, int]], movers: np.ndarray) -> None:
         """``where``: (game number, move number, first move resignation may happen) of each position; ``movers``:
         the colour to move in each (BLACK or WHITE)."""
-        if movers is not None:
-            for color, row in self.by_mover.items():
-                counted = (movers == color) & (weight > 0)
-                row[0] += float(counted.sum())
-                row[1] += float(((value[counted] + 1.0) / 2.0).sum())
-                row[2] += float(((z[counted] + 1.0) / 2.0).sum())
+        for color, row in self.by_mover.items():
+            counted = (movers == color) & (weight > 0)
+            row[0] += float(counted.sum())
+            row[1] += float(((value[counted] + 1.0) / 2.0).sum())
+            row[2] += float(((z[counted] + 1.0) / 2.0).sum())
         for (game, move_number, skip), result, mover_value in zip(where, z.tolist(), value.tolist()):
             if result != 0.0:  # games whose result is a value target, draws aside
                 self.resign_rows.append((game, result > 0, move_number, skip, mover_value))
@@ -94,8 +93,8 @@ class Scores:
         lines = []
         for color, name in ((BLACK, "black"), (WHITE, "white")):
             positions, predicted, won = self.by_mover[color]
-            lines += [f"{name}_to_move_predicted: {predicted / positions if positions else float('nan'):.4f}",
-                      f"{name}_to_move_won: {won / positions if positions else float('nan'):.4f}"]
+            for what, total in (("predicted", predicted), ("won", won)):
+                lines.append(f"{name}_to_move_{what}: {total / positions if positions else float('nan'):.4f}")
         return lines
 
     def resign_lines(self) -> list[str]:
