@@ -96,6 +96,18 @@ def test_a_tiny_run_lowers_the_loss_and_writes_its_outputs(data_dir, tmp_path):
     assert model.spec.filters == 8
 
 
+def test_a_zero_policy_weight_trains_the_value_and_leaves_the_policy_head(data_dir, tmp_path):
+    first, value_only = str(tmp_path / "first"), str(tmp_path / "value-only")
+    train(tiny(data_dir, first, steps=4, weight_decay=0.0), log=quiet)
+    before = load_training_checkpoint(os.path.join(first, "checkpoint.pt"))["state_dict"]
+    train(tiny(data_dir, value_only, steps=8, weight_decay=0.0, policy_loss_weight=0.0,
+               init=os.path.join(first, "checkpoint.pt")), log=quiet)
+    after = load_training_checkpoint(os.path.join(value_only, "checkpoint.pt"))["state_dict"]
+    for name in ("head.policy_fc.weight", "head.policy_fc.bias"):  # only the policy loss reaches these
+        torch.testing.assert_close(after[name], before[name], rtol=0, atol=0)
+    assert not torch.equal(after["head.value_fc2.weight"], before["head.value_fc2.weight"])
+
+
 def same_state(a: dict, b: dict) -> None:
     assert a["step"] == b["step"]
     for key in a["state_dict"]:

@@ -1,8 +1,9 @@
 """`tabula train`: supervised training of the AGZ network on prepared shards, resumable after a kill at any moment.
 
-Loss (AlphaGo Zero): policy cross-entropy + ``value_loss_weight`` × value MSE, and L2 through the optimizer's weight
-decay. Optimizer: SGD with Nesterov momentum and a step schedule (AGZ's recipe; weight decay is then exactly an L2
-term, and the run is cheap to reason about); ``--optimizer adamw`` for short runs where tuning time is scarce.
+Loss (AlphaGo Zero): ``policy_loss_weight`` × policy cross-entropy + ``value_loss_weight`` × value MSE (both 1 by
+default), and L2 through the optimizer's weight decay. Optimizer: SGD with Nesterov momentum and a step schedule
+(AGZ's recipe; weight decay is then exactly an L2 term, and the run is cheap to reason about); ``--optimizer adamw``
+for short runs where tuning time is scarce.
 
 Resuming: batch ``s`` is a pure function of (seed, s) (``PositionSampler.batch_for_step``), the learning rate a
 pure function of s, so a checkpoint of model, optimizer, step and torch RNG is the whole state. Checkpoints are
@@ -34,7 +35,7 @@ CONFIG = "config.json"
 
 # Fields a resumed run must share with the run it continues; the rest (time limits, workers, device) may change.
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
-                   "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "init", "aux", "schedule",
+                   "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux", "schedule",
                    "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
                    "ema_decay")
 
@@ -60,6 +61,7 @@ class TrainConfig:
     lr_drops: str = "0.6,0.85"  # fractions of `steps` where the lr is multiplied by 0.1
     final_lr_fraction: float = 0.01  # cosine: the last step's lr as a fraction of the peak
     value_loss_weight: float = 1.0  # AGZ weighs value MSE and policy CE equally
+    policy_loss_weight: float = 1.0  # below 1: fine-tuning that moves the policy less than the value (self-play)
     reply_loss_weight: float = 0.15  # aux: cross-entropy of the opponent's reply (KataGo's weight)
     score_loss_weight: float = 0.5  # aux: Huber loss of the margin in tens of points
     ownership_loss_weight: float = 1.5  # aux: mean over the points of the ownership cross-entropy (KataGo's weight)
@@ -530,7 +532,7 @@ def train(config: TrainConfig, log=print,
             logits = out["policy"]
             policy_loss, value_loss = losses(logits, torch.tanh(out["value"].float()), policy, batch["value"],
                                              batch["value_weight"])
-            loss = policy_loss + config.value_loss_weight * value_loss
+            loss = config.policy_loss_weight * policy_loss + config.value_loss_weight * value_loss
             parts = {"policy_loss": policy_loss, "value_mse": value_loss}
             if config.aux:
                 extra = aux_losses(out, batch)
