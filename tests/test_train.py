@@ -108,6 +108,23 @@ def test_a_zero_policy_weight_trains_the_value_and_leaves_the_policy_head(data_d
     assert not torch.equal(after["head.value_fc2.weight"], before["head.value_fc2.weight"])
 
 
+def test_frozen_batch_norms_keep_the_starting_statistics(data_dir, tmp_path):
+    first, tuned, free = str(tmp_path / "first"), str(tmp_path / "tuned"), str(tmp_path / "free")
+    train(tiny(data_dir, first, steps=4), log=quiet)
+    start = os.path.join(first, "checkpoint.pt")
+    before = load_training_checkpoint(start)["state_dict"]
+    train(tiny(data_dir, tuned, steps=8, init=start, freeze_batchnorm=True), log=quiet)
+    train(tiny(data_dir, free, steps=8, init=start), log=quiet)  # validation in between: train mode comes back
+    frozen = load_training_checkpoint(os.path.join(tuned, "checkpoint.pt"))["state_dict"]
+    moved = load_training_checkpoint(os.path.join(free, "checkpoint.pt"))["state_dict"]
+    statistics = [k for k in before if k.endswith(("running_mean", "running_var"))]
+    assert statistics
+    for name in statistics:
+        torch.testing.assert_close(frozen[name], before[name], rtol=0, atol=0)
+    assert any(not torch.equal(moved[name], before[name]) for name in statistics)
+    assert not torch.equal(frozen["input.conv.weight"], before["input.conv.weight"])  # the weights still learn
+
+
 def same_state(a: dict, b: dict) -> None:
     assert a["step"] == b["step"]
     for key in a["state_dict"]:

@@ -76,6 +76,8 @@ class RLConfig:
     warmup_steps: int = 50
     policy_loss_weight: float = 1.0  # the policy's share of the loss (the value's is 1): below 1 to fine-tune a
     # network whose policy low-visit targets would pull down, while its value learns the games' outcomes
+    freeze_batchnorm: bool = False  # keep the start network's batch-norm statistics (19×19 records' for a network
+    # trained on them: small-board batches would replace them)
     gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
     gate_threshold: float = 0.55  # score the candidate needs to replace the best
     gate_visits: int = 32
@@ -165,7 +167,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
     return TrainConfig(data=os.path.join(directory, "replay"), out=os.path.join(directory, "train"),
                        blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
                        lr=rl.lr, weight_decay=rl.weight_decay, warmup_steps=rl.warmup_steps, lr_drops="",
-                       policy_loss_weight=rl.policy_loss_weight,
+                       policy_loss_weight=rl.policy_loss_weight, freeze_batchnorm=rl.freeze_batchnorm,
                        seed=rl.seed, device="cpu", precision="auto", threads=rl.train_threads,
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),

@@ -37,7 +37,7 @@ CONFIG = "config.json"
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
                    "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux", "schedule",
                    "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
-                   "ema_decay")
+                   "ema_decay", "freeze_batchnorm")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ class TrainConfig:
     score_loss_weight: float = 0.5  # aux: Huber loss of the margin in tens of points
     ownership_loss_weight: float = 1.5  # aux: mean over the points of the ownership cross-entropy (KataGo's weight)
     ema_decay: float = 0.0  # exponential moving average of the weights, validated and exported; 0: none
+    freeze_batchnorm: bool = False  # normalize with the starting weights' running statistics and keep them (fine-
+    # tuning on other data, e.g. small-board self-play from a 19×19 network: its batches' statistics differ)
     seed: int = 1
     device: str = "cpu"  # cpu | cuda
     precision: str = "auto"  # auto (bf16 where the hardware has it) | bf16 | fp32
@@ -94,7 +96,7 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser.add_argument("--data", required=True, help="directory of shards from `tabula prepare`")
     parser.add_argument("--out", required=True, help="run directory (created; rerun the command to resume)")
     for name, default in defaults.items():
-        if name in ("data", "out", "export", "aux"):
+        if name in ("data", "out", "export", "aux", "freeze_batchnorm"):
             continue
         choices = {"head": (AGZ, POOLED), "optimizer": ("sgd", "adamw"), "device": ("cpu", "cuda"),
                    "precision": ("auto", "bf16", "fp32"), "schedule": ("step", "cosine")}.get(name)
@@ -102,6 +104,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser.add_argument("--no-export", dest="export", action="store_false", help="do not write model.onnx at the end")
     parser.add_argument("--aux", action="store_true",
                         help="pooled head: train score, ownership and opponent-reply heads too")
+    parser.add_argument("--freeze-batchnorm", action="store_true",
+                        help="keep the batch norms' running statistics as --init has them, and normalize with them")
     parser.add_argument("--model", choices=("network", "rollout"), default="network",
                         help="rollout: the rollout policy's pattern weights instead (`tabula train --model rollout "
                              "--help` lists its own options)")
@@ -160,6 +164,16 @@ def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.O
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, nesterov=True,
                            weight_decay=config.weight_decay)
+
+
+def set_training(model: TabulaNet, freeze_batchnorm: bool) -> None:
+    """Training mode, but with frozen batch norms in eval mode: they normalize with their running statistics, which
+    then stay as loaded, and the network trained is the one that plays."""
+    model.train()
+    if freeze_batchnorm:
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.eval()
 
 
 def losses(policy_logits: torch.Tensor, value: torch.Tensor, policy: torch.Tensor, z: torch.Tensor,
@@ -254,6 +268,7 @@ class Validation:
     """A fixed set of validation positions (identity symmetry), kept as uint8 planes."""
 
     def __init__(self, config: TrainConfig):
+        self.freeze_batchnorm = config.freeze_batchnorm
         paths = all_shard_paths(config.data, "val")
         self.size = 0
         if not paths or config.val_positions <= 0:
@@ -296,7 +311,7 @@ class Validation:
                     error = (SCORE_SCALE * out["score"].float() - t["score"]).abs() * t["score_weight"]
                     score_error[0] += float(error.sum())
                     score_error[1] += float(t["score_weight"].sum())
-        model.train()
+        set_training(model, self.freeze_batchnorm)
         results = {"val_policy_loss": totals["policy_loss"] / self.size, "val_top1": totals["top1"] / self.size,
                    "val_top5": totals["top5"] / self.size,
                    "val_value_mse": totals["value_sq"] / max(totals["value_n"], 1.0), "val_positions": self.size}
@@ -464,7 +479,7 @@ def train(config: TrainConfig, log=print,
         torch.backends.cudnn.benchmark = True
         if average is not None:
             average.state = {k: v.to(device) for k, v in average.state.items()}
-    model.train()
+    set_training(model, config.freeze_batchnorm)
 
     def training_cpu() -> float:
         """CPU seconds this run has spent training (this process; with workers=0 that includes the data)."""
