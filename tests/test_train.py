@@ -125,6 +125,20 @@ def test_frozen_batch_norms_keep_the_starting_statistics(data_dir, tmp_path):
     assert not torch.equal(frozen["input.conv.weight"], before["input.conv.weight"])  # the weights still learn
 
 
+def test_train_only_the_value_head(data_dir, tmp_path):
+    first, tuned = str(tmp_path / "first"), str(tmp_path / "tuned")
+    train(tiny(data_dir, first, steps=4), log=quiet)
+    start = os.path.join(first, "checkpoint.pt")
+    before = load_training_checkpoint(start)["state_dict"]
+    train(tiny(data_dir, tuned, steps=8, init=start, train_only="head.value", freeze_batchnorm=True,
+               weight_decay=1e-2), log=quiet)
+    after = load_training_checkpoint(os.path.join(tuned, "checkpoint.pt"))["state_dict"]
+    moved = {name for name in before if not torch.equal(after[name], before[name])}
+    assert moved and all(name.startswith("head.value") for name in moved)  # weight decay spares the others too
+    with pytest.raises(SystemExit, match="names no parameter"):
+        train(tiny(data_dir, str(tmp_path / "typo"), init=start, train_only="head.valeu"), log=quiet)
+
+
 def same_state(a: dict, b: dict) -> None:
     assert a["step"] == b["step"]
     for key in a["state_dict"]:

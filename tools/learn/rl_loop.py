@@ -78,6 +78,7 @@ class RLConfig:
     # network whose policy low-visit targets would pull down, while its value learns the games' outcomes
     freeze_batchnorm: bool = False  # keep the start network's batch-norm statistics (19×19 records' for a network
     # trained on them: small-board batches would replace them)
+    train_only: str = ""  # train only the parameters with these name prefixes, e.g. "head.value" ("": all)
     gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
     gate_threshold: float = 0.55  # score the candidate needs to replace the best
     gate_visits: int = 32
@@ -168,6 +169,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
                        lr=rl.lr, weight_decay=rl.weight_decay, warmup_steps=rl.warmup_steps, lr_drops="",
                        policy_loss_weight=rl.policy_loss_weight, freeze_batchnorm=rl.freeze_batchnorm,
+                       train_only=rl.train_only,
                        seed=rl.seed, device="cpu", precision="auto", threads=rl.train_threads,
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),

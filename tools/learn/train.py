@@ -37,7 +37,7 @@ CONFIG = "config.json"
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
                    "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux", "schedule",
                    "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
-                   "ema_decay", "freeze_batchnorm")
+                   "ema_decay", "freeze_batchnorm", "train_only")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class TrainConfig:
     ema_decay: float = 0.0  # exponential moving average of the weights, validated and exported; 0: none
     freeze_batchnorm: bool = False  # normalize with the starting weights' running statistics and keep them (fine-
     # tuning on other data, e.g. small-board self-play from a 19×19 network: its batches' statistics differ)
+    train_only: str = ""  # comma-separated prefixes of the parameters to train, e.g. "head.value" (the value head
+    # alone: the policy stays as loaded); "": all
     seed: int = 1
     device: str = "cpu"  # cpu | cuda
     precision: str = "auto"  # auto (bf16 where the hardware has it) | bf16 | fp32
@@ -164,6 +166,19 @@ def make_optimizer(config: TrainConfig, model: torch.nn.Module) -> torch.optim.O
         return torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     return torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum, nesterov=True,
                            weight_decay=config.weight_decay)
+
+
+def freeze_parameters(model: TabulaNet, train_only: str) -> None:
+    """Only the parameters named by a prefix in ``train_only`` get gradients (the optimizers skip the others)."""
+    prefixes = tuple(p.strip() for p in train_only.split(",") if p.strip())
+    if not prefixes:
+        return
+    names = [name for name, _ in model.named_parameters()]
+    unknown = [p for p in prefixes if not any(name.startswith(p) for name in names)]
+    if unknown:
+        raise SystemExit(f"tabula train: --train-only {','.join(unknown)} names no parameter of the network")
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name.startswith(prefixes))
 
 
 def set_training(model: TabulaNet, freeze_batchnorm: bool) -> None:
@@ -437,6 +452,7 @@ def train(config: TrainConfig, log=print,
 
     torch.manual_seed(config.seed)
     model = TabulaNet(spec)
+    freeze_parameters(model, config.train_only)
     optimizer = make_optimizer(config, model)
     checkpoint_path = os.path.join(config.out, CHECKPOINT)
     metrics_path = os.path.join(config.out, METRICS)
