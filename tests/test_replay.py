@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.rules.coords import BLACK, PASS, WHITE
-from engine.data.replay import (MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
+from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
                            false_positive_rate, game_files, games_by_size, read_game, resign_trigger, winner_triggers)
 from engine.data.shards import PositionSampler
 from engine.rules.game import GameState
@@ -181,6 +181,28 @@ def test_a_window_of_two_sizes_gives_batches_of_one_size_each_in_proportion_to_i
     mixed, plain = MixedSizeSampler(one).batch_for_step(1, 0, 6), ReplaySampler(one).batch_for_step(1, 0, 6)
     assert np.array_equal(mixed.planes, plain.planes) and np.array_equal(mixed.policy, plain.policy)
     assert games_by_size(games) == {5: {"games": 2, "black_wins": 0.0}, 7: {"games": 2, "black_wins": 0.0}}
+
+
+def test_an_anchored_window_draws_a_share_of_its_batches_from_the_records(tmp_path):
+    """Fine-tuning on small-board self-play with 19×19 records beside it: about ``fraction`` of the batches are the
+    records' (their board size, their move targets), the rest the window's, each batch a function of (seed, step)."""
+    from engine.data.shards import write_shard
+    from tests.records_helpers import learnable_records
+
+    with ReplayStore(str(tmp_path / "window"), window=0) as store:
+        for seed in range(3):
+            store.append(make_game(seed, size=5))
+        window = store.paths()
+    records = str(tmp_path / "train-0000.tshard")
+    write_shard(records, learnable_records(4, moves=30))
+    sampler = AnchoredSampler(window, [records], fraction=0.3)
+    sizes = [sampler.batch_for_step(1, step, 4).planes.shape[-1] for step in range(100)]
+    assert set(sizes) == {5, 19} and 0.15 < sizes.count(19) / 100 < 0.45
+    again = sampler.batch_for_step(1, 7, 4)
+    assert np.array_equal(again.planes, sampler.batch_for_step(1, 7, 4).planes)
+    assert sampler.targets_by_size == MixedSizeSampler(window).targets_by_size  # the window decides when to train
+    with pytest.raises(ValueError):
+        AnchoredSampler(window, [records], fraction=1.0)
 
 
 def test_resign_trigger():

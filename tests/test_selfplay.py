@@ -456,3 +456,24 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_h
     evaluation = OnnxEvaluator(directory / "nets" / "gen-0001.onnx", symmetry="identity", log=None).evaluate(
         [GameState(SIZE)])
     assert evaluation.ownership is not None and evaluation.ownership.shape == (1, SIZE * SIZE)
+
+
+def test_the_loop_anchors_its_window_with_the_records_it_is_given(tmp_path):
+    from engine.data.replay import AnchoredSampler, MixedSizeSampler
+    from engine.data.shards import write_shard
+    from tests.records_helpers import learnable_records
+    from tests.test_replay import make_game
+    from tools.learn.rl_loop import RLConfig, window_sampler
+
+    for name in ("train-0000.tshard", "train-0001.tshard"):
+        write_shard(str(tmp_path / name), learnable_records(2, moves=30))
+    assert window_sampler(RLConfig()) is MixedSizeSampler
+    assert window_sampler(RLConfig(anchor_data=str(tmp_path))) is MixedSizeSampler  # no share: no anchor
+    make = window_sampler(RLConfig(anchor_data=str(tmp_path), anchor_fraction=0.25, anchor_shards=1))
+    with ReplayStore(str(tmp_path / "window"), window=0) as store:
+        store.append(make_game(0, size=5))
+        sampler = make(store.paths())
+    assert isinstance(sampler, AnchoredSampler) and sampler.anchor.num_games == 2  # the first shard only
+    os.makedirs(tmp_path / "empty")
+    with pytest.raises(SystemExit, match="no train"):
+        window_sampler(RLConfig(anchor_data=str(tmp_path / "empty"), anchor_fraction=0.25))

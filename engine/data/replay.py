@@ -376,6 +376,36 @@ class MixedSizeSampler:
         return self.batch(np.random.default_rng([seed, step]), batch_size, symmetries)
 
 
+class AnchoredSampler:
+    """A window's sampler (``MixedSizeSampler``) with a share of its batches drawn from record shards instead
+    (``PositionSampler``, e.g. the 19×19 records a network was trained on): fine-tuning on small-board self-play then
+    keeps seeing the records' positions and results, so what the network shares across sizes (the value head) is not
+    pulled away from them. A batch is the anchor's with probability ``fraction``, drawn from the step's own random
+    stream, so a batch is still a pure function of (seed, step) and the data."""
+
+    def __init__(self, window_paths: Iterable[str], anchor_paths: Iterable[str], fraction: float):
+        if not 0.0 <= fraction < 1.0:
+            raise ValueError(f"anchor fraction {fraction}: needs 0 <= fraction < 1")
+        self.window = MixedSizeSampler(window_paths)
+        self.anchor = PositionSampler(anchor_paths)
+        self.fraction = fraction
+        self.size = self.window.size
+        self.num_games = self.window.num_games + self.anchor.num_games
+        self.num_positions = self.window.num_positions + self.anchor.num_positions
+
+    @property
+    def targets_by_size(self) -> dict[int, int]:
+        return self.window.targets_by_size
+
+    def batch(self, rng: np.random.Generator, batch_size: int, symmetries: bool = True) -> Batch:
+        if rng.random() < self.fraction:
+            return self.anchor.batch(rng, batch_size, symmetries)
+        return self.window.batch(rng, batch_size, symmetries)
+
+    def batch_for_step(self, seed: int, step: int, batch_size: int, symmetries: bool = True) -> Batch:
+        return self.batch(np.random.default_rng([seed, step]), batch_size, symmetries)
+
+
 def games_by_size(games: Iterable[SelfPlayGame]) -> dict[int, dict]:
     """Per board size, smallest first: {"games": count, "black_wins": the share of them black won} (self-play's
     first-move bias, which the value targets inherit)."""
@@ -435,6 +465,6 @@ def winner_triggers(games: Iterable[SelfPlayGame], consecutive: int, skip_fracti
     return found
 
 
-__all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "MixedSizeSampler", "games_by_size", "read_game",
-           "read_header", "game_files", "resign_trigger", "calibrate_resign_threshold", "false_positive_rate",
+__all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "MixedSizeSampler", "AnchoredSampler", "games_by_size",
+           "read_game", "read_header", "game_files", "resign_trigger", "calibrate_resign_threshold", "false_positive_rate",
            "winner_triggers"]

@@ -44,8 +44,8 @@ import numpy as np
 
 from engine.config import add_flags, from_flags
 from engine.rules.coords import BLACK, WHITE
-from engine.data.replay import (MixedSizeSampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
-                                games_by_size, winner_triggers)
+from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplayStore, SelfPlayGame,
+                                calibrate_resign_threshold, games_by_size, winner_triggers)
 from tools.learn.plot import ELO, plot_elo, read_jsonl
 from tools.learn.selfplay import (GatingTask, NetBlob, SelfPlayConfig, add_selfplay_flags, make_workers,
                                   play_gating_game, run_selfplay, selfplay_from_flags, selfplay_tasks)
@@ -79,6 +79,10 @@ class RLConfig:
     freeze_batchnorm: bool = False  # keep the start network's batch-norm statistics (19×19 records' for a network
     # trained on them: small-board batches would replace them)
     train_only: str = ""  # train only the parameters with these name prefixes, e.g. "head.value" ("": all)
+    anchor_data: str = ""  # `tabula prepare` directories of records (comma-separated) whose train shards anchor the
+    # training: a share of the batches comes from them (engine.data.replay.AnchoredSampler)
+    anchor_shards: int = 0  # of those shards, the first this many (0: all; each is about a million positions)
+    anchor_fraction: float = 0.0  # the share of batches drawn from the anchor
     gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
     gate_threshold: float = 0.55  # score the candidate needs to replace the best
     gate_visits: int = 32
@@ -185,13 +189,26 @@ def trained_steps(directory: str) -> int:
     return int(load_training_checkpoint(path)["step"]) if os.path.exists(path) else 0
 
 
+def window_sampler(rl: RLConfig):
+    """The trainer's sampler maker for this run: the window alone, or anchored by record shards."""
+    if not rl.anchor_data or rl.anchor_fraction <= 0:
+        return MixedSizeSampler
+    from tools.learn.train import all_shard_paths
+
+    anchor = all_shard_paths(rl.anchor_data, "train")
+    anchor = anchor[:rl.anchor_shards] if rl.anchor_shards > 0 else anchor
+    if not anchor:
+        raise SystemExit(f"tabula rl: no train-*.tshard files in --anchor-data {rl.anchor_data}")
+    return lambda paths: AnchoredSampler(paths, anchor, rl.anchor_fraction)
+
+
 def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
     """Train up to ``target_step`` (resuming the trainer's checkpoint); returns the step reached."""
     from tools.learn.train import train
 
     config = dataclasses.replace(train_config(directory, rl, selfplay),
                                  chunk_steps=max(1, target_step - trained_steps(directory)))
-    train(config, log=log, make_sampler=MixedSizeSampler, fixed_data=False)
+    train(config, log=log, make_sampler=window_sampler(rl), fixed_data=False)
     return trained_steps(directory)
 
 
