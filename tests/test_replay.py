@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.rules.coords import BLACK, PASS, WHITE
-from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame, calibrate_resign_threshold,
-                           false_positive_rate, game_files, games_by_size, read_game, resign_trigger, winner_triggers)
+from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame,
+                           calibrate_resign_threshold, false_positive_rate, game_files, games_by_size, read_game,
+                           resign_trigger, winner_triggers)
 from engine.data.shards import PositionSampler
 from engine.rules.game import GameState
 

@@ -466,5 +466,5 @@ def winner_triggers(games: Iterable[SelfPlayGame], consecutive: int, skip_fracti
 
 
 __all__ = ["SelfPlayGame", "ReplayStore", "ReplaySampler", "MixedSizeSampler", "AnchoredSampler", "games_by_size",
-           "read_game", "read_header", "game_files", "resign_trigger", "calibrate_resign_threshold", "false_positive_rate",
-           "winner_triggers"]
+           "read_game", "read_header", "game_files", "resign_trigger", "calibrate_resign_threshold",
+           "false_positive_rate", "winner_triggers"]

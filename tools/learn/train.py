@@ -35,8 +35,8 @@ CONFIG = "config.json"
 
 # Fields a resumed run must share with the run it continues; the rest (time limits, workers, device) may change.
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
-                   "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux", "schedule",
-                   "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
+                   "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux",
+                   "schedule", "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
                    "ema_decay", "freeze_batchnorm", "train_only")
 
 
