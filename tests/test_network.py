@@ -230,3 +230,85 @@ def test_int8_quantization_of_a_network_for_every_size(tiny_pooled_onnx, tmp_pat
         states = random_game(size, 20, seed=size)
         c, a = quantized.evaluate(states), reference.evaluate(states)
         assert np.allclose(c.policy.sum(axis=1), 1, atol=1e-5) and np.abs(c.value - a.value).mean() < 0.1
+
+
+def test_the_small_board_value_term_starts_at_zero_and_never_touches_19x19(tiny_pooled_model, tmp_path):
+    """The term that learns the small boards' komi: added zero, the network is the same on every board; trained
+    (random weights here), it moves the values of 9×9 and 13×13 positions, for each colour, and not one bit of
+    19×19 or larger boards', in torch and in the exported ONNX file, which loads back with it."""
+    from engine.net.network import with_small_board_value
+
+    grown = with_small_board_value(tiny_pooled_model)
+    assert grown.spec.small_board_value and not tiny_pooled_model.spec.small_board_value
+    boards = {size: encode_batch(random_game(size, 16, seed=size)) for size in (9, 13, 19, 21)}
+    for planes in boards.values():
+        assert all(np.array_equal(a, b) for a, b in zip(run_torch(grown, planes), run_torch(tiny_pooled_model, planes)))
+    with torch.no_grad():
+        grown.head.value_small_boards.weight.normal_(0.0, 1.0)
+    for size, planes in boards.items():
+        policy, value = run_torch(grown, planes)
+        start_policy, start_value = run_torch(tiny_pooled_model, planes)
+        assert np.array_equal(policy, start_policy)
+        if size >= 19:
+            assert np.array_equal(value, start_value)
+        else:
+            moved = np.abs(value - start_value) > 1e-4
+            to_move = planes[:, 16, 0, 0] == 1
+            assert moved[to_move].any() and moved[~to_move].any()
+    path = tmp_path / "grown.onnx"
+    export_onnx(grown, path, provenance="tests", board_sizes=[9, 13, 19, 21])  # checks onnxruntime against torch
+    back = load_onnx(path)
+    assert back.spec == grown.spec
+    assert torch.equal(back.head.value_small_boards.weight, grown.head.value_small_boards.weight)
+
+
+def test_the_small_board_value_term_needs_the_pooled_head(tiny_model):
+    from engine.net.network import with_small_board_value
+
+    with pytest.raises(ValueError, match="pooled head"):
+        NetSpec(small_board_value=True)
+    with pytest.raises(ValueError, match="pooled head"):
+        with_small_board_value(tiny_model)
+
+
+def test_export_adds_the_small_board_value_term(tiny_pooled_onnx, tiny_onnx, tmp_path, capsys):
+    from engine.net.evaluator import OnnxEvaluator
+    from tools.learn.export import main
+
+    grown = tmp_path / "grown.onnx"
+    assert main(["--add-small-board-value", str(tiny_pooled_onnx), str(grown)]) == 0
+    net = OnnxEvaluator(grown, symmetry="identity", log=None)
+    assert json.loads(net.metadata["architecture"])["small_board_value"] is True
+    assert "small-board" in net.metadata["provenance"]
+    start = OnnxEvaluator(tiny_pooled_onnx, symmetry="identity", log=None)
+    assert net.board_sizes == start.board_sizes
+    states = random_game(9, 12, seed=5)
+    a, b = net.evaluate(states), start.evaluate(states)
+    assert np.allclose(a.value, b.value, atol=1e-6) and np.allclose(a.policy, b.policy, atol=1e-6)
+    with pytest.raises(SystemExit, match="pooled head"):
+        main(["--add-small-board-value", str(tiny_onnx), str(tmp_path / "agz.onnx")])
+
+
+@pytest.mark.slow
+def test_int8_keeps_the_small_board_value_term_off_19x19(tiny_pooled_model, tmp_path):
+    """An int8 file quantizes the input planes, so a 1 comes back as 0.99999994 and the board size computed from
+    them fell just short of 19: the small-board term leaked into 19×19 values (by 3e-4 in the shipped network) until
+    the size was rounded. Quantized, the network with a trained term plays 19×19 as the one without it."""
+    from engine.net.evaluator import OnnxEvaluator
+    from engine.net.network import with_small_board_value
+    from tools.learn.export import main
+
+    grown = with_small_board_value(tiny_pooled_model)
+    with torch.no_grad():
+        grown.head.value_small_boards.weight.normal_(0.0, 1.0)
+    paths = {}
+    for name, model in (("start", tiny_pooled_model), ("grown", grown)):
+        export_onnx(model, tmp_path / f"{name}.onnx", provenance="tests", board_sizes=[9, 19])
+        paths[name] = tmp_path / f"{name}-int8.onnx"
+        assert main(["--quantize", "int8", str(tmp_path / f"{name}.onnx"), str(paths[name]),
+                     "--calibration", "32", "--calibration-source", "random"]) == 0
+    start, quantized = (OnnxEvaluator(paths[n], symmetry="identity", log=None) for n in ("start", "grown"))
+    states = random_game(19, 20, seed=6)
+    assert np.array_equal(quantized.evaluate(states).value, start.evaluate(states).value)
+    states = random_game(9, 20, seed=6)
+    assert not np.allclose(quantized.evaluate(states).value, start.evaluate(states).value, atol=1e-3)

@@ -429,9 +429,10 @@ def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
     assert (directory / "nets" / "gen-0001.onnx").exists()
 
 
-def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_heads(tmp_path, capsys):
-    """A pooled network with score and ownership heads (as the shipped one) continues by self-play on a board size
-    it lists: the run takes its head, the trainer its weights, and the next generation keeps the extra outputs."""
+def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads(tmp_path, capsys):
+    """A pooled network with score and ownership heads (as the shipped one) and the small-board value term continues
+    by self-play on a board size it lists: the run takes its head, the trainer its weights, and the next generation
+    keeps the extra outputs and the term."""
     import torch
 
     from engine.net.evaluator import OnnxEvaluator
@@ -440,11 +441,11 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_h
 
     torch.manual_seed(2)
     start = str(tmp_path / "pooled.onnx")
-    export_onnx(TabulaNet(NetSpec(blocks=1, filters=8, head="pooled", aux=True)).eval(), start, "tests",
-                board_sizes=[SIZE, 9, 19])
+    export_onnx(TabulaNet(NetSpec(blocks=1, filters=8, head="pooled", aux=True, small_board_value=True)).eval(),
+                start, "tests", board_sizes=[SIZE, 9, 19])
     rl, _ = loop_configs(generations=1)
     adopted = adopt_start_network(dataclasses.replace(rl, start_from=start), (SIZE,))
-    assert (adopted.head, adopted.aux, adopted.filters) == ("pooled", True, 8)
+    assert (adopted.head, adopted.aux, adopted.filters, adopted.small_board_value) == ("pooled", True, 8, True)
     with pytest.raises(SystemExit, match="the run plays 5x5, 7x7"):  # every size is checked, not the first
         adopt_start_network(dataclasses.replace(rl, start_from=start), (SIZE, 7))
 
@@ -452,9 +453,10 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_auxiliary_h
     assert main(one_generation_from(start, directory)) == 0
     assert "starting from the weights of" in capsys.readouterr().err
     saved = json.loads((directory / "config.json").read_text())["rl"]
-    assert (saved["head"], saved["aux"]) == ("pooled", True)
-    evaluation = OnnxEvaluator(directory / "nets" / "gen-0001.onnx", symmetry="identity", log=None).evaluate(
-        [GameState(SIZE)])
+    assert (saved["head"], saved["aux"], saved["small_board_value"]) == ("pooled", True, True)
+    evaluator = OnnxEvaluator(directory / "nets" / "gen-0001.onnx", symmetry="identity", log=None)
+    assert json.loads(evaluator.metadata["architecture"])["small_board_value"]
+    evaluation = evaluator.evaluate([GameState(SIZE)])
     assert evaluation.ownership is not None and evaluation.ownership.shape == (1, SIZE * SIZE)
 
 

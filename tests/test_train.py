@@ -139,6 +139,35 @@ def test_train_only_the_value_head(data_dir, tmp_path):
         train(tiny(data_dir, str(tmp_path / "typo"), init=start, train_only="head.valeu"), log=quiet)
 
 
+def test_train_only_the_small_board_value_term(tmp_path):
+    """Self-play's komi fix: a pooled net given the zero small-board term, trained on 9×9 games with only the term
+    free, moves the term and nothing else (so its 19×19 play is the start's, bit for bit)."""
+    from engine.data.records import RecordFilter, parse_record
+    from engine.net.network import POOLED, save_checkpoint, with_small_board_value
+    from tests.records_helpers import game_sgf, play_game
+
+    small = tmp_path / "data9"
+    small.mkdir()
+    records = [parse_record(f"g{i}", game_sgf(play_game(2000 + i, moves=30, size=9), size=9,
+                                               result=["B+R", "W+7.5"][i % 2]), RecordFilter(size=9))
+               for i in range(12)]
+    write_shard(str(small / "train-0000.tshard"), records[:10], size=9)
+    write_shard(str(small / "val-0000.tshard"), records[10:], size=9)
+    torch.manual_seed(0)
+    start_net = with_small_board_value(TabulaNet(NetSpec(blocks=1, filters=8, head=POOLED)))
+    start = str(tmp_path / "start.pt")
+    save_checkpoint(start_net, start)
+    tuned = str(tmp_path / "tuned")
+    train(tiny(str(small), tuned, steps=8, head=POOLED, small_board_value=True, init=start,
+               train_only="head.value_small_boards", freeze_batchnorm=True, weight_decay=1e-2), log=quiet)
+    before = start_net.state_dict()
+    after = load_training_checkpoint(os.path.join(tuned, "checkpoint.pt"))["state_dict"]
+    moved = {name for name in before if not torch.equal(after[name], before[name])}
+    assert moved == {"head.value_small_boards.weight"}
+    with pytest.raises(SystemExit, match="another architecture"):  # a start without the term is refused, not grown
+        train(tiny(str(small), str(tmp_path / "other"), head=POOLED, init=start), log=quiet)
+
+
 def same_state(a: dict, b: dict) -> None:
     assert a["step"] == b["step"]
     for key in a["state_dict"]:

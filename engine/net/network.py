@@ -52,6 +52,7 @@ class NetSpec:
     head_channels: int = 32  # pooled head: channels of the 1×1 head convolutions
     value_perspective: str = SIDE_TO_MOVE  # side_to_move | black (imported ELF nets)
     aux: bool = False  # pooled head only: score, ownership and opponent-reply heads
+    small_board_value: bool = False  # pooled head only: the value head's small-board term (PooledHead)
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -62,6 +63,8 @@ class NetSpec:
             raise ValueError("blocks must be >= 0 and filters >= 1")
         if self.aux and self.head != POOLED:
             raise ValueError("auxiliary heads need the pooled head")
+        if self.small_board_value and self.head != POOLED:
+            raise ValueError("the small-board value term needs the pooled head")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,6 +121,13 @@ class AgzHead(nn.Module):
 
 
 class PooledHead(nn.Module):
+    """With ``small_board_value``: a term added to the value's hidden layer, a linear map of the value features'
+    mean, the side to move (1 black, 0 white) and a constant, all scaled by ``max(19 - size, 0) / 10``. Why: the
+    network does not see the komi, and 7.5 points weigh far more on 9×9 than on the 19×19 records its value learned
+    from (it overrated black's chances on 9×9 by 12 to 19 points). The term is zero on 19×19 and larger boards, so
+    a network trained on 19×19 keeps its 19×19 values bit for bit while the term, zero-initialised and trained alone
+    on small-board self-play, learns their komi (docs/TRAINING.md)."""
+
     def __init__(self, spec: NetSpec):
         super().__init__()
         channels = spec.head_channels
@@ -133,10 +143,16 @@ class PooledHead(nn.Module):
             self.reply_pass = nn.Linear(2 * channels, 1)
             self.ownership_points = nn.Conv2d(channels, 1, 1)
             self.score_fc = nn.Linear(spec.value_hidden, 1)
+        self.value_small_boards = None
+        if spec.small_board_value:
+            self.value_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
+            nn.init.zeros_(self.value_small_boards.weight)
 
-    def forward(self, x: torch.Tensor, size: torch.Tensor) -> dict[str, torch.Tensor]:
-        """``size``: float [B, 1], the board's side length. Raw outputs: value before tanh, ownership before tanh,
-        score in tens of points."""
+    def forward(self, x: torch.Tensor, size: torch.Tensor,
+                black: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """``size``: float [B, 1], the board's side length; ``black``: float [B, 1], 1 when black is to move, else 0
+        (needed by the small-board term only).
+        Raw outputs: value before tanh, ownership before tanh, score in tens of points."""
         p = F.relu(self.policy_conv(x))
         pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
         out = {"policy": torch.cat([self.policy_points(p).flatten(1), self.policy_pass(pooled)], dim=1)}
@@ -144,7 +160,12 @@ class PooledHead(nn.Module):
         mean = v.mean(dim=(2, 3))
         # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
         value_pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
-        hidden = F.relu(self.value_fc1(value_pooled))
+        hidden = self.value_fc1(value_pooled)
+        if self.value_small_boards is not None:
+            smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
+            hidden = hidden + self.value_small_boards(torch.cat([mean, black, torch.ones_like(black)], dim=1)
+                                                      * smallness)
+        hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
             out["reply"] = torch.cat([self.reply_points(p).flatten(1), self.reply_pass(pooled)], dim=1)
@@ -173,8 +194,11 @@ class TabulaNet(nn.Module):
             policy, value = self.head(x)
             return {"policy": policy, "value": value}
         # Planes 16 and 17 together are all ones: their sum is the number of points, without reading the shape.
-        size = torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3)))[:, None]
-        return self.head(x, size)
+        # Rounded, because an int8 file quantizes the planes (a 1 comes back as 0.99999994), and the small-board
+        # value term must be exactly zero on 19×19.
+        size = torch.round(torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3))))[:, None]
+        black = planes[:, 16].amax(dim=(1, 2))[:, None] if self.spec.small_board_value else None
+        return self.head(x, size, black)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.train_outputs(planes)
@@ -210,6 +234,19 @@ def load_checkpoint(path: str | os.PathLike, averaged: bool = True) -> TabulaNet
     except Exception as e:  # torch raises many types for bad files; one typed error names the file
         raise NetworkFileError(path, f"not a Tabula checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
     return model.eval()
+
+
+def with_small_board_value(model: TabulaNet) -> TabulaNet:
+    """``model`` with a zero small-board value term added (``PooledHead``): the same outputs on every board until
+    the term is trained."""
+    if model.spec.head != POOLED:
+        raise ValueError("the small-board value term needs the pooled head")
+    if model.spec.small_board_value:
+        return model
+    grown = TabulaNet(replace(model.spec, small_board_value=True))
+    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and missing == ["head.value_small_boards.weight"], (missing, unexpected)
+    return grown.eval()
 
 
 # -- random networks ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ networks; quantize ONNX to int8.
     tabula export --to-leelaz IN.onnx|IN.pt OUT.txt[.gz]
     tabula export IN.pt OUT.onnx
     tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms)
+    tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
 """
 from __future__ import annotations
 
@@ -227,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--leelaz-out", help="with --random: also write the same net as LZ weights")
     parser.add_argument("--checkpoint-out", help="with --random or --from-leelaz: also write a torch checkpoint")
     parser.add_argument("--quantize", choices=("none", "int8"), default="none")
+    parser.add_argument("--add-small-board-value", action="store_true",
+                        help="IN OUT: add the pooled value head's small-board term, zero (the same outputs until "
+                             "self-play trains it: tabula rl --start-from OUT --train-only head.value_small_boards)")
     parser.add_argument("--resign-winrate", type=float, default=None,
                         help="write this calibrated resignation threshold into the network's metadata (tabula gtp "
                              "resigns with it by default; see tabula eval's resign_false_T lines)")
@@ -276,7 +280,7 @@ def _export(args: argparse.Namespace) -> int:
         if len(paths) != 1:
             raise SystemExit("tabula export --random OUT.onnx: give OUT only")
         spec = network.NetSpec(blocks=args.blocks, filters=args.filters, head=args.head, board_size=args.size,
-                               aux=args.aux)
+                               aux=args.aux, small_board_value=args.add_small_board_value)
         sizes = _sizes(args, spec)
         calibration = [calibration_planes(s, min(args.calibration, 128), args.seed, args.calibration_source)
                        for s in sizes]
@@ -285,6 +289,9 @@ def _export(args: argparse.Namespace) -> int:
     elif args.from_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --from-leelaz WEIGHTS OUT.onnx: give OUT only")
+        if args.add_small_board_value:
+            raise SystemExit("tabula export: Leela Zero weights have an agz head; --add-small-board-value needs the "
+                             "pooled head")
         model = network.from_leelaz(read_leelaz(args.from_leelaz))
         sizes = [model.spec.board_size]
         provenance = f"Leela Zero weights {os.path.basename(args.from_leelaz)} sha256:{_sha256(args.from_leelaz)}"
@@ -292,12 +299,15 @@ def _export(args: argparse.Namespace) -> int:
         if len(paths) != 2:
             raise SystemExit("tabula export IN OUT.onnx")
         source = paths[0]
-        if source.endswith(".onnx") and args.quantize == "int8":
+        if source.endswith(".onnx") and args.quantize == "int8" and not args.add_small_board_value:
             _write_quantized(source, out, args)
             return 0
         model = _load_any(source)
-        sizes = _sizes(args, model.spec)
+        sizes = _sizes(args, model.spec, source)
         provenance = f"converted from {os.path.basename(source)} sha256:{_sha256(source)}"
+        if args.add_small_board_value:
+            model = network.with_small_board_value(model)
+            provenance += ", with a zero small-board value term"
 
     if args.leelaz_out:
         write_leelaz(network.to_leelaz(model), args.leelaz_out)
@@ -329,11 +339,18 @@ def _set_metadata_value(path: str, key: str, value: str) -> None:
     onnx.save(proto, path)
 
 
-def _sizes(args: argparse.Namespace, spec) -> list[int]:
+def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
+    """--board-sizes, else the sizes an ONNX source declares (a conversion keeps them), else the default."""
+    import onnx
+
     from engine.net.network import default_board_sizes
 
     if args.board_sizes and spec.head == "pooled":
         return [int(s) for s in args.board_sizes.split(",")]
+    if source.endswith(".onnx"):
+        declared = {p.key: p.value for p in onnx.load(source).metadata_props}.get("board_sizes", "")
+        if declared:
+            return [int(s) for s in declared.split(",")]
     return default_board_sizes(spec)
 
 

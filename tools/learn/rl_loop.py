@@ -100,6 +100,7 @@ class RLConfig:
     start_from: str = ""  # generation 0 and the trainer's first weights: this Tabula ONNX file ("": random weights)
     head: str = "agz"  # agz (one board size) | pooled (every size, so --sizes; --start-from a pooled network sets it)
     aux: bool = False  # pooled head: score, ownership and opponent-reply heads, trained on the games' final counts
+    small_board_value: bool = False  # pooled head: the value's small-board term (engine.net.network.PooledHead)
     keep: str = ""  # also keep what resumes the run in this directory, e.g. one under git ("": nowhere)
 
 
@@ -179,7 +180,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
                        init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "", head=rl.head,
-                       aux=rl.aux)
+                       aux=rl.aux, small_board_value=rl.small_board_value)
 
 
 def trained_steps(directory: str) -> int:
@@ -248,11 +249,13 @@ def start_network_spec(path: str, sizes: tuple[int, ...]):
 
 
 def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...]) -> RLConfig:
-    """A run that starts from a network takes that network's architecture: blocks, filters, head, auxiliary heads."""
+    """A run that starts from a network takes that network's architecture: blocks, filters, head, auxiliary heads,
+    small-board value term."""
     if not rl.start_from:
         return rl
     spec = start_network_spec(rl.start_from, sizes)
-    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux)
+    return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux,
+                               small_board_value=spec.small_board_value)
 
 
 def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
@@ -275,7 +278,7 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
         return
     torch.manual_seed(rl.seed)
     model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, board_size=size,
-                              aux=rl.aux)).eval()
+                              aux=rl.aux, small_board_value=rl.small_board_value)).eval()
     tmp = path + ".tmp.onnx"
     export_onnx(model, tmp, "tabula rl: random initial weights")
     os.replace(tmp, path)

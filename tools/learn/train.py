@@ -36,8 +36,8 @@ CONFIG = "config.json"
 # Fields a resumed run must share with the run it continues; the rest (time limits, workers, device) may change.
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
                    "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux",
-                   "schedule", "final_lr_fraction", "reply_loss_weight", "score_loss_weight", "ownership_loss_weight",
-                   "ema_decay", "freeze_batchnorm", "train_only")
+                   "small_board_value", "schedule", "final_lr_fraction", "reply_loss_weight", "score_loss_weight",
+                   "ownership_loss_weight", "ema_decay", "freeze_batchnorm", "train_only")
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class TrainConfig:
     filters: int = 64
     head: str = AGZ  # agz | pooled
     aux: bool = False  # pooled head: score, ownership and opponent-reply heads and their losses
+    small_board_value: bool = False  # pooled head: the value's small-board term (engine.net.network.PooledHead)
     steps: int = 10000  # total optimizer steps of the run
     batch: int = 256  # positions per step
     optimizer: str = "sgd"  # sgd (Nesterov momentum) | adamw
@@ -98,7 +99,7 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser.add_argument("--data", required=True, help="directory of shards from `tabula prepare`")
     parser.add_argument("--out", required=True, help="run directory (created; rerun the command to resume)")
     for name, default in defaults.items():
-        if name in ("data", "out", "export", "aux", "freeze_batchnorm"):
+        if name in ("data", "out", "export", "aux", "freeze_batchnorm", "small_board_value"):
             continue
         choices = {"head": (AGZ, POOLED), "optimizer": ("sgd", "adamw"), "device": ("cpu", "cuda"),
                    "precision": ("auto", "bf16", "fp32"), "schedule": ("step", "cosine")}.get(name)
@@ -106,6 +107,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser.add_argument("--no-export", dest="export", action="store_false", help="do not write model.onnx at the end")
     parser.add_argument("--aux", action="store_true",
                         help="pooled head: train score, ownership and opponent-reply heads too")
+    parser.add_argument("--small-board-value", action="store_true",
+                        help="pooled head: with the value's small-board term (as --init has it)")
     parser.add_argument("--freeze-batchnorm", action="store_true",
                         help="keep the batch norms' running statistics as --init has them, and normalize with them")
     parser.add_argument("--model", choices=("network", "rollout"), default="network",
@@ -446,7 +449,7 @@ def train(config: TrainConfig, log=print,
         raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
     sampler = make_sampler(train_paths)
     spec = NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, board_size=sampler.size,
-                   aux=config.aux)
+                   aux=config.aux, small_board_value=config.small_board_value)
     # What the batches of a resumed run depend on besides (seed, step): the same games in the same order.
     data_fingerprint = f"{len(train_paths)} shards, {sampler.num_games} games, {sampler.num_positions} positions"
 
