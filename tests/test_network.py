@@ -287,6 +287,10 @@ def test_export_adds_the_small_board_value_term(tiny_pooled_onnx, tiny_onnx, tmp
     assert np.allclose(a.value, b.value, atol=1e-6) and np.allclose(a.policy, b.policy, atol=1e-6)
     with pytest.raises(SystemExit, match="pooled head"):
         main(["--add-small-board-value", str(tiny_onnx), str(tmp_path / "agz.onnx")])
+    with pytest.raises(SystemExit, match="already has"):  # a trained term is never taken for a zero one
+        main(["--add-small-board-value", str(grown), str(tmp_path / "again.onnx")])
+    with pytest.raises(SystemExit, match="not Leela Zero"):
+        main(["--add-small-board-value", "--to-leelaz", str(tiny_pooled_onnx), str(tmp_path / "lz.txt")])
 
 
 @pytest.mark.slow

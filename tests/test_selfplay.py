@@ -437,7 +437,7 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads
 
     from engine.net.evaluator import OnnxEvaluator
     from engine.net.network import NetSpec, TabulaNet, export_onnx
-    from tools.learn.rl_loop import adopt_start_network, main
+    from tools.learn.rl_loop import adopt_start_network, check_sizes, main
 
     torch.manual_seed(2)
     start = str(tmp_path / "pooled.onnx")
@@ -448,6 +448,12 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads
     assert (adopted.head, adopted.aux, adopted.filters, adopted.small_board_value) == ("pooled", True, 8, True)
     with pytest.raises(SystemExit, match="the run plays 5x5, 7x7"):  # every size is checked, not the first
         adopt_start_network(dataclasses.replace(rl, start_from=start), (SIZE, 7))
+    plain = str(tmp_path / "plain.onnx")  # asked for the term, a start without it is refused, not run without it
+    export_onnx(TabulaNet(NetSpec(blocks=1, filters=8, head="pooled")).eval(), plain, "tests", board_sizes=[SIZE])
+    with pytest.raises(SystemExit, match="add-small-board-value"):
+        adopt_start_network(dataclasses.replace(rl, start_from=plain, small_board_value=True), (SIZE,))
+    with pytest.raises(SystemExit, match="needs the pooled head"):
+        check_sizes(dataclasses.replace(rl, head="agz", small_board_value=True), loop_configs()[1])
 
     directory = tmp_path / "run"
     assert main(one_generation_from(start, directory)) == 0

@@ -164,8 +164,11 @@ def test_train_only_the_small_board_value_term(tmp_path):
     after = load_training_checkpoint(os.path.join(tuned, "checkpoint.pt"))["state_dict"]
     moved = {name for name in before if not torch.equal(after[name], before[name])}
     assert moved == {"head.value_small_boards.weight"}
-    with pytest.raises(SystemExit, match="another architecture"):  # a start without the term is refused, not grown
+    with pytest.raises(SystemExit, match="another architecture"):  # a run without the term refuses a start with it
         train(tiny(str(small), str(tmp_path / "other"), head=POOLED, init=start), log=quiet)
+    with pytest.raises(SystemExit, match="needs the pooled head"):  # said before the run directory is made
+        train(tiny(str(small), str(tmp_path / "agz"), small_board_value=True), log=quiet)
+    assert not (tmp_path / "agz").exists()
 
 
 def same_state(a: dict, b: dict) -> None:

@@ -268,6 +268,9 @@ def _export(args: argparse.Namespace) -> int:
 
     paths = args.paths
     out = paths[-1]
+    if args.add_small_board_value and args.to_leelaz:
+        raise SystemExit("tabula export: --add-small-board-value writes ONNX of a pooled network, not Leela Zero "
+                         "weights")
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
@@ -306,6 +309,8 @@ def _export(args: argparse.Namespace) -> int:
         sizes = _sizes(args, model.spec, source)
         provenance = f"converted from {os.path.basename(source)} sha256:{_sha256(source)}"
         if args.add_small_board_value:
+            if model.spec.small_board_value:
+                raise SystemExit(f"tabula export: {source} already has the small-board value term")
             model = network.with_small_board_value(model)
             provenance += ", with a zero small-board value term"
 

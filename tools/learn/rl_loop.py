@@ -138,10 +138,15 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
 
 
 def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
-    """Several board sizes need one network that plays them all: the pooled head."""
+    """Several board sizes need one network that plays them all: the pooled head; so do the auxiliary heads and the
+    small-board value term."""
     if len(set(selfplay.sizes)) > 1 and rl.head != "pooled":
         raise SystemExit(f"tabula rl: --sizes {','.join(map(str, selfplay.sizes))} needs the pooled head (--head "
                          f"pooled, or --start-from a pooled network): the {rl.head} head plays one board size")
+    for name, flag in (("aux", "--aux"), ("small_board_value", "--small-board-value")):
+        if getattr(rl, name) and rl.head != "pooled":
+            raise SystemExit(f"tabula rl: {flag} needs the pooled head (--head pooled, or --start-from a pooled "
+                             f"network)")
 
 
 def settle_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig) -> tuple[RLConfig, SelfPlayConfig]:
@@ -254,6 +259,9 @@ def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...]) -> RLConfig:
     if not rl.start_from:
         return rl
     spec = start_network_spec(rl.start_from, sizes)
+    if rl.small_board_value and not spec.small_board_value:
+        raise SystemExit(f"tabula rl: --start-from {rl.start_from} has no small-board value term; add it with "
+                         f"`tabula export --add-small-board-value {rl.start_from} OUT.onnx` and start from OUT.onnx")
     return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux,
                                small_board_value=spec.small_board_value)
 

@@ -70,7 +70,8 @@ class TrainConfig:
     freeze_batchnorm: bool = False  # normalize with the starting weights' running statistics and keep them (fine-
     # tuning on other data, e.g. small-board self-play from a 19×19 network: its batches' statistics differ)
     train_only: str = ""  # comma-separated prefixes of the parameters to train, e.g. "head.value" (the value head
-    # alone: the policy stays as loaded); "": all
+    # alone, its small-board term included: the policy stays as loaded), "head.value_small_boards" (that term
+    # alone); "": all
     seed: int = 1
     device: str = "cpu"  # cpu | cuda
     precision: str = "auto"  # auto (bf16 where the hardware has it) | bf16 | fp32
@@ -372,6 +373,9 @@ class WeightAverage:
 
 def _settle_config(config: TrainConfig) -> TrainConfig:
     """Write config.json for a new run, or check the command against the run it continues."""
+    for name, flag in (("aux", "--aux"), ("small_board_value", "--small-board-value")):
+        if getattr(config, name) and config.head != POOLED:  # before config.json, so that the command can be mended
+            raise SystemExit(f"tabula train: {flag} needs the pooled head (--head {POOLED})")
     os.makedirs(config.out, exist_ok=True)
     path = os.path.join(config.out, CONFIG)
     if os.path.exists(path):
