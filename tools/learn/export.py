@@ -180,7 +180,7 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) 
         def get_next(self):
             return next(self.batches, None)
 
-    metadata = {p.key: p.value for p in onnx.load(source).metadata_props}
+    metadata = _metadata(source)
     with tempfile.TemporaryDirectory() as scratch:
         prepared = os.path.join(scratch, "prepared.onnx")
         quant_pre_process(source, prepared, skip_symbolic_shape=True)
@@ -344,25 +344,25 @@ def _set_metadata_value(path: str, key: str, value: str) -> None:
     onnx.save(proto, path)
 
 
-def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
-    """--board-sizes, else the sizes an ONNX source declares (a conversion keeps them), else the default."""
+def _metadata(path: str) -> dict[str, str]:
+    """A Tabula ONNX file's metadata entries."""
     import onnx
 
+    return {p.key: p.value for p in onnx.load(path).metadata_props}
+
+
+def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
+    """--board-sizes, else the sizes an ONNX source declares (a conversion keeps them), else the default."""
     from engine.net.network import default_board_sizes
 
     if args.board_sizes and spec.head == "pooled":
         return [int(s) for s in args.board_sizes.split(",")]
-    if source.endswith(".onnx"):
-        declared = {p.key: p.value for p in onnx.load(source).metadata_props}.get("board_sizes", "")
-        if declared:
-            return [int(s) for s in declared.split(",")]
-    return default_board_sizes(spec)
+    declared = _metadata(source).get("board_sizes", "") if source.endswith(".onnx") else ""
+    return [int(s) for s in declared.split(",")] if declared else default_board_sizes(spec)
 
 
 def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
-    import onnx
-
-    metadata = {p.key: p.value for p in onnx.load(source).metadata_props}
+    metadata = _metadata(source)
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source)}
     quantize_int8(source, out, calibration)

@@ -138,15 +138,18 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
 
 
 def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
-    """Several board sizes need one network that plays them all: the pooled head; so do the auxiliary heads and the
-    small-board value term."""
+    """Several board sizes need one network that plays them all: the pooled head; and the architecture's own checks
+    (the auxiliary heads and the small-board value term need the pooled head too) hold."""
+    from engine.net.network import NetSpec
+
     if len(set(selfplay.sizes)) > 1 and rl.head != "pooled":
         raise SystemExit(f"tabula rl: --sizes {','.join(map(str, selfplay.sizes))} needs the pooled head (--head "
                          f"pooled, or --start-from a pooled network): the {rl.head} head plays one board size")
-    for name, flag in (("aux", "--aux"), ("small_board_value", "--small-board-value")):
-        if getattr(rl, name) and rl.head != "pooled":
-            raise SystemExit(f"tabula rl: {flag} needs the pooled head (--head pooled, or --start-from a pooled "
-                             f"network)")
+    try:
+        NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, aux=rl.aux,
+                small_board_value=rl.small_board_value)
+    except ValueError as error:
+        raise SystemExit(f"tabula rl: {error}") from None
 
 
 def settle_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig) -> tuple[RLConfig, SelfPlayConfig]:

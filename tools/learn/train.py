@@ -373,9 +373,11 @@ class WeightAverage:
 
 def _settle_config(config: TrainConfig) -> TrainConfig:
     """Write config.json for a new run, or check the command against the run it continues."""
-    for name, flag in (("aux", "--aux"), ("small_board_value", "--small-board-value")):
-        if getattr(config, name) and config.head != POOLED:  # before config.json, so that the command can be mended
-            raise SystemExit(f"tabula train: {flag} needs the pooled head (--head {POOLED})")
+    try:  # the architecture's own checks (e.g. heads that need the pooled one), before config.json is written
+        NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, aux=config.aux,
+                small_board_value=config.small_board_value)
+    except ValueError as error:
+        raise SystemExit(f"tabula train: {error}") from None
     os.makedirs(config.out, exist_ok=True)
     path = os.path.join(config.out, CONFIG)
     if os.path.exists(path):
