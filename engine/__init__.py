@@ -14,18 +14,19 @@
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
-| | `network.py`, `torch_backend.py`, `leelaz.py` | torch model and ONNX export (training only), the torch GPU backend, Leela Zero weight files |
-| `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances: for every point of many boards at once |
+| | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
+| | `leelaz.py` | Leela Zero weight files |
+| `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances: all points of many boards at once |
 | | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
 | | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area; their ownership |
-| `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT selection, virtual loss, backup, reuse |
+| `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT, virtual loss, backup, reuse |
 | | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
 | | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |
 | | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
 | | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
 | | `timecontrol.py` | clocks and the time budget of one move |
 | | `player.py` | owns the game, its move generator and clock: the one object GTP drives |
-| `data/` | `records.py` | training records from SGF archives (read by `rules/sgf.py`), counted filters, final ownership |
+| `data/` | `records.py` | training records from SGF archives (via `rules/sgf.py`), counted filters, final ownership |
 | | `shards.py` | compact training shards and their sampler |
 | | `replay.py` | the self-play replay window, durable against kills |
 | | `config.py` (top level) | frozen dataclasses, one per owner, built only at entry points |

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, field, replace
 from typing import Iterable, Mapping
 
-from engine.rules.game import Rules
+from tabula.engine.rules.game import Rules
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Entry point: ``tabula gtp`` / ``python -m gtp``. Builds the EngineConfig from argv, then serves GTP on stdio.
+"""Entry point: ``tabula gtp`` / ``python -m tabula.gtp``. Builds the EngineConfig from argv, then serves GTP on stdio.
 
 stdout carries only GTP replies; logs go to stderr.
 """
@@ -10,17 +10,17 @@ import importlib
 import logging
 import sys
 
-from engine.config import EngineConfig, TimeConfig, add_flags, from_flags
-from engine.net.evaluator import BACKENDS, PRECISIONS
-from engine.rules.coords import MAX_SIZE, MIN_SIZE
-from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
-from engine.play.player import GENERATORS, Player
+from tabula.engine.config import EngineConfig, TimeConfig, add_flags, from_flags
+from tabula.engine.net.evaluator import BACKENDS, PRECISIONS
+from tabula.engine.play.player import GENERATORS, Player
+from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
 
 from .commands import Session, serve
 
-# Modules that register further command families into commands.TABLE when imported (e.g. "gtp.analysis").
+# Modules that register further command families into commands.TABLE when imported (e.g. "tabula.gtp.analysis").
 # A module listed here but not yet written is skipped.
-EXTENSION_MODULES: list[str] = ["gtp.analysis"]
+EXTENSION_MODULES: list[str] = ["tabula.gtp.analysis"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SEARCH_LOGGER = "tabula.search"  # logs the per-move search summary (visits, winrate, PV, playouts/s) at INFO
 

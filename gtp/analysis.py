@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 
-from dataclasses import dataclass
-
-from engine.rules.coords import BLACK, PASS, format_vertex, parse_color
-from engine.play.result import Candidate
-from engine.play.search_player import SearchGenerator
+from tabula.engine.play.result import Candidate
+from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.rules.coords import BLACK, PASS, format_vertex, parse_color
 
 from .commands import TABLE, Session
 from .protocol import GtpError

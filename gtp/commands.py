@@ -10,7 +10,7 @@ is the ``Session``; the rest are converted from the GTP words by their type hint
 that does not convert becomes ``? syntax error``. Return the reply text (``""`` for an empty success), or raise
 ``GtpError("message")`` for ``? message``. Engine exceptions are mapped in one place (``ERROR_MESSAGES``).
 
-    from gtp.commands import TABLE, Session
+    from tabula.gtp.commands import TABLE, Session
 
     @TABLE.command("lz-setoption")
     def lz_setoption(session: Session, *words: str) -> str:
@@ -64,12 +64,21 @@ import typing
 from dataclasses import dataclass, field
 from typing import IO, Any, Callable, Iterable, Iterator
 
-from engine.rules.board import IllegalMoveError
-from engine.config import EngineConfig
-from engine.rules.coords import BLACK, PASS, RESIGN, CoordinateError, color_name, format_vertex, parse_color, parse_vertex
-from engine.play.player import CannotUndoError, HandicapError, Player
-from engine.rules.sgf import SgfError
-from engine.play.timecontrol import TimeSettings, TimeSettingsError
+from tabula.engine.config import EngineConfig
+from tabula.engine.play.player import CannotUndoError, HandicapError, Player
+from tabula.engine.play.timecontrol import TimeSettings, TimeSettingsError
+from tabula.engine.rules.board import IllegalMoveError
+from tabula.engine.rules.coords import (
+    BLACK,
+    PASS,
+    RESIGN,
+    CoordinateError,
+    color_name,
+    format_vertex,
+    parse_color,
+    parse_vertex,
+)
+from tabula.engine.rules.sgf import SgfError
 
 from .protocol import Command, GtpError, format_failure, format_success, is_interrupt, parse_command, preprocess
 

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from engine.rules.coords import BLACK, WHITE
-from engine.rules.game import POSITIONAL, GameState, Rules
+from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.engine.rules.game import POSITIONAL, GameState, Rules
 
 pytest_plugins = ["tests.conftest_network"]  # the tiny networks, built once per session
 
@@ -87,10 +87,10 @@ def gnugo() -> str:
 
 def make_session(seed: int = SEED, size: int = 19, clock=None):
     """An in-process GTP session with the random player and a fixed seed."""
-    from engine.config import EngineConfig
-    from engine.play.player import Player
-    from gtp.__main__ import load_extensions
-    from gtp.commands import Session
+    from tabula.engine.config import EngineConfig
+    from tabula.engine.play.player import Player
+    from tabula.gtp.__main__ import load_extensions
+    from tabula.gtp.commands import Session
 
     load_extensions()
     config = EngineConfig(seed=seed, board_size=size, player="random")

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.rules.coords import PASS
-from engine.net.features import encode_batch
-from engine.rules.game import GameState
+from tabula.engine.net.features import encode_batch
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.game import GameState
 
 
 def random_game(size: int, moves: int, seed: int) -> list[GameState]:
@@ -39,7 +39,7 @@ def calibration(size: int, seed: int = 0) -> list[np.ndarray]:
 @pytest.fixture(scope="session")
 def tiny_model():
     """torch TabulaNet, agz head, 19×19, 1 block × 8 channels, random but calibrated weights."""
-    from engine.net.network import NetSpec, random_network
+    from tabula.engine.net.network import NetSpec, random_network
 
     return random_network(NetSpec(blocks=1, filters=8, board_size=19), seed=1, calibration=calibration(19))
 
@@ -47,7 +47,7 @@ def tiny_model():
 @pytest.fixture(scope="session")
 def tiny_onnx(tiny_model, tmp_path_factory) -> Path:
     """Path of ``tiny_model`` exported to ONNX (fp32, with metadata)."""
-    from engine.net.network import export_onnx
+    from tabula.engine.net.network import export_onnx
 
     path = tmp_path_factory.mktemp("net") / "tiny.onnx"
     export_onnx(tiny_model, path, provenance="tests: random seed 1")
@@ -57,7 +57,7 @@ def tiny_onnx(tiny_model, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_pooled_model():
     """torch TabulaNet with the size-independent head, 1 block × 8 channels."""
-    from engine.net.network import POOLED, NetSpec, random_network
+    from tabula.engine.net.network import POOLED, NetSpec, random_network
 
     spec = NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8)
     return random_network(spec, seed=2, calibration=calibration(9) + calibration(13))
@@ -65,7 +65,7 @@ def tiny_pooled_model():
 
 @pytest.fixture(scope="session")
 def tiny_pooled_onnx(tiny_pooled_model, tmp_path_factory) -> Path:
-    from engine.net.network import export_onnx
+    from tabula.engine.net.network import export_onnx
 
     path = tmp_path_factory.mktemp("net") / "tiny_pooled.onnx"
     export_onnx(tiny_pooled_model, path, provenance="tests: random seed 2", board_sizes=[9, 13, 19])
@@ -75,7 +75,7 @@ def tiny_pooled_onnx(tiny_pooled_model, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_aux_onnx(tmp_path_factory) -> Path:
     """A size-independent network with score and ownership heads (1 block × 8 channels, random weights)."""
-    from engine.net.network import POOLED, NetSpec, export_onnx, random_network
+    from tabula.engine.net.network import POOLED, NetSpec, export_onnx, random_network
 
     spec = NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8, aux=True)
     model = random_network(spec, seed=3, calibration=calibration(9))

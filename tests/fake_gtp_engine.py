@@ -12,8 +12,8 @@ import random
 import sys
 import time
 
-from engine.rules.coords import PASS, format_vertex, parse_color, parse_vertex
-from engine.rules.game import GameState, Rules, handicap_points
+from tabula.engine.rules.coords import PASS, format_vertex, parse_color, parse_vertex
+from tabula.engine.rules.game import GameState, Rules, handicap_points
 
 
 def build_parser() -> argparse.ArgumentParser:

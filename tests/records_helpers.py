@@ -8,8 +8,8 @@ import zipfile
 
 import numpy as np
 
-from engine.rules.coords import PASS
-from engine.rules.game import GameState, Rules, SIMPLE_KO
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
 
 def sgf_point(move: int, size: int) -> str:
@@ -106,7 +106,7 @@ def write_archives(directory: str, files: dict[str, bytes]) -> dict[str, str]:
 
 def learnable_records(count: int, moves: int = 40):
     """Records of ``count`` distinct learnable games, parsed and checked."""
-    from engine.data.records import parse_record
+    from tabula.engine.data.records import parse_record
 
     results = ["B+R", "W+R", "B+2.5", "W+T"]
     return [parse_record(f"g{i}", game_sgf(play_game(1000 + i, moves=moves), result=results[i % 4]))

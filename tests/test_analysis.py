@@ -9,16 +9,15 @@ import time
 import numpy as np
 import pytest
 
-from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
-from engine.rules.coords import BLACK, parse_vertex
-from engine.play.player import Player
-from engine.play.search_player import SearchGenerator
-from gtp.__main__ import load_extensions
-from gtp.analysis import install_pondering, parse_analyze_args
-from gtp.commands import Session
-from gtp.protocol import GtpError
+from tabula.engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
+from tabula.engine.play.player import Player
+from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.rules.coords import BLACK, parse_vertex
+from tabula.gtp.__main__ import load_extensions
+from tabula.gtp.analysis import install_pondering, parse_analyze_args
+from tabula.gtp.commands import Session
+from tabula.gtp.protocol import GtpError
 from tests.conftest import make_session
-from tests.conftest_network import tiny_aux_onnx  # noqa: F401
 from tests.test_search import LeadEvaluator, ScoreEvaluator
 
 VERTEX = re.compile(r"^(pass|[A-HJ-Z]([1-9]|1[0-9]|2[0-5]))$", re.IGNORECASE)

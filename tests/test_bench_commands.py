@@ -6,8 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from tests.conftest_network import tiny_model, tiny_onnx, tiny_pooled_model, tiny_pooled_onnx  # noqa: F401
-from tools.bench import net as bench_net, search as bench_search
+from tabula.tools.bench import net as bench_net
+from tabula.tools.bench import search as bench_search
 
 
 def test_bench_net_compares_onnxruntime_and_torch_on_the_cpu(tiny_onnx, capsys):
@@ -109,7 +109,7 @@ def test_bench_search_plays_on_the_board_the_network_plays(capsys):
 def test_bench_search_compares_rollout_mixes_in_one_run(tmp_path, capsys):
     """--rollout-mix 0 0.5: each λ's playouts/s and its ratio to the first, on the board --size asks for, from a
     position --opening moves in."""
-    from engine.rollout.policy import RolloutWeights
+    from tabula.engine.rollout.policy import RolloutWeights
 
     path = str(tmp_path / "rollout.npz")
     RolloutWeights(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int64),
@@ -126,8 +126,8 @@ def test_bench_search_compares_rollout_mixes_in_one_run(tmp_path, capsys):
 
 
 def test_bench_rollout_reports_moves_per_second(tmp_path, capsys):
-    from engine.rollout.policy import RolloutWeights
-    from tools.bench import rollout as bench_rollout
+    from tabula.engine.rollout.policy import RolloutWeights
+    from tabula.tools.bench import rollout as bench_rollout
 
     path = str(tmp_path / "rollout.npz")
     RolloutWeights(np.zeros(0, np.int32), np.zeros(0, np.float32), np.zeros(0, np.int64),
@@ -140,7 +140,7 @@ def test_bench_rollout_reports_moves_per_second(tmp_path, capsys):
 
 
 def test_bench_rollout_on_a_missing_file_says_so_in_one_line(tmp_path):
-    from tools.bench import rollout as bench_rollout
+    from tabula.tools.bench import rollout as bench_rollout
 
     with pytest.raises(SystemExit, match=r"tabula bench rollout: .*missing\.npz"):
         bench_rollout.main(["--weights", str(tmp_path / "missing.npz")])
@@ -152,7 +152,7 @@ def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monk
     import sys
     from pathlib import Path
 
-    from tools.bench import movetime as bench_movetime
+    from tabula.tools.bench import movetime as bench_movetime
 
     root = Path(__file__).resolve().parent.parent
     monkeypatch.setenv("PYTHONPATH", str(root))
@@ -165,7 +165,7 @@ def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monk
 
 
 def test_bench_movetime_on_an_engine_that_cannot_start_says_so_in_one_line(capsys):
-    from tools.bench import movetime as bench_movetime
+    from tabula.tools.bench import movetime as bench_movetime
 
     assert bench_movetime.main(["--engines", "/nonexistent/engine --gtp", "--moves", "1", "--rounds", "1"]) == 1
     err = capsys.readouterr().err

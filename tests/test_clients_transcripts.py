@@ -19,13 +19,13 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from engine.config import PlayConfig, SearchConfig, TimeConfig
-from engine.rules.coords import PASS, RESIGN
-from engine.net.evaluator import UniformEvaluator
-from engine.play.player import Player, RandomGenerator
-from engine.play.search_player import SearchGenerator
-from gtp.commands import TABLE, CommandTable, Session, serve
-from gtp.protocol import is_interrupt, preprocess
+from tabula.engine.config import PlayConfig, SearchConfig, TimeConfig
+from tabula.engine.net.evaluator import UniformEvaluator
+from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.rules.coords import PASS, RESIGN
+from tabula.gtp.commands import TABLE, CommandTable, Session, serve
+from tabula.gtp.protocol import is_interrupt, preprocess
 from tests.test_gtp_transcripts import matches, parse_transcript
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ CHAT = re.compile(r"^(MALKOVICH|DISCUSSION|MAIN):", re.MULTILINE)  # what gtp2og
 
 def _run_engine(text: str, *flags: str) -> subprocess.CompletedProcess:
     stdin = b"".join(e.line + b"\n" for e in parse_transcript(text))
-    return subprocess.run([sys.executable, "-m", "gtp", "--player", "random", "--seed", "5", *flags], input=stdin,
+    return subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", "5", *flags], input=stdin,
                           capture_output=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

@@ -2,12 +2,12 @@
 import random
 import sys
 
-from engine.rules.game import GameState
-from engine.rules.playout import random_move
-from engine.rules.sgf import write_sgf
-from engine.rules.coords import BLACK, WHITE
+from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import random_move
+from tabula.engine.rules.sgf import write_sgf
+from tabula.tools.check.dead_stones import check, dame_parity, dead_set, score_margin
 from tests.conftest import board_from_ascii
-from tools.check.dead_stones import check, dame_parity, dead_set, score_margin
 
 
 def finished_game(seed: int) -> bytes:
@@ -27,7 +27,7 @@ def test_dead_set_reads_a_multiline_reply():
 def test_the_random_player_and_gnugo_judge_finished_games(tmp_path, gnugo):
     for seed in range(3):
         (tmp_path / f"g{seed}.sgf").write_bytes(finished_game(seed))
-    agreement = check([str(tmp_path)], f"{sys.executable} -m gtp --player random --seed 1",
+    agreement = check([str(tmp_path)], f"{sys.executable} -m tabula.gtp --player random --seed 1",
                       f"{gnugo} --mode gtp --chinese-rules", counted_only=False, max_games=None,
                       progress=lambda line: None)
     assert agreement.games[9] == 3

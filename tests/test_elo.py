@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tools.compete.elo import ELO_SCALE, WinRate, elo_from_score, expected_score, fit_ratings, wilson_interval
+from tabula.tools.compete.elo import ELO_SCALE, WinRate, elo_from_score, expected_score, fit_ratings, wilson_interval
 
 
 def test_elo_from_score_known_values():

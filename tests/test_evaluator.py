@@ -9,15 +9,22 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from engine.rules.coords import parse_vertex
-from engine.net.evaluator import (NetworkFileError, NetworkSet, OnnxEvaluator, UniformEvaluator,
-                              UnsupportedBoardSizeError, choose_providers, evaluate_async, legal_mask,
-                              masked_softmax)
-from engine.net.features import encode_batch, inverse_transform_policy, transform_planes
-from engine.rules.game import GameState
-from engine.net.network import set_metadata
-from tests.conftest_network import (random_game, tiny_model, tiny_onnx, tiny_pooled_model,  # noqa: F401
-                                    tiny_pooled_onnx)
+from tabula.engine.net.evaluator import (
+    NetworkFileError,
+    NetworkSet,
+    OnnxEvaluator,
+    UniformEvaluator,
+    UnsupportedBoardSizeError,
+    choose_providers,
+    evaluate_async,
+    legal_mask,
+    masked_softmax,
+)
+from tabula.engine.net.features import encode_batch, inverse_transform_policy, transform_planes
+from tabula.engine.net.network import set_metadata
+from tabula.engine.rules.coords import parse_vertex
+from tabula.engine.rules.game import GameState
+from tests.conftest_network import random_game
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +79,7 @@ def test_random_symmetry_is_inverse_transformed(tiny_onnx, evaluator):
 
 
 def transformed_game(vertices: list[str], symmetry: int, size: int) -> GameState:
-    from engine.net.features import symmetric_point
+    from tabula.engine.net.features import symmetric_point
 
     state = GameState(size)
     for vertex in vertices:
@@ -160,7 +167,7 @@ def test_provider_choice():
 
 
 def test_no_torch_on_the_evaluation_path(tiny_onnx):
-    code = ("import sys; from engine.net.evaluator import OnnxEvaluator; from engine.rules.game import GameState; "
+    code = ("import sys; from tabula.engine.net.evaluator import OnnxEvaluator; from tabula.engine.rules.game import GameState; "
             f"OnnxEvaluator({str(tiny_onnx)!r}, log=None).evaluate([GameState(19)]); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -247,7 +254,7 @@ def test_uniform_evaluator_unchanged():
 
 @pytest.fixture(scope="module")
 def tiny_onnx_9(tmp_path_factory):
-    from engine.net.network import NetSpec, export_onnx, random_network
+    from tabula.engine.net.network import NetSpec, export_onnx, random_network
 
     path = tmp_path_factory.mktemp("net9") / "tiny9.onnx"
     export_onnx(random_network(NetSpec(blocks=1, filters=8, board_size=9), seed=2), path, provenance="tests")
@@ -275,7 +282,7 @@ def test_score_and_ownership_come_back_in_the_boards_frame(tiny_aux_onnx):
     turned back; the average mode averages the eight."""
     import onnxruntime as ort
 
-    from engine.net.features import encode, inverse_transform_planes
+    from tabula.engine.net.features import encode, inverse_transform_planes
 
     state = random_game(9, 30, seed=4)[-1]
     session = ort.InferenceSession(str(tiny_aux_onnx), providers=["CPUExecutionProvider"])

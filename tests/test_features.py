@@ -3,12 +3,22 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from engine.rules.coords import PASS, parse_vertex
-from engine.net.features import (NUM_PLANES, encode, encode_batch, inverse_transform_planes, inverse_transform_policy,
-                             symmetric_point, symmetry_tables, transform_planes, transform_policy)
-from engine.rules.game import GameState
+from tabula.engine.net.features import (
+    NUM_PLANES,
+    encode,
+    encode_batch,
+    inverse_transform_planes,
+    inverse_transform_policy,
+    symmetric_point,
+    symmetry_tables,
+    transform_planes,
+    transform_policy,
+)
+from tabula.engine.rules.coords import PASS, parse_vertex
+from tabula.engine.rules.game import GameState
 from tests.conftest_network import random_game
 
 

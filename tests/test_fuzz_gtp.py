@@ -1,5 +1,5 @@
-"""GTP fuzzing, CI size: 3,000 generated lines against one ``python -m gtp --player random`` over pipes, every
-reply checked, then a known game. The 100,000-line run is ``python -m tools.check.fuzz_gtp`` (docs/RELIABILITY.md).
+"""GTP fuzzing, CI size: 3,000 generated lines against one ``python -m tabula.gtp --player random`` over pipes, every
+reply checked, then a known game. The 100,000-line run is ``python -m tabula.tools.check.fuzz_gtp`` (docs/RELIABILITY.md).
 
 The fuzzer's own pieces (what reply a line should get, what a well-formed reply is) are tested here too, because
 the storm is only as good as its checks.
@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from tabula.tools.check.fuzz_gtp import KNOWN_BUGS, LineGenerator, check_reply, expected_reply, run_fuzz, write_junk_sgf
 from tests.conftest import SEED, make_session
-from tools.check.fuzz_gtp import (KNOWN_BUGS, LineGenerator, check_reply, expected_reply, run_fuzz, write_junk_sgf)
 
 CI_LINES = 3000
 
@@ -112,10 +112,10 @@ def test_an_id_of_5000_digits_gets_a_reply() -> None:
 def test_the_process_survives_an_id_of_5000_digits(tmp_path) -> None:
     import subprocess
 
-    from tools.check.fuzz_gtp import ROOT
+    from tabula.tools.check.fuzz_gtp import ROOT
 
     lines = b"9" * 5000 + b" name\n1 name\n"
-    done = subprocess.run([sys.executable, "-m", "gtp", "--player", "random"], input=lines, capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random"], input=lines, capture_output=True,
                           cwd=tmp_path, env={"PYTHONPATH": str(ROOT)}, timeout=30)
     assert b"=1 Tabula\n\n" in done.stdout
     assert done.stdout.startswith(b"=" + b"9" * 5000 + b" Tabula\n\n")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.rules.coords import BLACK, RESIGN, WHITE, parse_vertex
-from engine.rules.game import GameState, Rules
+from tabula.engine.rules.coords import BLACK, RESIGN, WHITE, parse_vertex
+from tabula.engine.rules.game import GameState, Rules
+from tabula.tools.check.rules_crosscheck import Engine, crosscheck_game, gnugo_engine
 from tests.conftest import SEED
-from tools.check.rules_crosscheck import Engine, crosscheck_game, gnugo_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,8 +32,8 @@ def test_rules_match_gnugo_on_larger_boards(gnugo: str) -> None:
 
 
 def test_the_crosscheck_script_runs(gnugo: str) -> None:
-    """CI smoke test of ``python -m tools.check.rules_crosscheck`` (the 100,000-position run is docs/RELIABILITY.md)."""
-    done = subprocess.run([sys.executable, "-m", "tools.check.rules_crosscheck", "--positions", "200", "--seed", "1",
+    """CI smoke test of ``python -m tabula.tools.check.rules_crosscheck`` (the 100,000-position run is docs/RELIABILITY.md)."""
+    done = subprocess.run([sys.executable, "-m", "tabula.tools.check.rules_crosscheck", "--positions", "200", "--seed", "1",
                            "--gnugo", gnugo], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -51,7 +51,7 @@ def test_rules_match_gnugo_full_games(gnugo: str, size: int, games: int) -> None
 
 def referee_game(gnugo_path: str, size: int, max_moves: int, seed: int) -> GameState:
     """Tabula (random, black) against GNU Go level 1 (white), refereed with our positional-superko rules."""
-    tabula = Engine([sys.executable, "-m", "gtp", "--player", "random", "--seed", str(seed)], cwd=ROOT,
+    tabula = Engine([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", str(seed)], cwd=ROOT,
                     env={**os.environ, "PYTHONPATH": str(ROOT)})
     gnugo = gnugo_engine(gnugo_path, "--level", "1")
     state = GameState(size, Rules(komi=7.5))

@@ -11,15 +11,20 @@ import sys
 import numpy as np
 import pytest
 
-from engine.net import evaluator as evaluator_module
-from engine.play import search_player
-from engine.config import EngineConfig, NetConfig, SearchConfig
-from engine.net.evaluator import (GPU_TOLERANCE, PROVIDERS, OnnxEvaluator, comparison_planes, outputs_difference,
-                              provider_options)
-from tests.conftest_network import tiny_model, tiny_onnx, tiny_pooled_model, tiny_pooled_onnx  # noqa: F401
+from tabula.engine.config import EngineConfig, NetConfig, SearchConfig
+from tabula.engine.net import evaluator as evaluator_module
+from tabula.engine.net.evaluator import (
+    GPU_TOLERANCE,
+    PROVIDERS,
+    OnnxEvaluator,
+    comparison_planes,
+    outputs_difference,
+    provider_options,
+)
+from tabula.engine.play import search_player
 
 torch = pytest.importorskip("torch")
-torch_backend = pytest.importorskip("engine.net.torch_backend")
+torch_backend = pytest.importorskip("tabula.engine.net.torch_backend")
 
 TRT, CUDA, CPU = PROVIDERS["tensorrt"], PROVIDERS["cuda"], PROVIDERS["cpu"]
 WEIGHTS = ["weights/tabula-6x64-sl.onnx", "weights/tabula-4x32-rl9d.onnx"]
@@ -266,8 +271,8 @@ def test_no_gpu_is_seen_when_cuda_visible_devices_hides_them(monkeypatch):
 def test_the_gpu_benchmark_commands_need_neither_the_games_nor_sgfmill(tmp_path, monkeypatch, capsys):
     """The lent GPU machine has no ../shared games and no sgfmill: `export --random` and `bench net` (the first
     commands of the GPU plan in docs/BENCHMARKS.md) fall back to random positions there."""
-    from tools.bench import net as bench_net
-    from tools.learn import export
+    from tabula.tools.bench import net as bench_net
+    from tabula.tools.learn import export
 
     monkeypatch.setattr(export, "GAMES_GLOB", str(tmp_path / "no-games" / "*.tar.xz"))
     monkeypatch.setitem(sys.modules, "sgfmill", None)  # `from sgfmill import sgf` now raises ImportError

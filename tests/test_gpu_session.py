@@ -33,7 +33,7 @@ def test_each_part_of_the_gpu_session_runs_every_step(tmp_path, part):
     assert len(python_steps) == {"1": 12, "2": 9}[part]  # a fresh machine: both export
     for step in python_steps:
         assert "# skipped: the part" not in step, step
-        if step.startswith("python3 -m tools.cli gtp"):  # it needs sgfmill: without the wheel it fails, alone
+        if step.startswith("python3 -m tabula.tools.cli gtp"):  # it needs sgfmill: without the wheel it fails, alone
             assert "ImportError" in step and "# exit status 1" in step, step
         else:
             assert "# exit status" not in step, step

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from tools.compete.gtp_client import EngineCrashed, EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
+from tabula.tools.compete.gtp_client import (
+    EngineCrashed,
+    EngineError,
+    EngineTimeout,
+    GtpEngine,
+    GtpFailure,
+    MalformedReply,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = [sys.executable, str(ROOT / "tests" / "fake_gtp_engine.py")]

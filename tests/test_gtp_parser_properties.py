@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from gtp.protocol import Command, format_failure, format_success, parse_command, preprocess
+from tabula.gtp.protocol import Command, format_failure, format_success, parse_command, preprocess
 from tests.conftest import make_session
 
 CONTROL = [chr(c) for c in range(32) if c not in (9, 10)] + [chr(127)]

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gtp.commands import CommandTable, Session, serve
-from gtp.protocol import GtpError, format_failure, format_success, parse_command, preprocess
+from tabula.gtp.commands import CommandTable, Session, serve
+from tabula.gtp.protocol import GtpError, format_failure, format_success, parse_command, preprocess
 from tests.conftest import make_session
 
 
@@ -94,7 +94,7 @@ def test_internal_error_keeps_serving(caplog) -> None:
 def test_player_bug_is_internal_error(session) -> None:
     import random
 
-    from engine.play.player import RandomGenerator
+    from tabula.engine.play.player import RandomGenerator
 
     class Broken(RandomGenerator):
         name = "broken"
@@ -182,7 +182,7 @@ def test_idle_task_runs_between_commands() -> None:
 
 def test_serve_survives_a_line_that_breaks_the_framing(monkeypatch) -> None:
     """Whatever goes wrong with one line becomes a ``?`` reply; the loop goes on with the next line."""
-    from gtp import commands
+    from tabula.gtp import commands
 
     real = commands.parse_command
 
@@ -205,7 +205,7 @@ def test_serve_survives_a_line_that_breaks_the_framing(monkeypatch) -> None:
 def test_log_level_default_keeps_the_search_summary_and_an_explicit_level_rules_all() -> None:
     import logging
 
-    from gtp.__main__ import SEARCH_LOGGER, configure_logging, parse_args
+    from tabula.gtp.__main__ import SEARCH_LOGGER, configure_logging, parse_args
 
     root, search = logging.getLogger(), logging.getLogger(SEARCH_LOGGER)
     saved = root.level, search.level
@@ -223,7 +223,7 @@ def test_log_level_default_keeps_the_search_summary_and_an_explicit_level_rules_
 
 
 def test_batches_in_flight_from_the_command_line() -> None:
-    from gtp.__main__ import build_config, parse_args
+    from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).search.batches_in_flight == 0  # chosen with the network: 2 on a GPU
     assert build_config(parse_args(["--batches-in-flight", "3"])).search.batches_in_flight == 3
@@ -232,7 +232,7 @@ def test_batches_in_flight_from_the_command_line() -> None:
 
 
 def test_network_threads_from_the_command_line() -> None:
-    from gtp.__main__ import build_config, parse_args
+    from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).net.threads == 0  # chosen with the search threads
     assert build_config(parse_args(["--net-threads", "3"])).net.threads == 3
@@ -241,7 +241,7 @@ def test_network_threads_from_the_command_line() -> None:
 
 
 def test_rollout_mix_and_weights_from_the_command_line() -> None:
-    from gtp.__main__ import build_config, parse_args
+    from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).search.rollout_mix == 0.0  # the network's value alone
     config = build_config(parse_args(["--rollout-mix", "0.5", "--rollout-weights", "r.npz"]))
@@ -253,7 +253,7 @@ def test_rollout_mix_and_weights_from_the_command_line() -> None:
 
 def test_temperature_moves_from_the_command_line() -> None:
     """Engine-vs-engine matches vary their games with --temperature-moves (deterministic engines replay one)."""
-    from gtp.__main__ import build_config, parse_args
+    from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).play.temperature_moves == 0  # the most visited move, always
     play = build_config(parse_args(["--temperature-moves", "8", "--temperature", "0.5"])).play
@@ -267,7 +267,7 @@ def test_temperature_moves_from_the_command_line() -> None:
 @pytest.mark.parametrize("mix", ["0.5", "0"])
 def test_a_missing_or_malformed_rollout_weights_file_is_a_clear_error_at_start_up(tmp_path, capsys, content, mix):
     """Also at λ = 0: the named file still judges dead stones, and a user who names one wants to know at once."""
-    from gtp.__main__ import main
+    from tabula.gtp.__main__ import main
 
     path = tmp_path / "rollout.npz"
     if content is not None:
@@ -311,7 +311,7 @@ def test_cputime_counts_this_process_cpu_seconds(session) -> None:
 
 
 def test_time_settings_0_1_0_means_no_time_limit(session) -> None:
-    from engine.play.timecontrol import NONE
+    from tabula.engine.play.timecontrol import NONE
     assert session.dispatch("time_settings 300 0 0") == "=\n\n"
     assert session.dispatch("time_settings 0 1 0") == "=\n\n"
     assert session.player.time_settings.kind == NONE

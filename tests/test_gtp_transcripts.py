@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from gtp.commands import serve
+from tabula.gtp.commands import serve
 from tests.conftest import make_session
 
 TRANSCRIPTS = sorted((Path(__file__).parent / "gtp").glob("*.gtp"))
@@ -101,10 +101,10 @@ def test_transcripts_exist() -> None:
 
 
 def test_subprocess_end_to_end_pipelined() -> None:
-    """The real ``python -m gtp``: pipelined input with ids, comments and invalid UTF-8; clean exit on quit."""
+    """The real ``python -m tabula.gtp``: pipelined input with ids, comments and invalid UTF-8; clean exit on quit."""
     script = (b"1 boardsize 9\n# comment\n2 komi 6.5\n3 play b e5\n4 genmove w\n5 play b e5\n"
               b"\xff\xfe garbage\n6 undo\n7 undo\n8 undo\n9 showboard\n10 quit\nname\n")
-    result = subprocess.run([sys.executable, "-m", "gtp", "--player", "random", "--seed", "3"], input=script,
+    result = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", "3"], input=script,
                             capture_output=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr.decode()
     replies = result.stdout.decode().split("\n\n")
@@ -123,13 +123,13 @@ def test_subprocess_end_to_end_pipelined() -> None:
 def test_rollout_mix_plays_legal_moves_on_9x9() -> None:
     """``tabula gtp --rollout-mix 0.5``: AlphaGo's mixed evaluation with the shipped network and rollout policy
     plays legal moves."""
-    from engine.rules.coords import parse_vertex
-    from engine.rules.game import GameState
+    from tabula.engine.rules.coords import parse_vertex
+    from tabula.engine.rules.game import GameState
 
     moves = 4
     script = "boardsize 9\nclear_board\n" + "".join(f"genmove {'bw'[i % 2]}\n" for i in range(moves)) + \
         "name\nquit\n"
-    result = subprocess.run([sys.executable, "-m", "gtp", "--rollout-mix", "0.5", "--visits", "16", "--threads",
+    result = subprocess.run([sys.executable, "-m", "tabula.gtp", "--rollout-mix", "0.5", "--visits", "16", "--threads",
                              "1", "--seed", "5"], input=script.encode(), capture_output=True, timeout=120, cwd=ROOT,
                             env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr.decode()
@@ -145,7 +145,7 @@ def test_rollout_mix_plays_legal_moves_on_9x9() -> None:
 
 
 def test_subprocess_exits_on_eof() -> None:
-    result = subprocess.run([sys.executable, "-m", "gtp", "--seed", "1"], input=b"name\n", capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "tabula.gtp", "--seed", "1"], input=b"name\n", capture_output=True,
                             timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0
     assert result.stdout == b"= Tabula\n\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.play.judging import judge_dead_stones
-from engine.rules.coords import format_vertex, parse_vertex
-from engine.rules.game import GameState
+from tabula.engine.play.judging import judge_dead_stones
+from tabula.engine.rules.coords import format_vertex, parse_vertex
+from tabula.engine.rules.game import GameState
 from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_ONE_EYE_EACH, board_from_ascii
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.check import killtest
+from tabula.tools.check import killtest
 
 # Minutes of real work (whole runs, killed processes, long matches): CI runs it, `python3 -m pytest` leaves it out.
 pytestmark = pytest.mark.slow
@@ -81,8 +81,8 @@ def test_a_lost_game_and_a_changed_sgf_are_caught(tmp_path):
 def one_generation(tmp_path_factory) -> tuple[Path, Path]:
     """(run directory, pristine copy of it): a 5x5 run after one whole generation (2 games, 2 training steps, 2
     gating games). A test restores the run from the copy in place (the trainer's config names its data by path)."""
-    from tools.learn.rl_loop import Loop, RLConfig
-    from tools.learn.selfplay import SelfPlayConfig
+    from tabula.tools.learn.rl_loop import Loop, RLConfig
+    from tabula.tools.learn.selfplay import SelfPlayConfig
 
     base = tmp_path_factory.mktemp("rl")
     rl = RLConfig(blocks=1, filters=8, games_per_generation=2, window_games=10, min_positions=1, train_steps=2,
@@ -99,7 +99,7 @@ def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_lin
     """The run as a SIGKILL leaves it after the last gating game (and, with ``keep_elo_line``, after elo.jsonl is
     appended) but before state.json moves to the next generation: state.json as it was during generation 1. Then
     the rerun. ``state_of_an_older_version``: state.json without ``train_generation``, as runs before it wrote."""
-    from tools.learn.rl_loop import Loop, saved_config
+    from tabula.tools.learn.rl_loop import Loop, saved_config
 
     run, pristine = one_generation
     shutil.rmtree(run)
@@ -119,7 +119,7 @@ def killed_before_the_state_save(one_generation: tuple[Path, Path], keep_elo_lin
 
 @pytest.mark.parametrize("older_state", [False, True], ids=["state", "state-without-train_generation"])
 def test_a_kill_during_gating_adds_no_training_chunk(one_generation, older_state):
-    from tools.learn.rl_loop import trained_steps
+    from tabula.tools.learn.rl_loop import trained_steps
 
     run = killed_before_the_state_save(one_generation, keep_elo_line=False, state_of_an_older_version=older_state)
     assert trained_steps(str(run)) == 2  # as an uninterrupted run; the rerun used to train to 4
@@ -134,8 +134,8 @@ def test_a_kill_after_the_elo_line_records_it_once(one_generation):
 
 
 def test_a_record_appended_after_a_torn_line_starts_a_line_of_its_own(tmp_path):
-    from tools.learn.plot import read_jsonl
-    from tools.learn.rl_loop import _append_jsonl
+    from tabula.tools.learn.plot import read_jsonl
+    from tabula.tools.learn.rl_loop import _append_jsonl
 
     path = tmp_path / "elo.jsonl"
     _append_jsonl(str(path), {"generation": 1})

@@ -8,13 +8,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from engine.rules.coords import parse_vertex
-from engine.net.evaluator import OnnxEvaluator
-from engine.net.features import encode_batch, inverse_transform_policy, transform_planes
-from engine.rules.game import GameState
-from engine.net.leelaz import LeelazFormatError, format_leelaz, read_leelaz, write_leelaz
-from engine.net.network import NetSpec, export_onnx, from_leelaz, load_onnx, random_network, to_leelaz
-from tests.conftest_network import tiny_model  # noqa: F401
+from tabula.engine.net.evaluator import OnnxEvaluator
+from tabula.engine.net.features import encode_batch, inverse_transform_policy, transform_planes
+from tabula.engine.net.leelaz import LeelazFormatError, format_leelaz, read_leelaz, write_leelaz
+from tabula.engine.net.network import NetSpec, export_onnx, from_leelaz, load_onnx, random_network, to_leelaz
+from tabula.engine.rules.coords import parse_vertex
+from tabula.engine.rules.game import GameState
 
 LEELAZ = "/usr/games/leelaz"
 needs_leelaz = pytest.mark.skipif(not os.access(LEELAZ, os.X_OK), reason="leelaz not installed")

@@ -13,19 +13,19 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf
 
-from tools.compete.match import main, schedule
-from tools.compete.referee import Clock, parse_score
-from tools.compete.results import read_results, summarise
-from tools.compete.settings import ABSOLUTE, BYOYOMI, CANADIAN, MatchConfig, TimeControl
+from tabula.tools.compete.match import main, schedule
+from tabula.tools.compete.referee import Clock, parse_score
+from tabula.tools.compete.results import read_results, summarise
+from tabula.tools.compete.settings import ABSOLUTE, BYOYOMI, CANADIAN, MatchConfig, TimeControl
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = f"{sys.executable} {ROOT / 'tests' / 'fake_gtp_engine.py'}"
-TABULA = f"{sys.executable} -m gtp --player random"
+TABULA = f"{sys.executable} -m tabula.gtp --player random"
 
 
 @pytest.fixture(autouse=True)
 def repo_on_path(monkeypatch):
-    # The fake engine and `python -m gtp` import the engine package; the subprocesses inherit this.
+    # The fake engine and `python -m tabula.gtp` import the engine package; the subprocesses inherit this.
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     monkeypatch.chdir(ROOT)
 
@@ -255,7 +255,7 @@ def test_resume_refuses_a_different_match(tmp_path):
 
 def test_killed_runner_resumes_without_duplicates(tmp_path):
     out = tmp_path / "m"
-    command = [sys.executable, "-m", "tools.compete.match", "--out", str(out), "--games", "4", "--size", "9",
+    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "4", "--size", "9",
                "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     runner = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -277,7 +277,7 @@ def test_killed_runner_resumes_without_duplicates(tmp_path):
 
 def test_sigterm_stops_cleanly(tmp_path):
     out = tmp_path / "m"
-    command = [sys.executable, "-m", "tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
+    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
                "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
     runner = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -360,7 +360,7 @@ def test_summary_numbers():
 
 def test_the_summary_counts_repeated_games():
     """Two deterministic engines replay one game again and again; the summary says how many were different."""
-    from tools.compete.referee import moves_fingerprint
+    from tabula.tools.compete.referee import moves_fingerprint
     config = MatchConfig(engines=("a", "b"), out="x", names=("A", "B"))
     first = moves_fingerprint([], [(1, 40), (2, 41)], "B+3.5")
     second = moves_fingerprint([], [(1, 40), (2, 42)], "B+3.5")

@@ -10,12 +10,23 @@ import onnxruntime as ort
 import pytest
 import torch
 
-from engine.net.evaluator import NetworkFileError
-from engine.net.features import encode_batch
-from engine.net.network import (BLACK_VIEW, POOLED, NetSpec, TabulaNet, compare_with_onnx, export_onnx, from_leelaz,
-                            load_checkpoint, load_onnx, random_network, save_checkpoint, to_leelaz)
-from tests.conftest_network import (random_game, tiny_model, tiny_onnx, tiny_pooled_model,  # noqa: F401
-                                    tiny_pooled_onnx)
+from tabula.engine.net.evaluator import NetworkFileError
+from tabula.engine.net.features import encode_batch
+from tabula.engine.net.network import (
+    BLACK_VIEW,
+    POOLED,
+    NetSpec,
+    TabulaNet,
+    compare_with_onnx,
+    export_onnx,
+    from_leelaz,
+    load_checkpoint,
+    load_onnx,
+    random_network,
+    save_checkpoint,
+    to_leelaz,
+)
+from tests.conftest_network import random_game
 
 
 def run_torch(model: TabulaNet, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,9 +170,9 @@ def test_compare_with_onnx_detects_a_different_net(tiny_onnx):
 
 def test_export_command_round_trips(tmp_path):
     """tabula export: random -> ONNX + LZ text; LZ text -> ONNX; ONNX -> LZ text."""
-    from engine.net.evaluator import OnnxEvaluator
-    from engine.net.leelaz import read_leelaz
-    from tools.learn.export import main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.leelaz import read_leelaz
+    from tabula.tools.learn.export import main
 
     net, lz = tmp_path / "r.onnx", tmp_path / "r.txt"
     common = ["--calibration", "16", "--calibration-source", "random"]
@@ -179,8 +190,8 @@ def test_export_command_round_trips(tmp_path):
 
 @pytest.mark.slow
 def test_int8_quantization(tiny_onnx, tmp_path):
-    from engine.net.evaluator import OnnxEvaluator
-    from tools.learn.export import main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
 
     target = tmp_path / "q.onnx"
     assert main(["--quantize", "int8", str(tiny_onnx), str(target), "--calibration", "32"]) == 0
@@ -197,8 +208,8 @@ def test_int8_keeps_the_heads_and_what_follows_them_in_fp32(tiny_aux_onnx, tmp_p
     calibration positions reached (-17.4 to +11.2 points for the default network)."""
     import onnx
 
-    from engine.net.evaluator import OnnxEvaluator
-    from tools.learn.export import main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
 
     target = tmp_path / "q.onnx"
     assert main(["--quantize", "int8", str(tiny_aux_onnx), str(target), "--calibration", "32"]) == 0
@@ -216,8 +227,8 @@ def test_int8_keeps_the_heads_and_what_follows_them_in_fp32(tiny_aux_onnx, tmp_p
 def test_int8_quantization_of_a_network_for_every_size(tiny_pooled_onnx, tmp_path):
     """A size-independent network (9, 13 and 19 here) is calibrated on 19x19 alone, since onnxruntime's percentile
     calibrator needs batches of one shape ("inhomogeneous shape" otherwise), and plays every size after."""
-    from engine.net.evaluator import OnnxEvaluator
-    from tools.learn.export import calibration_size, main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import calibration_size, main
 
     assert calibration_size([9, 13, 19]) == 19 and calibration_size(list(range(2, 26))) == 19
     assert calibration_size([7, 9]) == 9 and calibration_size([21, 25]) == 21
@@ -236,7 +247,7 @@ def test_the_small_board_value_term_starts_at_zero_and_never_touches_19x19(tiny_
     """The term that learns the small boards' komi: added zero, the network is the same on every board; trained
     (random weights here), it moves the values of 9×9 and 13×13 positions, for each colour, and not one bit of
     19×19 or larger boards', in torch and in the exported ONNX file, which loads back with it."""
-    from engine.net.network import with_small_board_value
+    from tabula.engine.net.network import with_small_board_value
 
     grown = with_small_board_value(tiny_pooled_model)
     assert grown.spec.small_board_value and not tiny_pooled_model.spec.small_board_value
@@ -263,7 +274,7 @@ def test_the_small_board_value_term_starts_at_zero_and_never_touches_19x19(tiny_
 
 
 def test_the_small_board_value_term_needs_the_pooled_head(tiny_model):
-    from engine.net.network import with_small_board_value
+    from tabula.engine.net.network import with_small_board_value
 
     with pytest.raises(ValueError, match="pooled head"):
         NetSpec(small_board_value=True)
@@ -272,8 +283,8 @@ def test_the_small_board_value_term_needs_the_pooled_head(tiny_model):
 
 
 def test_export_adds_the_small_board_value_term(tiny_pooled_onnx, tiny_onnx, tmp_path, capsys):
-    from engine.net.evaluator import OnnxEvaluator
-    from tools.learn.export import main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
 
     grown = tmp_path / "grown.onnx"
     assert main(["--add-small-board-value", str(tiny_pooled_onnx), str(grown)]) == 0
@@ -298,9 +309,9 @@ def test_int8_keeps_the_small_board_value_term_off_19x19(tiny_pooled_model, tmp_
     """An int8 file quantizes the input planes, so a 1 comes back as 0.99999994 and the board size computed from
     them fell just short of 19: the small-board term leaked into 19×19 values (by 3e-4 in the shipped network) until
     the size was rounded. Quantized, the network with a trained term plays 19×19 as the one without it."""
-    from engine.net.evaluator import OnnxEvaluator
-    from engine.net.network import with_small_board_value
-    from tools.learn.export import main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.network import with_small_board_value
+    from tabula.tools.learn.export import main
 
     grown = with_small_board_value(tiny_pooled_model)
     with torch.no_grad():

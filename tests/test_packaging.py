@@ -23,14 +23,22 @@ def test_readme_has_two_commands_and_ci_runs_the_test_one():
         assert "python3 -m venv .venv && . .venv/bin/activate" in command
 
 
+def package_name(module: str) -> str:
+    """The package a module belongs to: tabula.gtp.commands -> gtp, numpy.linalg -> numpy."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "tabula" and len(parts) > 1 else parts[0]
+
+
 def imported_modules(path: pathlib.Path) -> set[str]:
     tree = ast.parse(path.read_text())
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            names.update(package_name(alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
+            names.add(package_name(node.module))
+            if node.module == "tabula":
+                names.update(alias.name for alias in node.names)
     return names
 
 
@@ -49,21 +57,21 @@ LAYERS = {"rules": {"rules", "config"}, "net": {"rules", "net", "config"},
 
 
 def engine_imports(path: pathlib.Path) -> set[str]:
-    """The engine layers a module imports (engine.X.y -> X), lazy imports inside functions included."""
+    """The engine layers a module imports (tabula.engine.X.y -> X), lazy imports inside functions included."""
     tree = ast.parse(path.read_text())
     layers = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("engine"):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[:2] == ["tabula", "engine"]:
             parts = node.module.split(".")
-            if len(parts) >= 2:
-                layers.add(parts[1])
+            if len(parts) >= 3:
+                layers.add(parts[2])
             else:
                 layers.update(alias.name for alias in node.names)
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")
-                if parts[0] == "engine" and len(parts) >= 2:
-                    layers.add(parts[1])
+                if parts[:2] == ["tabula", "engine"] and len(parts) >= 3:
+                    layers.add(parts[2])
     return layers
 
 
@@ -73,7 +81,7 @@ def test_the_engine_layers_import_only_downwards():
             assert engine_imports(path) <= allowed, f"{path.relative_to(ROOT)} imports {engine_imports(path) - allowed}"
     assert engine_imports(ROOT / "engine" / "config.py") <= {"rules"}
 def test_gtp_startup_does_not_import_torch():
-    code = "import sys, gtp.__main__, engine.play.player; print('torch' in sys.modules)"
+    code = "import sys, tabula.gtp.__main__, tabula.engine.play.player; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
@@ -81,20 +89,20 @@ def test_gtp_startup_does_not_import_torch():
 
 def test_the_default_player_loads_its_networks_without_torch_when_no_gpu_is_there():
     # On a machine with an NVIDIA GPU and no onnxruntime GPU provider, torch is the GPU path and is imported.
-    code = ("import sys; from engine.config import EngineConfig; from engine.play.player import Player; "
-            "from engine.net.evaluator import nvidia_gpu_present; Player.from_config(EngineConfig()); "
+    code = ("import sys; from tabula.engine.config import EngineConfig; from tabula.engine.play.player import Player; "
+            "from tabula.engine.net.evaluator import nvidia_gpu_present; Player.from_config(EngineConfig()); "
             "print('torch' in sys.modules, nvidia_gpu_present())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     imported, gpu = out.stdout.split()
     if gpu == "False":
         assert imported == "False"
-    from engine.play.search_player import default_weights
+    from tabula.engine.play.search_player import default_weights
     assert out.stderr.count("tabula: network") == len(default_weights())  # one line a network, naming what runs it
 
 
 def test_tabula_help_lists_the_subcommands():
-    out = subprocess.run([sys.executable, "-m", "tools.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "tabula.tools.cli", "--help"], cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0
     assert "gtp" in out.stdout and "bench" in out.stdout

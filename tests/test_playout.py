@@ -5,11 +5,19 @@ import random
 
 import numpy as np
 
-from engine.rules.board import EMPTY
-from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.rules.game import GameState
-from engine.rules.playout import (Playout, area_owners, cleanup_move, dead_stones, ownership, playout, random_move,
-                            seki_stones)
+from tabula.engine.rules.board import EMPTY
+from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import (
+    Playout,
+    area_owners,
+    cleanup_move,
+    dead_stones,
+    ownership,
+    playout,
+    random_move,
+    seki_stones,
+)
 from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_NO_EYES, SEKI_ONE_EYE_EACH, board_from_ascii
 
 

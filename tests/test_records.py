@@ -4,9 +4,22 @@ import hashlib
 import numpy as np
 import pytest
 
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.data.records import (DRAW, FORFEIT, REASONS, RESIGN, SCORE, TIME, RecordError, RecordFilter, is_validation,
-                            iter_records, iter_sgf_files, parse_record, parse_result)
+from tabula.engine.data.records import (
+    DRAW,
+    FORFEIT,
+    REASONS,
+    RESIGN,
+    SCORE,
+    TIME,
+    RecordError,
+    RecordFilter,
+    is_validation,
+    iter_records,
+    iter_sgf_files,
+    parse_record,
+    parse_result,
+)
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tests.records_helpers import game_sgf, handicap_sgf, play_game, sample_records, write_archives
 
 
@@ -131,7 +144,8 @@ def test_split_is_deterministic_and_near_the_fraction():
 
 def test_result_margin_is_blacks_margin_for_counted_games_only():
     import math
-    from engine.data.records import result_margin
+
+    from tabula.engine.data.records import result_margin
     assert result_margin("B+3.5") == 3.5
     assert result_margin("W+0.5") == -0.5
     assert result_margin("0") == 0.0
@@ -141,7 +155,7 @@ def test_result_margin_is_blacks_margin_for_counted_games_only():
 
 def _walls_record(result: str):
     """7x7: black's wall on column D, white's on column E; black owns A-D (28 points), white E-G (21)."""
-    from engine.rules.coords import from_rowcol
+    from tabula.engine.rules.coords import from_rowcol
     moves = []
     for row in range(7):
         moves += [from_rowcol((row, 3), 7), from_rowcol((row, 4), 7)]
@@ -150,7 +164,8 @@ def _walls_record(result: str):
 
 def test_final_ownership_labels_a_finished_game_that_agrees_with_its_result():
     import random
-    from engine.data.records import final_ownership
+
+    from tabula.engine.data.records import final_ownership
     record = _walls_record("B+6.5")
     assert record.margin == 6.5
     labels = final_ownership(record, random.Random(0))
@@ -160,6 +175,7 @@ def test_final_ownership_labels_a_finished_game_that_agrees_with_its_result():
 
 def test_final_ownership_is_withheld_when_the_count_disagrees_with_the_result():
     import random
-    from engine.data.records import final_ownership
+
+    from tabula.engine.data.records import final_ownership
     assert final_ownership(_walls_record("W+12.5"), random.Random(0)) is None
     assert final_ownership(_walls_record("B+R"), random.Random(0)) is None

@@ -10,17 +10,30 @@ from pathlib import Path
 
 import pytest
 
-from tools.check.regress import (EXPECTED_FAIL, FAIL_, PASS_, UNEXPECTED_PASS, Case, Setup, TstSyntaxError, gogui_answer,
-                           java_pattern, main, parse_selection, parse_tst, run_file)
+from tabula.tools.check.regress import (
+    EXPECTED_FAIL,
+    FAIL_,
+    PASS_,
+    UNEXPECTED_PASS,
+    Case,
+    Setup,
+    TstSyntaxError,
+    gogui_answer,
+    java_pattern,
+    main,
+    parse_selection,
+    parse_tst,
+    run_file,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SUITES = sorted((ROOT / "tests" / "regress").glob("*.tst"))
-ENGINE = f"{sys.executable} -m gtp --player random"
+ENGINE = f"{sys.executable} -m tabula.gtp --player random"
 
 
 @pytest.fixture(autouse=True)
 def importable_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`python -m gtp` must find the package wherever the runner starts it (in the .tst file's folder)."""
+    """`python -m tabula.gtp` must find the package wherever the runner starts it (in the .tst file's folder)."""
     path = os.environ.get("PYTHONPATH", "")
     monkeypatch.setenv("PYTHONPATH", str(ROOT) + (os.pathsep + path if path else ""))
 
@@ -174,7 +187,7 @@ def test_verdicts_exit_status_selection_and_sgf_folder(tmp_path: Path, capsys: p
 def test_a_relative_engine_is_found_from_here_and_run_in_the_tst_folder(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     engine = tmp_path / "engine.sh"
-    engine.write_text(f"#!/bin/sh\nexec {sys.executable} -m gtp --player random\n")
+    engine.write_text(f"#!/bin/sh\nexec {sys.executable} -m tabula.gtp --player random\n")
     engine.chmod(engine.stat().st_mode | stat.S_IXUSR)
     (tmp_path / "suites").mkdir()
     (tmp_path / "suites" / "one.sgf").write_bytes(b"(;GM[1]FF[4]SZ[9];B[ee])")

@@ -13,12 +13,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplaySampler, ReplayStore, SelfPlayGame,
-                           calibrate_resign_threshold, false_positive_rate, game_files, games_by_size, read_game,
-                           resign_trigger, winner_triggers)
-from engine.data.shards import PositionSampler
-from engine.rules.game import GameState
+from tabula.engine.data.replay import (
+    AnchoredSampler,
+    MixedSizeSampler,
+    ReplaySampler,
+    ReplayStore,
+    SelfPlayGame,
+    calibrate_resign_threshold,
+    false_positive_rate,
+    game_files,
+    games_by_size,
+    read_game,
+    resign_trigger,
+    winner_triggers,
+)
+from tabula.engine.data.shards import PositionSampler
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
+from tabula.engine.rules.game import GameState
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -110,7 +121,7 @@ def test_kill_at_any_moment_loses_no_finished_game(tmp_path):
         import sys
         sys.path.insert(0, {ROOT!r}); sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
         from test_replay import make_game
-        from engine.data.replay import ReplayStore
+        from tabula.engine.data.replay import ReplayStore
         store = ReplayStore({str(tmp_path)!r}, window=0)
         i = 0
         while True:
@@ -187,7 +198,7 @@ def test_a_window_of_two_sizes_gives_batches_of_one_size_each_in_proportion_to_i
 def test_an_anchored_window_draws_a_share_of_its_batches_from_the_records(tmp_path):
     """Fine-tuning on small-board self-play with 19×19 records beside it: about ``fraction`` of the batches are the
     records' (their board size, their move targets), the rest the window's, each batch a function of (seed, step)."""
-    from engine.data.shards import write_shard
+    from tabula.engine.data.shards import write_shard
     from tests.records_helpers import learnable_records
 
     with ReplayStore(str(tmp_path / "window"), window=0) as store:

@@ -8,14 +8,21 @@ import random
 import numpy as np
 import pytest
 
-from engine.rules.board import EMPTY, NO_POINT, IllegalMoveError
-from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.rules.game import SIMPLE_KO, GameState, Rules
-from engine.rules.playout import LibertyStates, random_move
-from engine.rollout.patterns import (SYMMETRIES, candidate_codes, canonical_response_keys, code_tables, features,
-                                     transform_codes, transform_response_keys)
-from engine.rollout.policy import RolloutPolicy, RolloutPolicyError, RolloutWeights, logits
-from engine.rollout.rollout import draw_moves, move_weights, ownership, play_out, rollout, rollouts
+from tabula.engine.rollout.patterns import (
+    SYMMETRIES,
+    candidate_codes,
+    canonical_response_keys,
+    code_tables,
+    features,
+    transform_codes,
+    transform_response_keys,
+)
+from tabula.engine.rollout.policy import RolloutPolicy, RolloutPolicyError, RolloutWeights, logits
+from tabula.engine.rollout.rollout import draw_moves, move_weights, ownership, play_out, rollout, rollouts
+from tabula.engine.rules.board import EMPTY, NO_POINT, IllegalMoveError
+from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
+from tabula.engine.rules.playout import LibertyStates, random_move
 from tests.conftest import board_from_ascii
 
 
@@ -386,7 +393,7 @@ def local_game(seed: int, size: int = 9, moves: int = 60) -> tuple[int, list, li
 
 
 def test_training_reduces_the_loss_on_a_tiny_synthetic_set() -> None:
-    from tools.learn.rollout_train import Layout, RolloutTrainConfig, evaluate, extract, fit, index, vocabulary
+    from tabula.tools.learn.rollout_train import Layout, RolloutTrainConfig, evaluate, extract, fit, index, vocabulary
 
     examples = extract([local_game(seed) for seed in range(12)], lanes=8)
     codes, keys = vocabulary(examples, min_count=3)
@@ -402,9 +409,9 @@ def test_training_reduces_the_loss_on_a_tiny_synthetic_set() -> None:
 
 
 def test_tabula_train_model_rollout_writes_weights_that_a_rollout_loads(tmp_path) -> None:
-    from engine.data.records import Record
-    from engine.data.shards import write_shard
-    from tools.learn import rollout_train
+    from tabula.engine.data.records import Record
+    from tabula.engine.data.shards import write_shard
+    from tabula.tools.learn import rollout_train
 
     data = tmp_path / "data"
     data.mkdir()
@@ -425,8 +432,8 @@ def test_tabula_train_model_rollout_writes_weights_that_a_rollout_loads(tmp_path
 
 
 def test_tabula_eval_measures_rollout_weights_on_sgf_records(tmp_path, capsys) -> None:
+    from tabula.tools.learn import evaluate
     from tests.records_helpers import game_sgf, play_game
-    from tools.learn import evaluate
 
     folder = tmp_path / "games"
     folder.mkdir()

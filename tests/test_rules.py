@@ -3,9 +3,9 @@ import random
 
 import pytest
 
-from engine.rules.board import Board, IllegalMoveError
-from engine.rules.coords import BLACK, EMPTY, PASS, WHITE, format_vertex, parse_vertex
-from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points, legal_masks
+from tabula.engine.rules.board import Board, IllegalMoveError
+from tabula.engine.rules.coords import BLACK, EMPTY, PASS, WHITE, format_vertex, parse_vertex
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points, legal_masks
 
 
 def position(ascii_rows: str, to_move: int = BLACK, komi: float = 0.0, superko: str = POSITIONAL) -> GameState:

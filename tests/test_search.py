@@ -10,16 +10,15 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.rules.board import own_eye_masks
-from engine.config import SearchConfig
-from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.net.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
-from engine.rules.game import GameState, Rules
-from engine.play.result import Candidate, lcb_order
-from engine.play.search import Search, terminal_outcome
-from engine.play.tree import EXPANDED, PENDING, TERMINAL, Node
+from tabula.engine.config import SearchConfig
+from tabula.engine.net.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
+from tabula.engine.play.result import Candidate, lcb_order
+from tabula.engine.play.search import Search, terminal_outcome
+from tabula.engine.play.tree import EXPANDED, PENDING, TERMINAL, Node
+from tabula.engine.rules.board import own_eye_masks
+from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from tabula.engine.rules.game import GameState, Rules
 from tests.conftest import board_from_ascii
-
 
 # -- stand-in evaluators -------------------------------------------------------------------------------------------
 
@@ -326,7 +325,7 @@ def test_a_worker_stopped_early_waits_for_leaves_in_flight_elsewhere_and_goes_on
     """With several workers, the lead can become catchable again when another worker's leaves come back (under a time
     limit, their visits raise the rate, and so the playouts left). A worker that saw it uncatchable used to exit for
     good; it now waits while leaves are in flight. Driven by hand: another worker's leaf is held at the network."""
-    from engine.play.search import _Leaf, _Run
+    from tabula.engine.play.search import _Leaf, _Run
 
     search = Search(RiggedEvaluator(parse_vertex("C3", 5), 0.95), SearchConfig(threads=2, batch_size=1, visits=0),
                     rng=np.random.default_rng(0))
@@ -814,7 +813,7 @@ def test_a_timed_run_tells_its_rollouts_when_time_is_up(monkeypatch):
     value alone, and the search ends there."""
     import types
 
-    from engine.play import search as search_module
+    from tabula.engine.play import search as search_module
 
     clock = types.SimpleNamespace(now=100.0)
     monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
@@ -863,7 +862,7 @@ def test_a_rollout_mix_without_a_rollout_is_refused():
 def shipped_rollouts():
     from pathlib import Path
 
-    from engine.rollout.rollout import PolicyRollouts
+    from tabula.engine.rollout.rollout import PolicyRollouts
 
     return PolicyRollouts.load(str(Path(__file__).resolve().parent.parent / "weights" / "rollout-patterns.npz"))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.compete.search_log import assign, main, read_log
+from tabula.tools.compete.search_log import assign, main, read_log
 
 ENGINE_LOG = """\
 tabula: network tabula-6x64-anysize-int8.onnx (6x64 pooled, 2-25, int8) on CPUExecutionProvider

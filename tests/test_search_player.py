@@ -10,16 +10,15 @@ import time
 import numpy as np
 import pytest
 
-from engine.net import evaluator as evaluator_module
-from engine.play import search_player
-from engine.rules import playout
-from engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
-from engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
-from engine.net.evaluator import Evaluation, UniformEvaluator
-from engine.rules.game import GameState
-from engine.play.search_player import SearchGenerator
+from tabula.engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
+from tabula.engine.net import evaluator as evaluator_module
+from tabula.engine.net.evaluator import Evaluation, UniformEvaluator
+from tabula.engine.play import search_player
+from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.rules import playout
+from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
+from tabula.engine.rules.game import GameState
 from tests.conftest import board_from_ascii
-from tests.conftest_network import tiny_model, tiny_onnx  # noqa: F401
 from tests.test_search import RiggedEvaluator, ScoreEvaluator
 
 
@@ -134,8 +133,8 @@ def test_after_the_opponents_pass_a_hopeless_game_ends_with_a_pass():
 def test_after_the_opponents_pass_a_move_with_a_chance_is_played():
     """Black trails by every count after white's pass, and the top of the board is still open: a value head that
     sees a chance there (or sees nothing: 50%) plays on; one that sees none passes."""
-    from engine.play.decision import MoveDecider
-    from engine.play.result import Candidate, SearchResult
+    from tabula.engine.play.decision import MoveDecider
+    from tabula.engine.play.result import Candidate, SearchResult
     state = board_from_ascii(OPEN_TOP_SETTLED_CORNER, to_move=WHITE, komi=30.5)
     state.play(PASS)
     open_point = parse_vertex("E6", 7)
@@ -228,8 +227,8 @@ def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory()
 
 
 def test_temperature_zero_plays_the_search_move():
-    from engine.config import PlayConfig
-    from engine.play.decision import MoveDecider
+    from tabula.engine.config import PlayConfig
+    from tabula.engine.play.decision import MoveDecider
     player = generator(UniformEvaluator(), visits=40)
     result = player.search.run(GameState(5))
     decider = MoveDecider(PlayConfig(temperature_moves=10, temperature=0.0), np.random.default_rng(0))
@@ -454,8 +453,8 @@ def test_the_engine_judges_dead_stones_with_the_shipped_rollout_policy(tiny_onnx
 def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_without_one(tiny_onnx, tmp_path):
     """`tabula export --resign-winrate` writes the threshold measured for a network; an engine built from its entry
     point resigns with it, and never with a network that has none (a value nobody measured)."""
-    from engine.config import CALIBRATED
-    from tools.learn import export
+    from tabula.engine.config import CALIBRATED
+    from tabula.tools.learn import export
 
     calibrated = tmp_path / "calibrated.onnx"
     assert export.main([str(tiny_onnx), str(calibrated), "--resign-winrate", "0.07"]) == 0
@@ -472,7 +471,7 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
 def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, monkeypatch):
     """λ = 0 (the default) does not read the shipped rollout weights at start-up, since their tables take a second
     to build; λ > 0 reads the configured file, or the shipped one, and a file the user names is read at once."""
-    from engine.rollout import rollout as rollout_module
+    from tabula.engine.rollout import rollout as rollout_module
 
     loaded = []
     monkeypatch.setattr(rollout_module.PolicyRollouts, "load", classmethod(lambda cls, path: loaded.append(path)
@@ -512,7 +511,7 @@ def test_analysis_runs_the_mixed_search():
 def test_final_status_list_and_final_score_judge_a_position_once():
     """The judgement of dead stones draws random playouts; a GUI that asks final_status_list dead and then
     final_score sees the same stones in both, and a new position is judged afresh."""
-    from engine.play.player import Player, RandomGenerator
+    from tabula.engine.play.player import Player, RandomGenerator
 
     class Flipping(RandomGenerator):
         """Calls the lone white stones dead on every other judgement."""

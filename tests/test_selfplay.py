@@ -9,14 +9,24 @@ import os
 import numpy as np
 import pytest
 
-from engine.rules.coords import PASS
-from engine.net.evaluator import UniformEvaluator
-from engine.rules.game import GameState, Rules
-from engine.data.replay import ReplaySampler, ReplayStore, game_files, read_game
-from engine.play.decision import pass_rules
-from engine.play.result import Candidate
-from tools.learn.selfplay import (GatingTask, LocalWorkers, NetBlob, SelfPlayConfig, SelfPlayTask,
-                            play_gating_game, play_selfplay_game, prune_target, selfplay_tasks, visit_target)
+from tabula.engine.data.replay import ReplaySampler, ReplayStore, game_files, read_game
+from tabula.engine.net.evaluator import UniformEvaluator
+from tabula.engine.play.decision import pass_rules
+from tabula.engine.play.result import Candidate
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.game import GameState, Rules
+from tabula.tools.learn.selfplay import (
+    GatingTask,
+    LocalWorkers,
+    NetBlob,
+    SelfPlayConfig,
+    SelfPlayTask,
+    play_gating_game,
+    play_selfplay_game,
+    prune_target,
+    selfplay_tasks,
+    visit_target,
+)
 
 SIZE = 5
 FAST = SelfPlayConfig(sizes=(SIZE,), komi=0.5, visits=12, fast_visits=4, full_fraction=0.5, temperature_moves=4,
@@ -28,7 +38,7 @@ def tiny_net(tmp_path_factory) -> str:
     """1 block × 8 filters, agz head for 5×5, the trainer's own initialisation."""
     import torch
 
-    from engine.net.network import NetSpec, TabulaNet, export_onnx
+    from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx
 
     torch.manual_seed(1)
     path = str(tmp_path_factory.mktemp("net") / "tiny5.onnx")
@@ -55,8 +65,8 @@ def test_prune_target_removes_exploration_visits():
 
 
 def test_pass_rules(board_from_ascii):
-    from engine.rules.coords import BLACK, WHITE
-    from engine.play.result import SearchResult
+    from tabula.engine.play.result import SearchResult
+    from tabula.engine.rules.coords import BLACK, WHITE
 
     state = board_from_ascii("""
         . O . . .
@@ -97,7 +107,7 @@ def test_a_counted_selfplay_game_gives_the_auxiliary_heads_exact_targets_under_e
     """Self-play counts Tromp-Taylor: the final board's area owners and margin are the targets of the ownership and
     score heads, and the opponent's next move that of the reply head. Drawn by ReplaySampler, each target turns
     with the planes under the same symmetry; a resigned game has no score or ownership target."""
-    from engine.net.features import symmetry_tables, transform_planes
+    from tabula.engine.net.features import symmetry_tables, transform_planes
 
     task = SelfPlayTask(NetBlob("uniform", b""), FAST, seed=3, resign_threshold=0.0, resign_enabled=True,
                         size=SIZE)
@@ -167,7 +177,7 @@ def test_gating_game(tiny_net):
 
 
 def loop_configs(**rl_changes):
-    from tools.learn.rl_loop import RLConfig
+    from tabula.tools.learn.rl_loop import RLConfig
 
     rl = RLConfig(blocks=1, filters=8, games_per_generation=2, window_games=10, min_positions=1, train_steps=2,
                   batch=8, warmup_steps=0, gate_games=2, gate_visits=4, resign_min_games=1, workers=1,
@@ -176,7 +186,7 @@ def loop_configs(**rl_changes):
 
 
 def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
-    from tools.learn.rl_loop import ELO, STATE, Loop, read_jsonl, trained_steps
+    from tabula.tools.learn.rl_loop import ELO, STATE, Loop, read_jsonl, trained_steps
 
     directory = str(tmp_path / "run")
     rl, selfplay = loop_configs(generations=1)
@@ -213,7 +223,7 @@ def test_a_kept_run_resumes_on_a_new_machine_with_a_refilled_window(tiny_net, tm
     """`--keep` holds what resumes the run (settings, state, logs, the trainer's checkpoint, the best network) and
     not its training data; a run directory that lost everything is restored from it, self-play refills the window
     with games numbered on from the old ones, and training continues from the kept checkpoint."""
-    from tools.learn.rl_loop import ELO, main, read_jsonl, trained_steps
+    from tabula.tools.learn.rl_loop import ELO, main, read_jsonl, trained_steps
 
     keep, first, second = tmp_path / "keep", tmp_path / "machine-1", tmp_path / "machine-2"
     options = ["--blocks", "1", "--filters", "8", "--size", str(SIZE), "--komi", "0.5", "--visits", "12",
@@ -245,7 +255,7 @@ def test_a_kept_run_resumes_on_a_new_machine_with_a_refilled_window(tiny_net, tm
 def test_a_restore_drops_log_lines_the_kept_state_never_reached(tmp_path):
     """A kill while keeping can leave the Elo and gating logs a generation ahead of the kept state (they are copied
     first): the restore drops those lines, so that the gate is played again rather than its decision trusted."""
-    from tools.learn.rl_loop import CONFIG, ELO, GATING, STATE, RLConfig, read_jsonl, restore_kept_run
+    from tabula.tools.learn.rl_loop import CONFIG, ELO, GATING, STATE, RLConfig, read_jsonl, restore_kept_run
 
     keep, directory = tmp_path / "keep", tmp_path / "run"
     keep.mkdir()
@@ -267,7 +277,7 @@ def test_a_restore_drops_log_lines_the_kept_state_never_reached(tmp_path):
 
 
 def test_resume_refuses_other_settings(tmp_path):
-    from tools.learn.rl_loop import settle_config
+    from tabula.tools.learn.rl_loop import settle_config
 
     rl, selfplay = loop_configs(generations=1)
     directory = str(tmp_path / "run")
@@ -282,7 +292,7 @@ def test_resume_refuses_other_settings(tmp_path):
 def test_an_old_single_size_config_resumes(tmp_path):
     """A run directory whose config.json names one ``size`` (before ``sizes``) resumes with its saved settings, and
     with ``--size`` given again; the rewritten file names ``sizes``."""
-    from tools.learn.rl_loop import CONFIG, saved_config, settle_config
+    from tabula.tools.learn.rl_loop import CONFIG, saved_config, settle_config
 
     rl, selfplay = loop_configs(generations=1)
     directory = tmp_path / "run"
@@ -299,7 +309,7 @@ def test_an_old_single_size_config_resumes(tmp_path):
 
 
 def test_several_sizes_need_the_pooled_head(tmp_path, capsys):
-    from tools.learn.rl_loop import main
+    from tabula.tools.learn.rl_loop import main
 
     directory = tmp_path / "run"
     with pytest.raises(SystemExit, match="--sizes 5,7 needs the pooled head") as refused:
@@ -315,7 +325,7 @@ def test_two_sizes_in_one_run_then_resume(tmp_path):
     """One pooled network with its auxiliary heads plays 5×5 and 7×7 in turn: the window holds games of both, the
     trainer trains on both (score and ownership targets included), gating plays both and records each, the log
     says games and black's wins per size, and a resumed run continues the cycle of sizes."""
-    from tools.learn.rl_loop import ELO, Loop, read_jsonl
+    from tabula.tools.learn.rl_loop import ELO, Loop, read_jsonl
 
     directory = str(tmp_path / "run")
     rl, selfplay = loop_configs(generations=1, head="pooled", aux=True)
@@ -353,7 +363,7 @@ def ray_workers(monkeypatch):
     """Ray started here as `tabula rl --ray --workers 2` starts it (2 CPUs, no dashboard), without usage reports
     over the network, and shut down whatever the test does."""
     ray = pytest.importorskip("ray")
-    from tools.learn.selfplay import RayWorkers
+    from tabula.tools.learn.selfplay import RayWorkers
 
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     workers = RayWorkers(processes=2)
@@ -375,7 +385,7 @@ def test_ray_local_instance(tiny_net, ray_workers):
 
 def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
     pytest.importorskip("matplotlib")
-    from tools.learn import plot
+    from tabula.tools.learn import plot
 
     history = [{"generation": 1, "games": 50, "steps": 100, "score": 0.7, "elo": 147.0, "accepted": True},
                {"generation": 2, "games": 100, "steps": 200, "score": 0.4, "elo": 77.0, "accepted": False},
@@ -390,7 +400,7 @@ def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
 
 
 def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
-    from tools.learn import plot
+    from tabula.tools.learn import plot
 
     assert plot.main([str(tmp_path)]) == 2
     error = capsys.readouterr().err
@@ -408,7 +418,7 @@ def one_generation_from(start: str, directory) -> list[str]:
 
 
 def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
-    from tools.learn.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
+    from tabula.tools.learn.rl_loop import INIT_CHECKPOINT, adopt_start_network, main
 
     # The network's own architecture wins over the command line's defaults.
     rl, selfplay = loop_configs(generations=1)
@@ -435,9 +445,9 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads
     keeps the extra outputs and the term."""
     import torch
 
-    from engine.net.evaluator import OnnxEvaluator
-    from engine.net.network import NetSpec, TabulaNet, export_onnx
-    from tools.learn.rl_loop import adopt_start_network, check_sizes, main
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx
+    from tabula.tools.learn.rl_loop import adopt_start_network, check_sizes, main
 
     torch.manual_seed(2)
     start = str(tmp_path / "pooled.onnx")
@@ -467,11 +477,11 @@ def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads
 
 
 def test_the_loop_anchors_its_window_with_the_records_it_is_given(tmp_path):
-    from engine.data.replay import AnchoredSampler, MixedSizeSampler
-    from engine.data.shards import write_shard
+    from tabula.engine.data.replay import AnchoredSampler, MixedSizeSampler
+    from tabula.engine.data.shards import write_shard
+    from tabula.tools.learn.rl_loop import RLConfig, window_sampler
     from tests.records_helpers import learnable_records
     from tests.test_replay import make_game
-    from tools.learn.rl_loop import RLConfig, window_sampler
 
     for name in ("train-0000.tshard", "train-0001.tshard"):
         write_shard(str(tmp_path / name), learnable_records(2, moves=30))

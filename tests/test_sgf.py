@@ -5,11 +5,11 @@ import random
 
 import pytest
 
-from engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
-from engine.rules.game import GameState, Rules
-from engine.play.player import Player, RandomGenerator
-from engine.rules.playout import random_move
-from engine.rules.sgf import SgfError, load_state, read_sgf, replay, write_sgf
+from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
+from tabula.engine.rules.game import GameState, Rules
+from tabula.engine.rules.playout import random_move
+from tabula.engine.rules.sgf import SgfError, load_state, read_sgf, replay, write_sgf
 
 
 def random_game(size: int, rng: random.Random, moves: int | None = None) -> GameState:
@@ -90,7 +90,7 @@ def test_player_load_keeps_the_game_on_error(rng: random.Random) -> None:
 def test_undo_after_load_walks_back_through_every_position(rng: random.Random) -> None:
     """A loaded game keeps a snapshot every UNDO_SNAPSHOT_MOVES moves, not a copy per move; undo rebuilds the
     rest, and must give exactly the positions the replay went through, across snapshot boundaries."""
-    from engine.play.player import UNDO_SNAPSHOT_MOVES
+    from tabula.engine.play.player import UNDO_SNAPSHOT_MOVES
 
     state = random_game(9, rng, moves=2 * UNDO_SNAPSHOT_MOVES + 7)
     data = write_sgf(state)

@@ -2,11 +2,19 @@
 import numpy as np
 import pytest
 
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.net.features import NUM_SYMMETRIES, encode, transform_planes, transform_policy
-from engine.data.records import RecordFilter, parse_record
-from engine.data.shards import (GAME_DTYPE, PositionSampler, ShardError, decode_move, encode_move, read_shard,
-                           shard_paths, write_shard)
+from tabula.engine.data.records import RecordFilter, parse_record
+from tabula.engine.data.shards import (
+    GAME_DTYPE,
+    PositionSampler,
+    ShardError,
+    decode_move,
+    encode_move,
+    read_shard,
+    shard_paths,
+    write_shard,
+)
+from tabula.engine.net.features import NUM_SYMMETRIES, encode, transform_planes, transform_policy
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tests.records_helpers import game_sgf, handicap_sgf, learnable_records, play_game
 
 
@@ -196,7 +204,8 @@ def test_a_version_1_shard_reads_without_margins_or_owners(counted_shard, tmp_pa
     import json
     import lzma
     import struct
-    from engine.data.shards import GAME_DTYPE_V1, MAGIC
+
+    from tabula.engine.data.shards import GAME_DTYPE_V1, MAGIC
     path, records, _ = counted_shard
     header, games, moves = read_shard(path)
     old = np.zeros(len(games), dtype=GAME_DTYPE_V1)

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from engine.net.evaluator import OnnxEvaluator
-from engine.play.search_player import WEIGHTS_DIR, default_weights
+from tabula.engine.net.evaluator import OnnxEvaluator
+from tabula.engine.play.search_player import WEIGHTS_DIR, default_weights
 
 
 def run_gtp(commands: list[str], *options: str) -> tuple[list[str], str]:
-    done = subprocess.run([sys.executable, "-m", "gtp", "--visits", "16", "--seed", "1", *options],
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--visits", "16", "--seed", "1", *options],
                           input="\n".join(commands + ["quit"]) + "\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return [reply for reply in done.stdout.split("\n\n") if reply.strip()], done.stderr
@@ -48,7 +48,7 @@ def test_an_engine_with_only_a_9x9_network_starts_on_9x9(size_option, first_repl
     nine = WEIGHTS_DIR / "tabula-4x32-rl9d.onnx"  # no longer a default, kept for this and the benchmarks
     assert OnnxEvaluator(nine, log=None).board_sizes == (9,)
     if first_reply is None:  # asked for a size its network cannot play: a clear message and exit status 1
-        done = subprocess.run([sys.executable, "-m", "gtp", "--weights", str(nine), *size_option],
+        done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--weights", str(nine), *size_option],
                               input="quit\n", capture_output=True, text=True, timeout=60)
         assert done.returncode == 1 and "unacceptable size 19" in done.stderr and "Traceback" not in done.stderr
         return

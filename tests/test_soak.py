@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tools.check import soak
-from tools.compete.results import read_results
+from tabula.tools.check import soak
+from tabula.tools.compete.results import read_results
 
 # Minutes of real work (whole runs, killed processes, long matches): CI runs it, `python3 -m pytest` leaves it out.
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable  # the interpreter running the tests (a virtual environment's), not whatever python3 is
-TABULA = f"{PYTHON} -m gtp --visits 16 --threads 1"
+TABULA = f"{PYTHON} -m tabula.gtp --visits 16 --threads 1"
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_no_loss_on_time_against_gnugo(tmp_path, gnugo, clock, capsys):
     status = soak.main(["--", "--out", str(out), "--games", "1", "--size", "9", "--parallel", "1",
                         "--max-moves", "40", "--scoring", "tromp-taylor", "--no-engine-scores", *clock,
                         "--names", "tabula", "gnugo-1",
-                        "--engines", f"{PYTHON} -m gtp --visits 0 --threads 1", f"{gnugo} --mode gtp --level 1"])
+                        "--engines", f"{PYTHON} -m tabula.gtp --visits 0 --threads 1", f"{gnugo} --mode gtp --level 1"])
     records = read_results(out / "results.jsonl")
     assert status == 0 and len(records) == 1
     assert all(r["fault"] is None and "time" not in r["reason"] for r in records), records

@@ -5,11 +5,21 @@ import math
 
 import pytest
 
-from engine.config import EngineConfig, TimeConfig
-from engine.rules.coords import BLACK, PASS
-from engine.play.player import Player, RandomGenerator
-from engine.play.timecontrol import (ABSOLUTE, BYOYOMI, CANADIAN, FISCHER, MIN_OVERHEAD_SHARE, NONE, ClockState,
-                                     TimeSettings, TimeSettingsError, budget_s)
+from tabula.engine.config import EngineConfig, TimeConfig
+from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.play.timecontrol import (
+    ABSOLUTE,
+    BYOYOMI,
+    CANADIAN,
+    FISCHER,
+    MIN_OVERHEAD_SHARE,
+    NONE,
+    ClockState,
+    TimeSettings,
+    TimeSettingsError,
+    budget_s,
+)
+from tabula.engine.rules.coords import BLACK, PASS
 from tests.conftest import FakeClock
 
 LAG = 0.5

@@ -12,11 +12,17 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from engine.net.network import NetSpec, TabulaNet, load_checkpoint  # noqa: E402
-from engine.data.shards import PositionSampler, write_shard  # noqa: E402
+from tabula.engine.data.shards import PositionSampler, write_shard  # noqa: E402
+from tabula.engine.net.network import NetSpec, TabulaNet, load_checkpoint  # noqa: E402
+from tabula.tools.learn.train import (  # noqa: E402
+    TrainConfig,
+    atomic_torch_save,
+    learning_rate,
+    load_training_checkpoint,
+    losses,
+    train,
+)
 from tests.records_helpers import learnable_records, sample_records, write_archives  # noqa: E402
-from tools.learn.train import (TrainConfig, atomic_torch_save, learning_rate, load_training_checkpoint, losses,  # noqa: E402
-                         train)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -142,8 +148,8 @@ def test_train_only_the_value_head(data_dir, tmp_path):
 def test_train_only_the_small_board_value_term(tmp_path):
     """Self-play's komi fix: a pooled net given the zero small-board term, trained on 9×9 games with only the term
     free, moves the term and nothing else (so its 19×19 play is the start's, bit for bit)."""
-    from engine.data.records import RecordFilter, parse_record
-    from engine.net.network import POOLED, save_checkpoint, with_small_board_value
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.net.network import POOLED, save_checkpoint, with_small_board_value
     from tests.records_helpers import game_sgf, play_game
 
     small = tmp_path / "data9"
@@ -220,7 +226,7 @@ def test_a_failed_checkpoint_write_leaves_the_old_one(tmp_path, monkeypatch):
 
 WRITER = """
 import sys, torch
-from tools.learn.train import atomic_torch_save
+from tabula.tools.learn.train import atomic_torch_save
 path = sys.argv[1]
 step = 0
 print("ready", flush=True)
@@ -248,7 +254,7 @@ def test_checkpoints_survive_sigkill_at_any_moment(tmp_path):
 def test_a_killed_training_process_resumes_to_the_same_result(data_dir, tmp_path):
     whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
     train(tiny(data_dir, whole, steps=40, workers=1), log=quiet)
-    command = [sys.executable, "-m", "tools.learn.train", "--data", data_dir, "--out", killed, "--blocks", "1",
+    command = [sys.executable, "-m", "tabula.tools.learn.train", "--data", data_dir, "--out", killed, "--blocks", "1",
                "--filters", "8", "--steps", "40", "--batch", "16", "--optimizer", "adamw", "--lr", "3e-3",
                "--warmup-steps", "4", "--workers", "1", "--threads", "1", "--precision", "fp32", "--val-every", "12",
                "--val-positions", "64", "--log-every", "4", "--no-export", "--checkpoint-every", "5"]
@@ -265,7 +271,7 @@ def test_a_killed_training_process_resumes_to_the_same_result(data_dir, tmp_path
 
 
 def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
-    from tools.learn import evaluate, plot
+    from tabula.tools.learn import evaluate, plot
 
     out = str(tmp_path / "run")
     train(tiny(data_dir, out, steps=8, export=True), log=quiet)
@@ -296,7 +302,7 @@ def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
 
 
 def test_prepare_writes_shards_and_counts(tmp_path, capsys):
-    from tools.learn import prepare
+    from tabula.tools.learn import prepare
 
     files, expected, kept = sample_records()
     archives = write_archives(str(tmp_path / "records"), files)
@@ -413,7 +419,7 @@ def test_a_checkpoint_exports_its_averaged_weights(data_dir, tmp_path):
 
 
 def test_resign_false_positives_count_games_the_winner_would_have_resigned():
-    from tools.learn.evaluate import Scores
+    from tabula.tools.learn.evaluate import Scores
     scores = Scores()
     scores.resign_games = 2
     # game 1: the winner (its rows: winner=True) sat at winrate 3% for 3 moves after move 10; game 2: never low
@@ -426,8 +432,8 @@ def test_resign_false_positives_count_games_the_winner_would_have_resigned():
 
 
 def test_calibration_compares_each_colours_predicted_winrate_with_its_wins():
-    from tools.learn.evaluate import Scores
-    from engine.rules.coords import BLACK, WHITE
+    from tabula.engine.rules.coords import BLACK, WHITE
+    from tabula.tools.learn.evaluate import Scores
     scores = Scores()
     # two games: black won the first, white the second; a head that says black wins 75% wherever black moves
     movers = np.array([BLACK, WHITE, BLACK, WHITE, BLACK])
@@ -451,7 +457,7 @@ def test_a_run_restored_from_its_kept_checkpoint_still_refuses_other_settings(da
 
 
 def test_the_weight_average_warms_up_so_the_initial_weights_fade():
-    from tools.learn.train import WeightAverage
+    from tabula.tools.learn.train import WeightAverage
     model = TabulaNet(NetSpec(blocks=1, filters=8))
     average = WeightAverage(model, decay=0.999)
     with torch.no_grad():
@@ -467,7 +473,7 @@ def test_the_weight_average_warms_up_so_the_initial_weights_fade():
 
 
 def test_tabula_train_hands_model_rollout_to_the_rollout_trainer() -> None:
-    from tools.learn.train import requested_model
+    from tabula.tools.learn.train import requested_model
     assert requested_model(["--data", "d", "--model", "rollout", "--out", "o"]) == ("rollout",
                                                                                    ["--data", "d", "--out", "o"])
     assert requested_model(["--model=network", "--data", "d"]) == ("network", ["--data", "d"])

@@ -17,12 +17,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.rules import sgf
-from engine.net.evaluator import NetworkFileError, OnnxEvaluator
-from engine.rules.game import GameState, Rules
-from engine.net.leelaz import (ConvLayer, LeelazFormatError, LeelazWeights, format_leelaz, parse_leelaz, read_leelaz)
+from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
+from tabula.engine.net.leelaz import (
+    ConvLayer,
+    LeelazFormatError,
+    LeelazWeights,
+    format_leelaz,
+    parse_leelaz,
+    read_leelaz,
+)
+from tabula.engine.rules import sgf
+from tabula.engine.rules.game import GameState, Rules
+from tabula.tools.check.fuzz_gtp import ROOT, write_junk_sgf
 from tests.conftest import SEED, make_session
-from tools.check.fuzz_gtp import ROOT, write_junk_sgf
 
 TEN_MB = 10 * 1024 * 1024
 
@@ -113,7 +120,7 @@ def test_loadsgf_over_pipes_survives_every_hostile_file(hostile_sgf: dict[str, P
     commands = [f"{i} loadsgf {hostile_sgf[name]}" for i, name in enumerate(names, start=1)]
     commands += ["9001 loadsgf " + str(hostile_sgf["value-10mb.sgf"]) + " 1", "9002 boardsize 9",
                  "9003 play b E5", "9004 printsgf", "quit"]
-    done = subprocess.run([sys.executable, "-m", "gtp", "--player", "random", "--seed", str(SEED)],
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", str(SEED)],
                           input="\n".join(commands).encode() + b"\n", capture_output=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
@@ -205,7 +212,7 @@ def test_loadsgf_refuses_an_endless_file(tmp_path: Path) -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    done = subprocess.run([sys.executable, "-m", "gtp", "--player", "random"], input=b"1 loadsgf /dev/zero\n2 name\n",
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random"], input=b"1 loadsgf /dev/zero\n2 name\n",
                           capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
                           timeout=60, preexec_fn=limit)
     assert done.stdout.startswith(b"?1 cannot load file"), done.stdout[:200]
@@ -213,7 +220,7 @@ def test_loadsgf_refuses_an_endless_file(tmp_path: Path) -> None:
 
 
 def test_loadsgf_refuses_big_files_and_devices_before_reading(tmp_path: Path) -> None:
-    from gtp.commands import MAX_SGF_BYTES
+    from tabula.gtp.commands import MAX_SGF_BYTES
 
     big = tmp_path / "big.sgf"
     with open(big, "wb") as file:
@@ -416,8 +423,9 @@ def evil_files(weights_dir: Path) -> tuple[dict[str, Path], Path]:
 
 
 def test_no_loader_runs_code_from_a_pickle(evil_files, weights_dir: Path) -> None:
-    from engine.net.network import NetworkFileError as NetworkError, load_checkpoint, load_onnx
-    from tools.learn.train import load_training_checkpoint
+    from tabula.engine.net.network import NetworkFileError as NetworkError
+    from tabula.engine.net.network import load_checkpoint, load_onnx
+    from tabula.tools.learn.train import load_training_checkpoint
 
     files, marker = evil_files
     for path in files.values():
@@ -437,7 +445,7 @@ def test_no_loader_runs_code_from_a_pickle(evil_files, weights_dir: Path) -> Non
 
 
 def test_tabula_export_runs_no_code_from_a_pickle(evil_files, weights_dir: Path) -> None:
-    from tools.learn import export
+    from tabula.tools.learn import export
 
     files, marker = evil_files
     for path in files.values():
@@ -450,7 +458,7 @@ def test_tabula_export_runs_no_code_from_a_pickle(evil_files, weights_dir: Path)
 
 
 def test_tabula_export_refuses_a_broken_file_without_a_traceback(weights_dir: Path) -> None:
-    from tools.learn import export
+    from tabula.tools.learn import export
 
     path = weights_dir / "truncated-for-export.txt"
     path.write_bytes(_bad_leelaz_texts()["truncated-lines"])
@@ -462,7 +470,7 @@ def test_tabula_export_refuses_a_broken_file_without_a_traceback(weights_dir: Pa
 def test_gtp_with_the_random_player_never_opens_the_weights(evil_files, tmp_path: Path) -> None:
     """``--weights`` only matters to the search player; the random player starts and plays whatever it names."""
     files, marker = evil_files
-    done = subprocess.run([sys.executable, "-m", "gtp", "--player", "random", "--weights", str(files["raw.pkl"])],
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--weights", str(files["raw.pkl"])],
                           input=b"1 name\n2 boardsize 9\n3 genmove b\nquit\n", capture_output=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=30)
     assert done.returncode == 0 and done.stdout.startswith(b"=1 Tabula\n\n"), done.stderr.decode()[-1000:]
@@ -472,8 +480,8 @@ def test_gtp_with_the_random_player_never_opens_the_weights(evil_files, tmp_path
 def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_onnx: Path, monkeypatch,
                                                        capsys) -> None:
     """``main`` with the search player and a broken network: status 1 and one line naming the file."""
-    from engine.play import player, search_player
-    from gtp import __main__ as gtp_main
+    from tabula.engine.play import player, search_player
+    from tabula.gtp import __main__ as gtp_main
 
     monkeypatch.setitem(player.GENERATORS, "search", search_player.from_config)  # whether or not registered yet
     for name, bad in _bad_onnx_files(weights_dir, good_onnx).items():
@@ -485,13 +493,13 @@ def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_o
 
 def test_gtp_startup_with_bad_weights_exits_cleanly_once_search_is_registered(weights_dir: Path, good_onnx: Path,
                                                                               tmp_path: Path) -> None:
-    """The real process: ``python -m gtp --player search --weights BROKEN`` exits non-zero, naming the file."""
-    from engine.play.player import GENERATORS
+    """The real process: ``python -m tabula.gtp --player search --weights BROKEN`` exits non-zero, naming the file."""
+    from tabula.engine.play.player import GENERATORS
 
     if "search" not in GENERATORS:
         pytest.skip("the search player is not registered in engine.play.player.GENERATORS yet")
     bad = _bad_onnx_files(weights_dir, good_onnx)["random.onnx"]
-    done = subprocess.run([sys.executable, "-m", "gtp", "--player", "search", "--weights", str(bad)],
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(bad)],
                           input=b"1 name\n", capture_output=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.returncode != 0
@@ -512,7 +520,7 @@ def test_the_engine_is_usable_after_every_refusal(hostile_sgf: dict[str, Path]) 
 
 
 def test_writing_a_10000_move_game_is_fast() -> None:
-    from engine.rules.coords import PASS
+    from tabula.engine.rules.coords import PASS
 
     state = GameState(9)
     for _ in range(10_000):

@@ -52,7 +52,7 @@ step() {  # step SECONDS COMMAND...: run and log one command under a time limit 
 export_nets() {  # the random networks of the table, unless this machine still has them
   for spec in "${specs[@]}"; do
     set -- $spec
-    [ -f "$nets/r$1x$2.onnx" ] || step 240 python3 -m tools.cli export --random --blocks "$1" --filters "$2" \
+    [ -f "$nets/r$1x$2.onnx" ] || step 240 python3 -m tabula.tools.cli export --random --blocks "$1" --filters "$2" \
         --seed "$3" --calibration-source random "$nets/r$1x$2.onnx"
   done
 }
@@ -68,23 +68,23 @@ onnxruntime.get_available_providers()); print('torch', torch.__version__, 'cuda'
   # The "done when": tabula gtp picks the GPU by itself and says so on stderr (needs sgfmill, above).
   printf 'name\nboardsize 19\ngenmove b\ngenmove w\nquit\n' > "$nets/gtp-input"
   echo "# tabula gtp's input: name, boardsize 19, genmove b, genmove w, quit" | tee -a "$log"
-  step 120 python3 -m tools.cli gtp --weights weights/tabula-6x64-sl.onnx --playouts $((playouts / 2)) \
+  step 120 python3 -m tabula.tools.cli gtp --weights weights/tabula-6x64-sl.onnx --playouts $((playouts / 2)) \
       --seed 1 < "$nets/gtp-input"
   for spec in "${specs[@]}"; do
     set -- $spec
-    step 120 python3 -m tools.cli bench net "$nets/r$1x$2.onnx" --threads 1 --batches $batches_net --rounds 2 \
+    step 120 python3 -m tabula.tools.cli bench net "$nets/r$1x$2.onnx" --threads 1 --batches $batches_net --rounds 2 \
         --accuracy-positions 256 \
         --paths torch-cuda-fp16,torch-cuda-fp16-eager,torch-cuda-bf16,torch-cuda-fp32,onnx-cuda,onnx-tensorrt
   done
   for b in 8 32 64; do
-    step 90 python3 -m tools.cli bench search weights/tabula-6x64-sl.onnx --instant-network --threads 1 \
+    step 90 python3 -m tabula.tools.cli bench search weights/tabula-6x64-sl.onnx --instant-network --threads 1 \
         --batch-size "$b" --moves 3 --playouts $((playouts / 2)) --rounds 2
   done
   ;;
 2)
   export_nets
   search() {  # search NET THREADS IN_FLIGHT BATCH: one bench search on the GPU
-    step "$limit" python3 -m tools.cli bench search "$nets/$1.onnx" --provider auto --threads "$2" \
+    step "$limit" python3 -m tabula.tools.cli bench search "$nets/$1.onnx" --provider auto --threads "$2" \
         --batches-in-flight "$3" --batch-size "$4" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$raw_seconds"
   }
   first=${batches_search[0]}

@@ -23,10 +23,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import numpy as np
-from engine.rules.board import IllegalMoveError
-from engine.rules.coords import BLACK, EMPTY, WHITE
-from engine.rules.game import SIMPLE_KO, GameState, Rules
-from engine.rules.sgf import SgfError, SgfSetupError, SgfSizeError, read_sgf
+
+from tabula.engine.rules.board import IllegalMoveError
+from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
+from tabula.engine.rules.sgf import SgfError, SgfSetupError, SgfSizeError, read_sgf
 
 SGF_SUFFIXES = (".sgf",)
 
@@ -179,7 +180,7 @@ def final_ownership(record: Record, rng: random.Random, playouts: int = 8,
     a seki the playouts misjudge, gives no ownership target. Area and territory counting differ by a point or two
     (prisoners, dame parity), hence the tolerance.
     """
-    from engine.rules.playout import dead_stones, ownership  # playout sits above records' other needs
+    from tabula.engine.rules.playout import dead_stones, ownership  # playout sits above records' other needs
 
     if math.isnan(record.margin):
         return None
@@ -356,5 +357,6 @@ def is_validation(key: bytes, fraction: float) -> bool:
 
 
 __all__ = ["Record", "RecordError", "RecordFilter", "RecordReader", "FilterReport", "REASONS", "RESULT_KIND_NAMES",
-           "iter_sgf_files", "iter_records", "parse_record", "parse_result", "result_margin", "final_ownership", "is_validation",
+           "iter_sgf_files", "iter_records", "parse_record", "parse_result", "result_margin", "final_ownership",
+           "is_validation",
            "SCORE", "RESIGN", "TIME", "FORFEIT", "DRAW", "OTHER"]

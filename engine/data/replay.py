@@ -26,10 +26,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from engine.rules.coords import BLACK, WHITE
-from engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
-from engine.data.records import DRAW, RESIGN, SCORE, Record, area_labels
-from engine.data.shards import MAGIC, SUFFIX, Batch, PositionSampler, ShardError, write_shard
+from tabula.engine.data.records import DRAW, RESIGN, SCORE, Record, area_labels
+from tabula.engine.data.shards import MAGIC, SUFFIX, Batch, PositionSampler, ShardError, write_shard
+from tabula.engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
+from tabula.engine.rules.coords import BLACK, WHITE
 
 PREFIX = "train-"  # the supervised trainer's split name: the window directory is a shard directory
 REPLAY_VERSION = 1
@@ -132,7 +132,7 @@ def read_header(path: str) -> dict:
 
 def read_game(path: str) -> SelfPlayGame:
     """A game back from its file (moves from the shard, targets and values from the header)."""
-    from engine.data.shards import decode_move, read_shard
+    from tabula.engine.data.shards import decode_move, read_shard
 
     header, games, codes = read_shard(path)
     meta = header.get("replay")

@@ -22,10 +22,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.net.features import NUM_SYMMETRIES, encode_batch, symmetry_tables, transform_planes
-from engine.rules.game import SIMPLE_KO, GameState, Rules
-from engine.data.records import Record
+from tabula.engine.data.records import Record
+from tabula.engine.net.features import NUM_SYMMETRIES, encode_batch, symmetry_tables, transform_planes
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
 MAGIC = b"TABSHARD"
 VERSION = 2
@@ -135,7 +135,8 @@ def read_shard(path: str, with_owners: bool = False) -> tuple:
         moves = np.frombuffer(lzma.decompress(data[games_end:moves_end]), dtype=np.uint16)
         points = header["size"] ** 2
         if version == VERSION and len(data) != moves_end + header["owners_bytes"]:
-            raise ShardError(f"{path}: the file is {len(data)} bytes, its header says {moves_end + header['owners_bytes']}")
+            raise ShardError(f"{path}: the file is {len(data)} bytes, "
+                             f"its header says {moves_end + header['owners_bytes']}")
         owners = np.zeros((0, points), dtype=np.int8)
         if version == VERSION and with_owners:
             owners = np.frombuffer(lzma.decompress(data[moves_end: moves_end + header["owners_bytes"]]),

@@ -21,10 +21,17 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from engine.net.features import (INPUT_ENCODING, NUM_PLANES, NUM_SYMMETRIES, encode_batch, inverse_transform_planes,
-                       inverse_transform_policy, transform_planes)
-from engine.rules.game import GameState, legal_masks
-from engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+from tabula.engine.net.features import (
+    INPUT_ENCODING,
+    NUM_PLANES,
+    NUM_SYMMETRIES,
+    encode_batch,
+    inverse_transform_planes,
+    inverse_transform_policy,
+    transform_planes,
+)
+from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+from tabula.engine.rules.game import GameState, legal_masks
 
 SYMMETRY_MODES = ("random", "identity", "average")
 AVERAGE = "average"
@@ -290,7 +297,9 @@ class OnnxEvaluator:
     def _start_torch(self, precision: str, max_batch: int, batch_hint: int) -> None:
         """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's. The CUDA graphs
         of the batches the search sends (up to ``batch_hint``) are captured here, before the first move."""
-        from engine.net import torch_backend  # imports torch: only here, only when a GPU is present or torch was asked for
+        from tabula.engine.net import (
+            torch_backend,  # imports torch: only here, only when a GPU is present or torch was asked for
+        )
 
         runner = torch_backend.TorchRunner(self.path, device="cuda",
                                            precision="fp16" if precision == "auto" else precision,

@@ -12,9 +12,9 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.rules.board import Geometry
-from engine.rules.coords import BLACK
-from engine.rules.game import HISTORY_LENGTH, GameState
+from tabula.engine.rules.board import Geometry
+from tabula.engine.rules.coords import BLACK
+from tabula.engine.rules.game import HISTORY_LENGTH, GameState
 
 NUM_PLANES = 2 * HISTORY_LENGTH + 2  # 18
 NUM_SYMMETRIES = 8

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.net.features import NUM_PLANES
+from tabula.engine.net.features import NUM_PLANES
 
 BN_EPSILON = 1e-5
 POLICY_CHANNELS = 2

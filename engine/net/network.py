@@ -27,9 +27,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
-from engine.net.features import INPUT_ENCODING, NUM_PLANES
-from engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
+from tabula.engine.net.features import INPUT_ENCODING, NUM_PLANES
+from tabula.engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
+from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
 
 AGZ = "agz"
 POOLED = "pooled"

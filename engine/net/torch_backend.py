@@ -17,8 +17,8 @@ import torch
 from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from engine.net import network
-from engine.net.features import NUM_PLANES
+from tabula.engine.net import network
+from tabula.engine.net.features import NUM_PLANES
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.rules import playout
-from engine.config import PlayConfig
-from engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE
-from engine.rules.game import GameState
-from engine.play.result import SearchResult
+from tabula.engine.config import PlayConfig
+from tabula.engine.play.result import SearchResult
+from tabula.engine.rules import playout
+from tabula.engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE
+from tabula.engine.rules.game import GameState
 
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
 SETTLED_OWNERSHIP = 0.5  # see settled_points()
@@ -140,9 +140,9 @@ class MoveDecider:
         dead stones taken off: ``settled_points``) changes nothing under area counting and costs a point under
         territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move gives way to the search's
         best move on a point still open; where there is none, to a pass, or to a resignation where the count says
-        the game is lost and resigning is allowed at this point of the game. And after the opponent's pass, behind by the referee-aware count, when
-        no move the search tried has a chance (``_hopeless_after``), it passes (or resigns) at once: GNU Go's
-        territory count saw 10 stones played into its area in a lost 9x9 game."""
+        the game is lost and resigning is allowed at this point of the game. And after the opponent's pass, behind
+        by the referee-aware count, when no move the search tried has a chance (``_hopeless_after``), it passes (or
+        resigns) at once: GNU Go's territory count saw 10 stones played into its area in a lost 9x9 game."""
         if not self.config.referee_aware:
             return pass_rules(state, result, move, priors)
         color = state.to_move

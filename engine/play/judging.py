@@ -28,8 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from engine.rules.game import GameState
-from engine.rules.playout import seki_stones, string_ownership
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import seki_stones, string_ownership
 
 Ownership = Callable[[GameState], np.ndarray]  # float [N*N] in [-1, 1], black's view
 

@@ -14,13 +14,13 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from engine.rules import playout, sgf
-from engine.rules.board import IllegalMoveError
-from engine.config import EngineConfig, TimeConfig
-from engine.play.decision import opponent_passed
-from engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
-from engine.rules.game import GameState, Rules, handicap_points
-from engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
+from tabula.engine.config import EngineConfig, TimeConfig
+from tabula.engine.play.decision import opponent_passed
+from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
+from tabula.engine.rules import playout, sgf
+from tabula.engine.rules.board import IllegalMoveError
+from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
+from tabula.engine.rules.game import GameState, Rules, handicap_points
 
 OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
 OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
@@ -98,7 +98,7 @@ def _random_generator(config: EngineConfig) -> MoveGenerator:
 
 
 def _search_generator(config: EngineConfig) -> MoveGenerator:
-    from engine.play.search_player import from_config  # onnxruntime loads only when the search plays
+    from tabula.engine.play.search_player import from_config  # onnxruntime loads only when the search plays
 
     return from_config(config)
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.config import SearchConfig
-from engine.play.tree import EXPANDED, Node, Tree
-from engine.rules.coords import PASS
+from tabula.engine.config import SearchConfig
+from tabula.engine.play.tree import EXPANDED, Node, Tree
+from tabula.engine.rules.coords import PASS
 
 PV_DEPTH = 24  # longest principal variation reported
 OWNERSHIP_DEPTH = 4  # plies of the tree averaged into the ownership; deeper nodes count through their ancestor

@@ -28,13 +28,19 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from engine.config import SearchConfig
-from engine.net.evaluator import Evaluation, Evaluator, PendingEvaluation, evaluate_all_symmetries, evaluate_async
-from engine.play import result as readout
-from engine.play.result import Candidate, SearchResult
-from engine.play.tree import EXPANDED, PENDING, TERMINAL, UNEXPANDED, Expansion, Node, Path, Tree, expansions
-from engine.rules.coords import BLACK, PASS
-from engine.rules.game import GameState
+from tabula.engine.config import SearchConfig
+from tabula.engine.net.evaluator import (
+    Evaluation,
+    Evaluator,
+    PendingEvaluation,
+    evaluate_all_symmetries,
+    evaluate_async,
+)
+from tabula.engine.play import result as readout
+from tabula.engine.play.result import Candidate, SearchResult
+from tabula.engine.play.tree import EXPANDED, PENDING, TERMINAL, UNEXPANDED, Expansion, Node, Path, Tree, expansions
+from tabula.engine.rules.coords import BLACK, PASS
+from tabula.engine.rules.game import GameState
 
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"

@@ -5,6 +5,7 @@ Layer: above search and playout, below player (``engine/play/player.py`` builds 
 """
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import random
 import threading
@@ -13,15 +14,15 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from engine.rules import playout
-from engine.config import CALIBRATED, EngineConfig, PlayConfig, SearchConfig
-from engine.rules.coords import BLACK, PASS, format_vertex
-from engine.play.decision import MoveDecider
-from engine.net.evaluator import Evaluator, evaluate_all_symmetries
-from engine.play.judging import judge_dead_stones
-from engine.rules.game import GameState
-from engine.play.result import Candidate, SearchResult
-from engine.play.search import Rollout, Search
+from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, SearchConfig
+from tabula.engine.net.evaluator import Evaluator, evaluate_all_symmetries
+from tabula.engine.play.decision import MoveDecider
+from tabula.engine.play.judging import judge_dead_stones
+from tabula.engine.play.result import Candidate, SearchResult
+from tabula.engine.play.search import Rollout, Search
+from tabula.engine.rules import playout
+from tabula.engine.rules.coords import BLACK, PASS, format_vertex
+from tabula.engine.rules.game import GameState
 
 log = logging.getLogger("tabula.search")
 
@@ -224,7 +225,8 @@ class SearchGenerator:
 
 # The shipped networks: weights/DEFAULT names the files `tabula gtp` plays with when no --weights is given, one a
 # line; each plays the board sizes in its metadata, and the first file that plays a size is used for it.
-WEIGHTS_DIR = Path(__file__).resolve().parents[2] / "weights"
+# Package data of tabula.weights, found the same way in a checkout, an editable install and an installed wheel.
+WEIGHTS_DIR = Path(str(importlib.resources.files("tabula.weights")))
 DEFAULT_ROLLOUT_WEIGHTS = "rollout-patterns.npz"  # the shipped rollout policy, in WEIGHTS_DIR
 
 
@@ -249,7 +251,11 @@ def default_weights() -> list[Path]:
 
 def from_config(config: EngineConfig) -> SearchGenerator:
     """The ``search`` entry of ``engine.play.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
-    from engine.net.evaluator import NetworkSet, OnnxEvaluator, available_cores  # onnxruntime loads only when chosen
+    from tabula.engine.net.evaluator import (  # onnxruntime loads only when chosen
+        NetworkSet,
+        OnnxEvaluator,
+        available_cores,
+    )
 
     seed = np.random.SeedSequence(config.seed)
     net_seed, search_seed, playout_seed = seed.spawn(3)
@@ -266,7 +272,7 @@ def from_config(config: EngineConfig) -> SearchGenerator:
         for network in reversed(networks):  # the first network that plays a size is the one that plays it
             for size in network.board_sizes:
                 resign_by_size[size] = network.resign_winrate or 0.0
-    from engine.rollout.rollout import PolicyRollouts
+    from tabula.engine.rollout.rollout import PolicyRollouts
 
     rollout_path = config.net.rollout_weights or str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS)
     # Building the policy's tables takes a second: at start-up only when the search mixes rollouts in or the user

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from engine.config import SearchConfig
-from engine.net.evaluator import Evaluation
-from engine.rules.board import IllegalMoveError, own_eye_masks
-from engine.rules.coords import BLACK, PASS
-from engine.rules.game import GameState
+from tabula.engine.config import SearchConfig
+from tabula.engine.net.evaluator import Evaluation
+from tabula.engine.rules.board import IllegalMoveError, own_eye_masks
+from tabula.engine.rules.coords import BLACK, PASS
+from tabula.engine.rules.game import GameState
 
 # A node's status: not yet evaluated, at the network, expanded, or a finished game.
 UNEXPANDED, PENDING, EXPANDED, TERMINAL = range(4)

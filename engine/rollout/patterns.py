@@ -27,9 +27,9 @@ from typing import Sequence
 
 import numpy as np
 
-from engine.rules.board import NO_POINT, Geometry
-from engine.rules.coords import BLACK
-from engine.rules.playout import STATE_EDGE, STATE_EMPTY, LibertyStates
+from tabula.engine.rules.board import NO_POINT, Geometry
+from tabula.engine.rules.coords import BLACK
+from tabula.engine.rules.playout import STATE_EMPTY, LibertyStates
 
 PATTERN_BITS = 20
 NUM_CODES = 1 << PATTERN_BITS
@@ -344,7 +344,8 @@ def features(boards: Sequence[LibertyStates], colors: Sequence[int], previous: S
 
 
 __all__ = ["Features", "CodeTables", "PatternGeometry", "code_tables", "pattern_geometry", "pattern_codes",
-           "features", "candidate_codes", "state_grids", "padded_codes", "relative_codes", "transform_codes", "swap_codes", "response_codes",
+           "features", "candidate_codes", "state_grids", "padded_codes", "relative_codes", "transform_codes",
+           "swap_codes", "response_codes",
            "canonical_response_keys", "transform_response_keys", "swap_response_keys", "resolve_ambiguous",
            "liberties_after", "NUM_CODES", "NUM_DISTANCES", "NEAR", "NEAR_BUCKET", "DIAMOND", "OFFSET_BITS",
            "OWN_EYE", "SUICIDE", "SELF_ATARI", "SAVES", "AMBIGUOUS", "OWN_IN_ATARI"]

@@ -11,12 +11,24 @@ import json
 import os
 import zipfile
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
-from engine.rollout.patterns import (AMBIGUOUS, NEAR_BUCKET, NUM_CODES, NUM_DISTANCES, OWN_EYE, OWN_IN_ATARI, SAVES, SELF_ATARI,
-                                     SUICIDE, Features, code_tables, pattern_geometry, transform_response_keys)
+from tabula.engine.rollout.patterns import (
+    AMBIGUOUS,
+    NEAR_BUCKET,
+    NUM_CODES,
+    NUM_DISTANCES,
+    OWN_EYE,
+    OWN_IN_ATARI,
+    SAVES,
+    SELF_ATARI,
+    SUICIDE,
+    Features,
+    code_tables,
+    pattern_geometry,
+    transform_response_keys,
+)
 
 FORMAT = "tabula-rollout-patterns"
 FORMAT_VERSION = 1
@@ -100,8 +112,8 @@ class RolloutWeights:
         except ValueError as error:
             raise RolloutPolicyError(f"{path}: metadata is not JSON: {error}") from None
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise RolloutPolicyError(f"{path}: metadata names format {meta.get('format') if isinstance(meta, dict) else meta!r}, "
-                                     f"not {FORMAT!r}")
+            named = meta.get("format") if isinstance(meta, dict) else meta
+            raise RolloutPolicyError(f"{path}: metadata names format {named!r}, not {FORMAT!r}")
         if meta.get("version") != FORMAT_VERSION:
             raise RolloutPolicyError(f"{path}: format version {meta.get('version')!r}; this build reads "
                                      f"version {FORMAT_VERSION}")

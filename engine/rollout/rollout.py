@@ -16,13 +16,21 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from engine.rules.board import NO_POINT, Board
-from engine.rules.coords import BLACK, PASS
-from engine.rules.game import GameState
-from engine.rules.playout import STATE_EMPTY, LibertyStates
-from engine.rollout.patterns import (NEAR_BUCKET, NUM_CODES, OFFSET_BITS, liberties_after, padded_codes,
-                                     pattern_geometry, response_codes, state_grids)
-from engine.rollout.policy import RolloutPolicy
+from tabula.engine.rollout.patterns import (
+    NEAR_BUCKET,
+    NUM_CODES,
+    OFFSET_BITS,
+    liberties_after,
+    padded_codes,
+    pattern_geometry,
+    response_codes,
+    state_grids,
+)
+from tabula.engine.rollout.policy import RolloutPolicy
+from tabula.engine.rules.board import NO_POINT, Board
+from tabula.engine.rules.coords import BLACK, PASS
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import STATE_EMPTY, LibertyStates
 
 
 def _envelope(policy: RolloutPolicy, boards: Sequence[LibertyStates], colors: Sequence[int], previous: np.ndarray,

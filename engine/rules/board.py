@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from engine.rules.coords import BLACK, EMPTY, WHITE, MAX_SIZE, MIN_SIZE
+from tabula.engine.rules.coords import BLACK, EMPTY, MAX_SIZE, MIN_SIZE, WHITE
 
 EDGE = 3
 NO_POINT = 0  # a padded index that is always on the border: "no ko", "no root"

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.rules.board import NO_POINT, Board, IllegalMoveError
-from engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE, format_vertex
+from tabula.engine.rules.board import NO_POINT, Board, IllegalMoveError
+from tabula.engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE, format_vertex
 
 HISTORY_LENGTH = 8  # positions the network sees: the current one and 7 before it
 

@@ -12,9 +12,9 @@ import random
 
 import numpy as np
 
-from engine.rules.board import EDGE, NO_POINT, Board, IllegalMoveError
-from engine.rules.coords import BLACK, EMPTY, PASS, WHITE
-from engine.rules.game import GameState
+from tabula.engine.rules.board import NO_POINT, Board, IllegalMoveError
+from tabula.engine.rules.coords import BLACK, EMPTY, PASS, WHITE
+from tabula.engine.rules.game import GameState
 
 DEFAULT_OWNERSHIP_PLAYOUTS = 64
 

@@ -14,9 +14,9 @@ from typing import Sequence
 
 from sgfmill import sgf
 
-from engine.rules.board import IllegalMoveError
-from engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, WHITE, CoordinateError, from_rowcol, to_rowcol
-from engine.rules.game import GameState, Rules
+from tabula.engine.rules.board import IllegalMoveError
+from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, WHITE, CoordinateError, from_rowcol, to_rowcol
+from tabula.engine.rules.game import GameState, Rules
 
 MAX_MOVES = 10_000  # a longer main line is not a game of Go: refused (reading is O(moves), undo keeps snapshots)
 MAX_NODES = 100_000  # nodes of the main line, moves or not (comments, setup): a bound on the work per file

@@ -1,5 +1,5 @@
 // Drives a GTP engine the way Sabaki does, through @sabaki/gtp's Controller and ControllerStateTracker, and checks
-// every reply. Usage: node sabaki.js PROGRAM [ARGS...]   (e.g. node sabaki.js python3 -m gtp --player random)
+// every reply. Usage: node sabaki.js PROGRAM [ARGS...]   (e.g. node sabaki.js python3 -m tabula.gtp --player random)
 // Prints one "ok ..." line per check and exits 0, or prints "FAIL ..." and exits 1.
 'use strict'
 

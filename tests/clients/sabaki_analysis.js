@@ -1,6 +1,6 @@
 // Drives a searching GTP engine's analysis the way Sabaki does, through @sabaki/gtp's Controller and
 // ControllerStateTracker, and checks every reply. Usage: node sabaki_analysis.js MAX_VISITS PROGRAM [ARGS...]
-//   (e.g. node sabaki_analysis.js 200 python3 -m gtp --player search --weights tiny.onnx --visits 200 --threads 1)
+//   (e.g. node sabaki_analysis.js 200 python3 -m tabula.gtp --player search --weights tiny.onnx --visits 200 --threads 1)
 // MAX_VISITS is the engine's --visits, the most visits genmove_analyze may report.
 // Prints one "ok ..." line per check and exits 0, or prints "FAIL ..." and exits 1.
 //

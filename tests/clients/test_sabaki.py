@@ -1,4 +1,4 @@
-"""Sabaki's GTP controller (@sabaki/gtp 3.0.0, in Node) drives `python -m gtp`: the attach sequence, board sync with
+"""Sabaki's GTP controller (@sabaki/gtp 3.0.0, in Node) drives `python -m tabula.gtp`: the attach sequence, board sync with
 komi before boardsize and pipelined plays, undo to a fork, genmove, error replies and quit (sabaki.js, random
 player); and, with the search player on a tiny random network, analysis as Sabaki reads it (sabaki_analysis.js):
 ``analyze B 10`` and ``lz-analyze 10`` streamed through the library's subscribers and stopped by the next command,
@@ -44,7 +44,7 @@ def run_node(script: Path, *args: str) -> list[str]:
 
 
 def test_sabaki_controller_drives_tabula():
-    lines = run_node(SCRIPT, sys.executable, "-m", "gtp", "--player", "random")
+    lines = run_node(SCRIPT, sys.executable, "-m", "tabula.gtp", "--player", "random")
     assert "ok synced a forked history (undo, then play)" in lines
 
 
@@ -54,7 +54,7 @@ def random_network(tmp_path_factory, name: str, *options: str) -> Path:
         pytest.skip("torch is needed to export a network")
     path = tmp_path_factory.mktemp("sabaki") / name
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    completed = subprocess.run([sys.executable, "-m", "tools.cli", "export", "--random", "--blocks", "1",
+    completed = subprocess.run([sys.executable, "-m", "tabula.tools.cli", "export", "--random", "--blocks", "1",
                                 "--filters", "8", "--seed", "1", *options, str(path)],
                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0 and path.exists(), completed.stdout + completed.stderr
@@ -68,7 +68,7 @@ def tiny_net(tmp_path_factory) -> Path:
 
 
 def test_sabaki_reads_analysis(tiny_net):
-    engine = [sys.executable, "-m", "gtp", "--player", "search", "--weights", str(tiny_net),
+    engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_net),
               "--visits", str(VISITS), "--threads", "1"]
     lines = run_node(ANALYSIS_SCRIPT, str(VISITS), *engine)
     text = "\n".join(lines)
@@ -93,7 +93,7 @@ def tiny_aux_net(tmp_path_factory) -> Path:
 
 
 def test_kata_analyze_with_ownership_through_sabakis_controller(tiny_aux_net):
-    engine = [sys.executable, "-m", "gtp", "--player", "search", "--weights", str(tiny_aux_net), "--visits", "200",
+    engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_aux_net), "--visits", "200",
               "--threads", "1"]
     lines = run_node(KATA_SCRIPT, "9", *engine)
     text = "\n".join(lines)

@@ -5,12 +5,12 @@ import importlib
 import sys
 
 KINDS = {
-    "board": "tools.bench.board",  # random legal games through the rules code: moves/s
-    "net": "tools.bench.net",  # raw network throughput by batch size and threads
-    "search": "tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
-    "visits": "tools.bench.visits",  # how batching bends a small search's visit distribution
-    "rollout": "tools.bench.rollout",  # pattern-policy rollouts: moves/s by board size and batch
-    "movetime": "tools.bench.movetime",  # an engine's moves against a byo-yomi period, timed as a server would
+    "board": "tabula.tools.bench.board",  # random legal games through the rules code: moves/s
+    "net": "tabula.tools.bench.net",  # raw network throughput by batch size and threads
+    "search": "tabula.tools.bench.search",  # playouts/s, batch fill and efficiency against the raw network
+    "visits": "tabula.tools.bench.visits",  # how batching bends a small search's visit distribution
+    "rollout": "tabula.tools.bench.rollout",  # pattern-policy rollouts: moves/s by board size and batch
+    "movetime": "tabula.tools.bench.movetime",  # an engine's moves against a byo-yomi period, timed as a server would
 }
 
 

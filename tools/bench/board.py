@@ -9,10 +9,10 @@ import argparse
 import random
 import time
 
-from engine.rules.board import NO_POINT, IllegalMoveError
-from engine.rules.coords import PASS
-from engine.rules.game import GameState
-from engine.rules.playout import Playout
+from tabula.engine.rules.board import NO_POINT, IllegalMoveError
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import Playout
 
 
 def raw_board_game(size: int, rng: random.Random) -> int:

@@ -17,9 +17,8 @@ import time
 
 import numpy as np
 
-from engine.net.evaluator import OnnxEvaluator, first_line, legal_mask, masked_softmax
-from engine.net.features import encode_batch
-
+from tabula.engine.net.evaluator import OnnxEvaluator, first_line, legal_mask, masked_softmax
+from tabula.engine.net.features import encode_batch
 
 CPU_PATHS = ("onnx-fp32", "onnx-int8", "torch-fp32", "torch-bf16")
 GPU_PATHS = ("onnx-cuda", "onnx-tensorrt", *(f"torch-cuda-{p}{e}" for p in ("fp16", "bf16", "fp32")
@@ -30,7 +29,7 @@ def gpu_runner(path: str, fp32: str, max_batch: int):
     """The raw ``run`` of one GPU path: onnxruntime's CUDA or TensorRT provider, or the torch backend."""
     if path.startswith("onnx-"):
         return OnnxEvaluator(fp32, symmetry="identity", provider=path[5:], max_batch=max_batch, log=None).run
-    from engine.net.torch_backend import TorchRunner
+    from tabula.engine.net.torch_backend import TorchRunner
 
     precision = path.split("-")[2]
     return TorchRunner(fp32, device="cuda", precision=precision, cuda_graphs=not path.endswith("-eager"),
@@ -89,8 +88,13 @@ def main(argv: list[str]) -> int:
     unknown = [repr(p) for p in paths if p not in CPU_PATHS + GPU_PATHS]
     if unknown:
         parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
-    from tools.learn.export import (calibration_planes, calibration_size, quantize_int8, random_positions,
-                                    sgf_positions)
+    from tabula.tools.learn.export import (
+        calibration_planes,
+        calibration_size,
+        quantize_int8,
+        random_positions,
+        sgf_positions,
+    )
 
     batches = [int(b) for b in args.batches.split(",")]
     thread_counts = [int(t) for t in args.threads.split(",")]
@@ -98,8 +102,8 @@ def main(argv: list[str]) -> int:
         fp32 = args.weights
         try:
             if not fp32.endswith(".onnx"):
-                from engine.net import network
-                from engine.net.leelaz import read_leelaz
+                from tabula.engine.net import network
+                from tabula.engine.net.leelaz import read_leelaz
 
                 fp32 = os.path.join(scratch, "fp32.onnx")
                 network.export_onnx(network.from_leelaz(read_leelaz(args.weights)), fp32, "bench", check=False)
@@ -131,7 +135,7 @@ def main(argv: list[str]) -> int:
         if any(p.startswith("torch") and not p.startswith("torch-cuda") for p in paths):
             import torch
 
-            from engine.net import network
+            from tabula.engine.net import network
 
             model = network.load_onnx(fp32)
         runners = {}

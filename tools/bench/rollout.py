@@ -14,12 +14,13 @@ import time
 
 import numpy as np
 
-from engine.rules.game import GameState
-from engine.rollout.policy import RolloutPolicy, RolloutPolicyError
-from engine.rollout.rollout import play_out
-from tools.bench.board import raw_board_game
+from tabula.engine.play.search_player import DEFAULT_ROLLOUT_WEIGHTS, WEIGHTS_DIR
+from tabula.engine.rollout.policy import RolloutPolicy, RolloutPolicyError
+from tabula.engine.rollout.rollout import play_out
+from tabula.engine.rules.game import GameState
+from tabula.tools.bench.board import raw_board_game
 
-DEFAULT_WEIGHTS = "weights/rollout-patterns.npz"
+DEFAULT_WEIGHTS = str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS)
 
 
 def starting_positions(policy: RolloutPolicy, size: int, count: int, opening: int,

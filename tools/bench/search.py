@@ -28,11 +28,19 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.config import NetConfig, SearchConfig, add_flags, from_flags
-from engine.net.evaluator import (BACKENDS, PRECISIONS, Evaluation, OnnxEvaluator, PendingEvaluation, available_cores,
-                              evaluate_async)
-from engine.rules.game import GameState
-from engine.play.search import Rollout, Search
+from tabula.engine.config import NetConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.net.evaluator import (
+    BACKENDS,
+    PRECISIONS,
+    Evaluation,
+    OnnxEvaluator,
+    PendingEvaluation,
+    available_cores,
+    evaluate_async,
+)
+from tabula.engine.play.search import Rollout, Search
+from tabula.engine.play.search_player import DEFAULT_ROLLOUT_WEIGHTS, WEIGHTS_DIR
+from tabula.engine.rules.game import GameState
 
 LEELAZ = "/usr/games/leelaz"
 # The search measured: tabula gtp's defaults, 800 playouts a move, every one run (no visit limit, no early stop),
@@ -76,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rollout-mix", type=float, nargs="+", default=None, metavar="λ",
                         help="compare the search's playouts/s at these values of λ (SearchConfig.rollout_mix), "
                              "measured in turn in every round, e.g. 0 0.5")
-    parser.add_argument("--rollout-weights", default="weights/rollout-patterns.npz",
+    parser.add_argument("--rollout-weights", default=str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS),
                         help="the rollout policy of --rollout-mix (default: %(default)s)")
     return parser
 
@@ -319,8 +327,8 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
 def rollout_mix_rates(evaluator, config: SearchConfig, args: argparse.Namespace, start: GameState) -> int:
     """Playouts/s of the same self-play at each ``--rollout-mix`` λ, the λs taking turns within every round so that
     load from other processes hits them alike."""
-    from engine.rollout.policy import RolloutPolicyError
-    from engine.rollout.rollout import PolicyRollouts
+    from tabula.engine.rollout.policy import RolloutPolicyError
+    from tabula.engine.rollout.rollout import PolicyRollouts
 
     try:
         rollout = PolicyRollouts.load(args.rollout_weights) if any(mix > 0 for mix in args.rollout_mix) else None

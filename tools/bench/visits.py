@@ -19,11 +19,11 @@ import sys
 
 import numpy as np
 
-from engine.config import SearchConfig, add_flags, from_flags
-from engine.net.evaluator import OnnxEvaluator
-from engine.play.search import Search
-from engine.rules.game import GameState
-from engine.rules.playout import random_move
+from tabula.engine.config import SearchConfig, add_flags, from_flags
+from tabula.engine.net.evaluator import OnnxEvaluator
+from tabula.engine.play.search import Search
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.playout import random_move
 
 GAMES_GLOB = "../shared/data/games/tygem-9d-2016.tar.xz"
 BENCH_VISITS = SearchConfig(visits=100, threads=1, early_stop=False, root_symmetries=False)
@@ -46,7 +46,7 @@ def positions(size: int, count: int, seed: int) -> list[GameState]:
     found: list[GameState] = []
     archives = sorted(glob.glob(GAMES_GLOB)) if size == 19 else []
     if archives:
-        from engine.data.records import RecordFilter, iter_records
+        from tabula.engine.data.records import RecordFilter, iter_records
         _, records = iter_records(archives, RecordFilter(), max_games=count)
         for record in records:
             found.append(record.replay(upto=rng.randint(10, min(60, len(record.moves) - 1))))

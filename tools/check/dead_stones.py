@@ -1,7 +1,7 @@
 """Dead stones and scores of finished games: a GTP engine against a referee (GNU Go by default).
 
-    python3 -m tools.check.dead_stones runs/strength/*/games/*.sgf --engine "tabula gtp" --max-games 200
-    python3 -m tools.check.dead_stones ../shared/data/games/tygem-9d-2016.tar.xz --counted-only --max-games 200
+    python3 -m tabula.tools.check.dead_stones runs/strength/*/games/*.sgf --engine "tabula gtp" --max-games 200
+    python3 -m tabula.tools.check.dead_stones ../shared/data/games/tygem-9d-2016.tar.xz --counted-only --max-games 200
 
 Layer: tools (imports engine.rules for reading games, tools.compete.gtp_client for the engines). Each game's final
 position is loaded into both engines with ``loadsgf`` (the file's whole main line), then both are asked
@@ -21,11 +21,11 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.data.records import RecordFilter, iter_sgf_files, parse_record
-from engine.rules.board import EMPTY
-from engine.rules.coords import BLACK, parse_vertex
-from engine.rules.sgf import load_state
-from tools.compete.gtp_client import EngineError, GtpEngine, GtpFailure
+from tabula.engine.data.records import RecordFilter, iter_sgf_files, parse_record
+from tabula.engine.rules.board import EMPTY
+from tabula.engine.rules.coords import BLACK, parse_vertex
+from tabula.engine.rules.sgf import load_state
+from tabula.tools.compete.gtp_client import EngineError, GtpEngine, GtpFailure
 
 GNUGO = "/usr/games/gnugo --mode gtp --chinese-rules"
 
@@ -154,7 +154,7 @@ def check(sources: list[str], engine_command: str, referee_command: str, counted
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tools.check.dead_stones", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.check.dead_stones", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sources", nargs="+", help="SGF files, folders or archives of finished games")
     parser.add_argument("--engine", default="tabula gtp", help="the engine judged (default: %(default)s)")

@@ -1,6 +1,6 @@
-"""GTP fuzzing: generated command lines against one running ``python -m gtp`` process, every reply checked.
+"""GTP fuzzing: generated command lines against one running ``python -m tabula.gtp`` process, every reply checked.
 
-    python -m tools.check.fuzz_gtp --lines 100000 --seed 1
+    python -m tabula.tools.check.fuzz_gtp --lines 100000 --seed 1
 
 Layer: tools. The engine is a subprocess over pipes; nothing here imports ``gtp``, so that what decides whether a
 reply is expected (``expected_reply``) is an independent reading of the spec, section 3: control characters other
@@ -497,7 +497,7 @@ PLAYER_OPTIONS = {
 
 
 def engine_argv(seed: int, player: str = "random") -> list[str]:
-    return [sys.executable, "-m", "gtp", *PLAYER_OPTIONS[player], "--seed", str(seed)]
+    return [sys.executable, "-m", "tabula.gtp", *PLAYER_OPTIONS[player], "--seed", str(seed)]
 
 
 def _show(data: bytes, limit: int = 100) -> str:
@@ -704,7 +704,7 @@ def check_game(pipe: GtpPipe, timeout_s: float = REPLY_TIMEOUT_S) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.check.fuzz_gtp", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tabula.tools.check.fuzz_gtp", description=__doc__.split("\n")[0])
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=REPLY_TIMEOUT_S, help="seconds allowed for one reply")

@@ -7,8 +7,8 @@ variable that its children inherit, so that every process it started can be foun
 uses (``tools.compete.results.read_results``, ``engine.data.replay``) and with independent ones (sgfmill, onnxruntime,
 ``torch.load(weights_only=True)``).
 
-    python3 -m tools.check.killtest match --out runs/kill/match --kills 10 --seed 1
-    python3 -m tools.check.killtest rl --out runs/kill/rl --kills 10 --seed 1 --generations 3
+    python3 -m tabula.tools.check.killtest match --out runs/kill/match --kills 10 --seed 1
+    python3 -m tabula.tools.check.killtest rl --out runs/kill/rl --kills 10 --seed 1 --generations 3
 
 Options after ``--`` replace the target's default workload (``DEFAULT_MATCH`` / ``DEFAULT_RL``). One line per kill
 (when, what was on disk before and after), then a summary; exits 1 when any check fails.
@@ -33,7 +33,7 @@ TOKEN_VARIABLE = "TABULA_KILLTEST"
 ROOT = Path(__file__).resolve().parents[2]
 
 DEFAULT_MATCH = ["--games", "24", "--size", "9", "--parallel", "2", "--names", "random", "gnugo-1",
-                 "--engines", "python3 -m gtp --player random", "/usr/games/gnugo --mode gtp --level 1"]
+                 "--engines", "python3 -m tabula.gtp --player random", "/usr/games/gnugo --mode gtp --level 1"]
 DEFAULT_RL = ["--blocks", "1", "--filters", "8", "--size", "9", "--visits", "8", "--fast-visits", "0",
               "--games-per-generation", "4", "--min-positions", "16", "--train-steps", "4", "--batch", "16",
               "--gate-games", "2", "--gate-visits", "4", "--workers", "2", "--train-threads", "1"]
@@ -239,16 +239,16 @@ class MatchTarget:
         self.checked = Checked()
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "tools.cli", "match", "--out", str(self.out), *self.options]
+        return [sys.executable, "-m", "tabula.tools.cli", "match", "--out", str(self.out), *self.options]
 
     def scheduled(self) -> int | None:
-        from tools.compete import match, settings
+        from tabula.tools.compete import match, settings
 
         path = self.out / settings.CONFIG_FILE
         return len(match.schedule(match.load_config(path))) if path.exists() else None
 
     def snapshot(self) -> Snapshot:
-        from tools.compete import results, settings
+        from tabula.tools.compete import results, settings
 
         snap = Snapshot()
         parsed, snap.torn_lines = json_lines(self.out / settings.RESULTS_FILE)
@@ -345,11 +345,11 @@ class RLTarget:
         state = self.state()
         finished = state["generation"] - 1 if state else 0
         left = max(1, self.generations - finished)  # stops at the wanted generation, whatever the kills did
-        return [sys.executable, "-m", "tools.cli", "rl", "--dir", str(self.out), *self.options,
+        return [sys.executable, "-m", "tabula.tools.cli", "rl", "--dir", str(self.out), *self.options,
                 "--generations", str(left)]
 
     def snapshot(self) -> Snapshot:
-        from engine.data.replay import game_files, read_game
+        from tabula.engine.data.replay import game_files, read_game
 
         snap = Snapshot()
         try:
@@ -661,7 +661,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, workload = argv[:at], argv[at + 1:]
-    parser = argparse.ArgumentParser(prog="python3 -m tools.check.killtest", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.check.killtest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target", choices=("match", "rl"))
     parser.add_argument("--out", required=True, help="the run directory (match --out, rl --dir)")

@@ -40,7 +40,7 @@ status is 1 on any unexpected failure or error, where gogui-regress's counts onl
 pattern. gogui-regress's HTML output and its ``name``/``version``/``cputime`` queries are left out.
 
 Usage:
-    tabula regress tests/regress/*.tst --engine "python3 -m gtp --player random"
+    tabula regress tests/regress/*.tst --engine "python3 -m tabula.gtp --player random"
     tabula regress tests/regress/ko.tst:3,5-7 --engine "/usr/games/gnugo --mode gtp" --verbose
 """
 from __future__ import annotations
@@ -55,9 +55,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Sequence
 
-from tools.compete.gtp_client import EngineError, GtpEngine, GtpFailure, split_command
+from tabula.tools.compete.gtp_client import EngineError, GtpEngine, GtpFailure, split_command
 
-DEFAULT_ENGINE = "python3 -m gtp"
+DEFAULT_ENGINE = "python3 -m tabula.gtp"
 DEFAULT_TIMEOUT_S = 60.0
 
 _JAVA_SPACE = "".join(chr(code) for code in range(0x21))  # what java.lang.String.trim() removes

@@ -1,6 +1,6 @@
 """Our rules against GNU Go's at scale: random games on several board sizes until a number of positions is reached.
 
-    python -m tools.check.rules_crosscheck --positions 100000 --seed 1
+    python -m tabula.tools.check.rules_crosscheck --positions 100000 --seed 1
 
 Layer: tools. This module owns the harness, which the CI's ``tests/test_gnugo_crosscheck.py`` imports:
 ``crosscheck_game`` plays one random game on GNU Go and on our ``GameState`` (simple ko, and positional superko
@@ -24,9 +24,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from engine.rules.coords import BLACK, PASS, WHITE, format_vertex, parse_vertex
-from engine.rules.game import POSITIONAL, SIMPLE_KO, GameState, Rules
-from engine.rules.playout import random_move
+from tabula.engine.rules.coords import BLACK, PASS, WHITE, format_vertex, parse_vertex
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, GameState, Rules
+from tabula.engine.rules.playout import random_move
 
 GNUGO = "/usr/games/gnugo"
 DEFAULT_SIZES = {9: 6, 13: 2, 19: 1, 5: 2, 7: 2}  # board size -> share of the games
@@ -192,7 +192,7 @@ def run(positions: int, seed: int, sizes: dict[int, int], gnugo: str, progress: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.check.rules_crosscheck", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tabula.tools.check.rules_crosscheck", description=__doc__.split("\n")[0])
     parser.add_argument("--positions", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sizes", default=",".join(f"{s}:{n}" for s, n in DEFAULT_SIZES.items()),

@@ -1,8 +1,8 @@
 """Soak test: a long `tabula match`, then the figures that say whether the engines held up.
 
-    python3 -m tools.check.soak --engine 0 -- --out runs/soak --games 1000 --size 9 --parallel 2 \
+    python3 -m tabula.tools.check.soak --engine 0 -- --out runs/soak --games 1000 --size 9 --parallel 2 \
         --referee "/usr/games/gnugo --mode gtp --chinese-rules" \
-        "python3 -m gtp --visits 32 --threads 1" "/usr/games/gnugo --mode gtp --level 1"
+        "python3 -m tabula.gtp --visits 32 --threads 1" "/usr/games/gnugo --mode gtp --level 1"
 
 Everything after ``--`` is passed to `tabula match` unchanged (rerunning resumes, as the match does). Then the
 results are read back and checked: no illegal move, crash, hang or malformed reply (any game ended by a fault), no
@@ -13,14 +13,13 @@ reads an existing run. Exits 1 when a check fails.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
-from tools.compete import match, results, settings
+from tabula.tools.compete import match, results, settings
 
 BLOCK_GAMES = 100
 
@@ -136,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     match_argv = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[:argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(prog="python3 -m tools.check.soak", description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.check.soak", description=__doc__.split("\n\n")[0],
                                      usage="%(prog)s [--engine N] [--summary --out DIR] -- MATCH ARGUMENTS")
     parser.add_argument("--engine", type=int, default=0, help="the engine whose memory is watched (default 0)")
     parser.add_argument("--out", default="", help="with --summary: the match directory")

@@ -23,13 +23,23 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, handicap_points
-from tools.compete.gtp_client import EngineError, GtpEngine
-from tools.compete.referee import EnginePool, Game, GameSpec
-from tools.compete.settings import (ABSOLUTE, BYOYOMI, CANADIAN, CONFIG_FILE, IDENTITY_FIELDS, NO_TIME, RESULTS_FILE,
-                                    SCORING_METHODS, MatchConfig, TimeControl, config_name)
-from tools.compete.results import ResultsWriter, parse_anchor, read_results, summarise, write_atomic
-
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, handicap_points
+from tabula.tools.compete.gtp_client import EngineError, GtpEngine
+from tabula.tools.compete.referee import EnginePool, Game, GameSpec
+from tabula.tools.compete.results import ResultsWriter, parse_anchor, read_results, summarise, write_atomic
+from tabula.tools.compete.settings import (
+    ABSOLUTE,
+    BYOYOMI,
+    CANADIAN,
+    CONFIG_FILE,
+    IDENTITY_FIELDS,
+    NO_TIME,
+    RESULTS_FILE,
+    SCORING_METHODS,
+    MatchConfig,
+    TimeControl,
+    config_name,
+)
 
 # -- the match ------------------------------------------------------------------------------------------------------
 

@@ -13,15 +13,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Sequence
 
-from engine.rules.board import IllegalMoveError
-from engine.rules.coords import BLACK, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex
-from engine.play.timecontrol import ClockState
-from engine.rules.sgf import write_game
-from engine.rules.game import GameState, Rules, format_result, handicap_points
-from tools.compete.gtp_client import EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
-from tools.compete.settings import (ABSOLUTE, BYOYOMI, CANADIAN, CRASH, HANG, ILLEGAL, MALFORMED, NO_TIME, REFUSED,
-                                    TIME_LOSS, MatchConfig, TimeControl)
-
+from tabula.engine.play.timecontrol import ClockState
+from tabula.engine.rules.board import IllegalMoveError
+from tabula.engine.rules.coords import BLACK, RESIGN, WHITE, CoordinateError, color_name, format_vertex, parse_vertex
+from tabula.engine.rules.game import GameState, Rules, format_result, handicap_points
+from tabula.engine.rules.sgf import write_game
+from tabula.tools.compete.gtp_client import EngineError, EngineTimeout, GtpEngine, GtpFailure, MalformedReply
+from tabula.tools.compete.settings import (
+    ABSOLUTE,
+    BYOYOMI,
+    CANADIAN,
+    CRASH,
+    HANG,
+    ILLEGAL,
+    MALFORMED,
+    NO_TIME,
+    REFUSED,
+    TIME_LOSS,
+    MatchConfig,
+    TimeControl,
+)
 
 # -- clocks ---------------------------------------------------------------------------------------------------------
 

@@ -9,8 +9,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from tools.compete.elo import WinRate, fit_ratings
-from tools.compete.settings import FAULT_KINDS, MatchConfig, NO_TIME, config_name
+from tabula.tools.compete.elo import WinRate, fit_ratings
+from tabula.tools.compete.settings import FAULT_KINDS, NO_TIME, MatchConfig, config_name
 
 
 def read_results(path: Path) -> list[dict]:

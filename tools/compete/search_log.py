@@ -1,7 +1,7 @@
 """How much each Tabula engine of a match searched: its per-move log lines, assigned to the games they belong to.
 
-    python3 -m tools.compete.search_log runs/strength/lambda-19                  # medians per engine
-    python3 -m tools.compete.search_log runs/strength/lambda-19 --write DIR      # and DIR/engineK.txt, a line a move
+    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19                  # medians per engine
+    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19 --write DIR      # and DIR/engineK.txt, a line a move
 
 `tabula gtp` logs one line per searched move to stderr (``tabula.search: move 12: D4 after 959 playouts ... in
 0.81 s``), and `tabula match` keeps each engine's stderr in OUT/logs/engineK-wW.log, one file per engine and
@@ -18,13 +18,13 @@ import re
 import statistics
 import sys
 from dataclasses import dataclass
-from typing import Callable
 from pathlib import Path
+from typing import Callable
 
-from engine.rules.coords import format_vertex
-from engine.rules.sgf import SgfError, read_sgf
-from tools.compete.match import load_config
-from tools.compete.settings import CONFIG_FILE, config_name
+from tabula.engine.rules.coords import format_vertex
+from tabula.engine.rules.sgf import SgfError, read_sgf
+from tabula.tools.compete.match import load_config
+from tabula.tools.compete.settings import CONFIG_FILE, config_name
 
 SEARCH_LINE = re.compile(r"tabula\.search: move (\d+): (\S+) after (\d+) playouts .* in ([\d.]+) s")
 ENGINE_START = re.compile(r"^tabula: network ")  # the first line a `tabula gtp` process logs
@@ -126,7 +126,7 @@ def write(assigned: Assigned, target: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tools.compete.search_log", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.compete.search_log", description=__doc__.split("\n")[0])
     parser.add_argument("out", type=Path, help="a tabula match --out directory")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write DIR/engineK.txt, a line a searched move")
     args = parser.parse_args(argv)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from engine.play.timecontrol import TimeSettings
-from engine.rules.game import POSITIONAL
-
+from tabula.engine.play.timecontrol import TimeSettings
+from tabula.engine.rules.game import POSITIONAL
 
 RESULTS_FILE = "results.jsonl"
 CONFIG_FILE = "config.json"

@@ -28,12 +28,12 @@ import time
 
 import numpy as np
 
-from engine.config import NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.net.evaluator import OnnxEvaluator
-from engine.play.search import Search
-from engine.rules.game import SIMPLE_KO, GameState, Rules
-from engine.data.records import RecordFilter, is_validation, iter_records
+from tabula.engine.config import NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.data.records import RecordFilter, is_validation, iter_records
+from tabula.engine.net.evaluator import OnnxEvaluator
+from tabula.engine.play.search import Search
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
 TOP_K = 5
 EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it
@@ -160,7 +160,7 @@ class SearchScores:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.weights.endswith(".npz"):
-        from tools.learn.rollout_train import evaluate_records  # the rollout policy: numpy, no network
+        from tabula.tools.learn.rollout_train import evaluate_records  # the rollout policy: numpy, no network
         result = evaluate_records(args.weights, args.sources, args.max_games, args.min_moves,
                                   lambda record: args.split == "all" or is_validation(
                                       record.key(), args.val_fraction) == (args.split == "val"))

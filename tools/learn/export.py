@@ -23,9 +23,9 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.rules.coords import BLACK, PASS, WHITE
-from engine.net.features import encode_batch
-from engine.rules.game import GameState, IllegalMoveError
+from tabula.engine.net.features import encode_batch
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
+from tabula.engine.rules.game import GameState, IllegalMoveError
 
 GAMES_GLOB = "/work/shared/data/games/*.tar.xz"
 
@@ -160,11 +160,16 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) 
     """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (one board
     size -> its planes), keeping the metadata with ``precision`` set to int8."""
     import onnx
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from engine.net.network import set_metadata
+    from tabula.engine.net.network import set_metadata
 
     if len(calibration) != 1:
         raise ValueError("int8 calibration takes positions of one board size (calibration_size)")
@@ -243,8 +248,8 @@ def main(argv: list[str]) -> int:
     """Run ``tabula export``. A file that cannot be read or converted ends the run with one line naming it
     (SystemExit, status 1), not a traceback."""
     args = build_parser().parse_args(argv)
-    from engine.net.evaluator import NetworkFileError
-    from engine.net.leelaz import LeelazFormatError
+    from tabula.engine.net.evaluator import NetworkFileError
+    from tabula.engine.net.leelaz import LeelazFormatError
 
     source = args.to_leelaz or args.from_leelaz or (None if args.random else args.paths[0])
     if args.resign_winrate is not None and not 0.0 <= args.resign_winrate < 1.0:
@@ -263,8 +268,8 @@ def main(argv: list[str]) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from engine.net import network
-    from engine.net.leelaz import read_leelaz, write_leelaz
+    from tabula.engine.net import network
+    from tabula.engine.net.leelaz import read_leelaz, write_leelaz
 
     paths = args.paths
     out = paths[-1]
@@ -338,7 +343,7 @@ def _set_metadata_value(path: str, key: str, value: str) -> None:
     proto = onnx.load(path)
     entries = {p.key: p.value for p in proto.metadata_props}
     entries[key] = value
-    from engine.net.network import set_metadata
+    from tabula.engine.net.network import set_metadata
 
     set_metadata(proto, entries)
     onnx.save(proto, path)
@@ -353,7 +358,7 @@ def _metadata(path: str) -> dict[str, str]:
 
 def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
     """--board-sizes, else the sizes an ONNX source declares (a conversion keeps them), else the default."""
-    from engine.net.network import default_board_sizes
+    from tabula.engine.net.network import default_board_sizes
 
     if args.board_sizes and spec.head == "pooled":
         return [int(s) for s in args.board_sizes.split(",")]
@@ -369,7 +374,7 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
 
 
 def _load_any(path: str):
-    from engine.net import network
+    from tabula.engine.net import network
 
     if path.endswith(".onnx"):
         return network.load_onnx(path)

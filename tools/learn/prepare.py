@@ -16,8 +16,8 @@ from dataclasses import asdict
 
 from tqdm import tqdm
 
-from engine.data.records import RecordFilter, final_ownership, is_validation, iter_records
-from engine.data.shards import SUFFIX, write_shard
+from tabula.engine.data.records import RecordFilter, final_ownership, is_validation, iter_records
+from tabula.engine.data.shards import SUFFIX, write_shard
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -42,13 +42,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.config import add_flags, from_flags
-from engine.rules.coords import BLACK, WHITE
-from engine.data.replay import (AnchoredSampler, MixedSizeSampler, ReplayStore, SelfPlayGame,
-                                calibrate_resign_threshold, games_by_size, winner_triggers)
-from tools.learn.plot import ELO, plot_elo, read_jsonl
-from tools.learn.selfplay import (GatingTask, NetBlob, SelfPlayConfig, add_selfplay_flags, make_workers,
-                                  play_gating_game, run_selfplay, selfplay_from_flags, selfplay_tasks)
+from tabula.engine.config import add_flags, from_flags
+from tabula.engine.data.replay import (
+    AnchoredSampler,
+    MixedSizeSampler,
+    ReplayStore,
+    SelfPlayGame,
+    calibrate_resign_threshold,
+    games_by_size,
+    winner_triggers,
+)
+from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.tools.learn.plot import ELO, plot_elo, read_jsonl
+from tabula.tools.learn.selfplay import (
+    GatingTask,
+    NetBlob,
+    SelfPlayConfig,
+    add_selfplay_flags,
+    make_workers,
+    play_gating_game,
+    run_selfplay,
+    selfplay_from_flags,
+    selfplay_tasks,
+)
 
 CONFIG = "config.json"
 STATE = "state.json"
@@ -140,7 +156,7 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
 def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
     """Several board sizes need one network that plays them all: the pooled head; and the architecture's own checks
     (the auxiliary heads and the small-board value term need the pooled head too) hold."""
-    from engine.net.network import NetSpec
+    from tabula.engine.net.network import NetSpec
 
     if len(set(selfplay.sizes)) > 1 and rl.head != "pooled":
         raise SystemExit(f"tabula rl: --sizes {','.join(map(str, selfplay.sizes))} needs the pooled head (--head "
@@ -176,7 +192,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
     """The supervised trainer's settings for this run: one endless run, trained ``train_steps`` at a time, in bf16
     autocast where the hardware has it, as the supervised runs (a 6×64 chunk ran 1.6× as fast as in fp32:
     docs/BENCHMARKS.md)."""
-    from tools.learn.train import TrainConfig
+    from tabula.tools.learn.train import TrainConfig
 
     return TrainConfig(data=os.path.join(directory, "replay"), out=os.path.join(directory, "train"),
                        blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
@@ -192,7 +208,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
 
 
 def trained_steps(directory: str) -> int:
-    from tools.learn.train import CHECKPOINT, load_training_checkpoint
+    from tabula.tools.learn.train import CHECKPOINT, load_training_checkpoint
 
     path = os.path.join(directory, "train", CHECKPOINT)
     return int(load_training_checkpoint(path)["step"]) if os.path.exists(path) else 0
@@ -202,7 +218,7 @@ def window_sampler(rl: RLConfig):
     """The trainer's sampler maker for this run: the window alone, or anchored by record shards."""
     if not rl.anchor_data or rl.anchor_fraction <= 0:
         return MixedSizeSampler
-    from tools.learn.train import all_shard_paths
+    from tabula.tools.learn.train import all_shard_paths
 
     anchor = all_shard_paths(rl.anchor_data, "train")
     anchor = anchor[:rl.anchor_shards] if rl.anchor_shards > 0 else anchor
@@ -213,7 +229,7 @@ def window_sampler(rl: RLConfig):
 
 def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
     """Train up to ``target_step`` (resuming the trainer's checkpoint); returns the step reached."""
-    from tools.learn.train import train
+    from tabula.tools.learn.train import train
 
     config = dataclasses.replace(train_config(directory, rl, selfplay),
                                  chunk_steps=max(1, target_step - trained_steps(directory)))
@@ -223,7 +239,7 @@ def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_s
 
 def export_candidate(directory: str, path: str, generation: int) -> None:
     """The trainer's checkpoint as ONNX, atomically, with the exporter every Tabula network goes through."""
-    from engine.net.network import export_onnx, load_checkpoint
+    from tabula.engine.net.network import export_onnx, load_checkpoint
 
     model = load_checkpoint(os.path.join(directory, "train", "checkpoint.pt"))
     tmp = path + ".tmp.onnx"
@@ -238,8 +254,8 @@ def start_network_spec(path: str, sizes: tuple[int, ...]):
     """The architecture of a ``--start-from`` network, checked against the run: one that plays every one of
     ``sizes`` (an AlphaGo Zero head made for the one size, or a pooled head whose file lists them all), valued from
     the side to move's view."""
-    from engine.net.evaluator import NetworkFileError, OnnxEvaluator
-    from engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
+    from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
+    from tabula.engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
 
     try:
         evaluator = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
@@ -275,7 +291,7 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
     size (the pooled head plays every size)."""
     import torch
 
-    from engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
+    from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
 
     if rl.start_from:
         start = os.path.join(directory, INIT_CHECKPOINT)
@@ -308,7 +324,7 @@ def keep_run(directory: str, keep: str, state: dict) -> None:
     """Copy into ``keep`` what resumes the run: its settings, the Elo and gating logs, the trainer's checkpoint (or,
     before the first chunk, the weights it starts from), the best network, and the state last. Not the replay
     window (training data stays out of git) nor the SGF files; older networks kept before are removed."""
-    from tools.learn.train import CHECKPOINT
+    from tabula.tools.learn.train import CHECKPOINT
 
     checkpoint = os.path.join("train", CHECKPOINT)
     weights = checkpoint if os.path.exists(os.path.join(directory, checkpoint)) else INIT_CHECKPOINT
@@ -400,7 +416,7 @@ def size_results(by_size: dict[str, dict], separator: str) -> str:
 
 def elo_difference(score: float, games: int) -> float:
     """Elo from a score, with 0 and 1 pulled in by half a game (a finite estimate from small matches)."""
-    from tools.compete.elo import elo_from_score
+    from tabula.tools.compete.elo import elo_from_score
 
     if games <= 0:
         return 0.0

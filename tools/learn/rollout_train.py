@@ -21,13 +21,13 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from engine.data.records import RecordFilter, iter_records
-from engine.data.shards import decode_move, read_shard, shard_paths
-from engine.rules.board import Board
-from engine.rules.coords import PASS
-from engine.rules.playout import LibertyStates
-from engine.rollout.patterns import NEAR_BUCKET, NUM_CODES, NUM_DISTANCES, Features, features, pattern_geometry
-from engine.rollout.policy import RolloutWeights
+from tabula.engine.data.records import RecordFilter, iter_records
+from tabula.engine.data.shards import decode_move, read_shard, shard_paths
+from tabula.engine.rollout.patterns import NEAR_BUCKET, NUM_CODES, NUM_DISTANCES, Features, features, pattern_geometry
+from tabula.engine.rollout.policy import RolloutWeights
+from tabula.engine.rules.board import Board
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.playout import LibertyStates
 
 
 @dataclass(frozen=True)

@@ -22,17 +22,17 @@ import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from engine.config import PlayConfig, SearchConfig, add_flags, from_flags
-from engine.rules.coords import BLACK, PASS, RESIGN, WHITE
-from engine.play.decision import MoveDecider
-from engine.rules.game import GameState, Rules
-from engine.data.replay import ReplayStore, SelfPlayGame
-from engine.play.result import Candidate, SearchResult
-from engine.play.search import Search
+from tabula.engine.config import PlayConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.data.replay import ReplayStore, SelfPlayGame
+from tabula.engine.play.decision import MoveDecider
+from tabula.engine.play.result import Candidate
+from tabula.engine.play.search import Search
+from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE
+from tabula.engine.rules.game import GameState, Rules
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ class EvaluatorCache:
         self._directory = tempfile.mkdtemp(prefix="tabula-nets-")
 
     def get(self, net: NetBlob, seed: int):
-        from engine.net.evaluator import OnnxEvaluator
+        from tabula.engine.net.evaluator import OnnxEvaluator
 
         key = net.digest
         if key not in self._loaded:
@@ -205,7 +205,7 @@ class SelfPlayTask:
 def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame, bytes]:
     """One self-play game: (the game with its targets, its SGF). ``evaluator``: use this one instead of the task's
     network (tests)."""
-    from engine.rules.sgf import write_sgf
+    from tabula.engine.rules.sgf import write_sgf
 
     config = task.config
     rng = np.random.default_rng(task.seed)
@@ -348,12 +348,15 @@ class RayWorkers(Workers):
     def __init__(self, address: str = "", processes: int = 1):
         import ray
 
+        import tabula
+
         self._ray = ray
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=False)
             else:
-                root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                # the folder that holds the tabula package: a checkout or site-packages
+                root = os.path.dirname(os.path.dirname(os.path.abspath(tabula.__file__)))
                 ray.init(num_cpus=max(1, processes), include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": {"PYTHONPATH": root, "OMP_NUM_THREADS": "1"}})
         self._remote = ray.remote(num_cpus=1, max_retries=2)(_call)

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx
-from engine.data.shards import Batch, PositionSampler, shard_paths
+from tabula.engine.data.shards import Batch, PositionSampler, shard_paths
+from tabula.engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -662,7 +662,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     model, rest = requested_model(argv)
     if model == "rollout":
-        from tools.learn import rollout_train  # numpy only; its own options
+        from tabula.tools.learn import rollout_train  # numpy only; its own options
         return rollout_train.main(rest)
     config = parse_args(argv)
     train(config)
