@@ -1,7 +1,9 @@
 """The project's shape: the README's test command is what CI runs, and imports flow one way."""
 import ast
+import configparser
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
@@ -106,3 +108,28 @@ def test_tabula_help_lists_the_subcommands():
                          timeout=60)
     assert out.returncode == 0
     assert "gtp" in out.stdout and "bench" in out.stdout
+
+
+def test_every_package_folder_is_listed_in_setup_cfg():
+    """A new subpackage with an __init__.py must be named in setup.cfg's packages, or the wheel lacks it."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    listed = set(config["options"]["packages"].split())
+    for top in ("engine", "gtp", "tools", "weights"):
+        for init in (ROOT / top).rglob("__init__.py"):
+            package = ".".join(("tabula", *init.parent.relative_to(ROOT).parts))
+            assert package in listed, f"{package} is missing from setup.cfg's packages"
+
+
+def test_the_lint_gate_runs_before_the_tests_and_fails_on_a_lint_error(tmp_path):
+    test = readme_commands()[1]
+    assert "ruff check ." in test and test.index("ruff check .") < test.index("pytest")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    (tmp_path / "clean.py").write_text('"""Nothing to say."""\nimport os\n\nprint(os.sep)\n')
+    clean = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=tmp_path, capture_output=True, text=True)
+    assert clean.returncode == 0, clean.stdout
+    (tmp_path / "unused.py").write_text("import os\n")
+    (tmp_path / "long.py").write_text(f"x = {'1 + ' * 40}1\n")
+    dirty = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=tmp_path, capture_output=True, text=True)
+    assert dirty.returncode != 0
+    assert "F401" in dirty.stdout and "E501" in dirty.stdout
