@@ -10,13 +10,18 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tabula.tools.bench", "benchmarks: board, net, search, visits, rollout, movetime"),
     "export": ("tabula.tools.learn.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
     "match": ("tabula.tools.compete.match", "play matches between GTP engines and rate them"),
+    "resign": ("tabula.tools.compete.resign_calibration",
+               "calibrate the resignation threshold from matches played with resignation off"),
     "regress": ("tabula.tools.check.regress", "run GNU Go style .tst regression files against a GTP engine"),
-    "prepare": ("tabula.tools.learn.prepare", "SGF archives and folders -> compact training shards, with filter counts"),
+    "prepare": ("tabula.tools.learn.prepare",
+                "SGF archives and folders -> compact training shards, with filter counts"),
     "train": ("tabula.tools.learn.train", "supervised training on prepared shards (resumable); --model rollout"),
-    "eval": ("tabula.tools.learn.evaluate", "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
+    "eval": ("tabula.tools.learn.evaluate",
+             "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
     "plot": ("tabula.tools.learn.plot", "plot a training run's loss and accuracy, or an RL run's Elo"),
     "selfplay": ("tabula.tools.learn.selfplay", "self-play games with a network into a replay store and SGF"),
-    "rl": ("tabula.tools.learn.rl_loop", "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
+    "rl": ("tabula.tools.learn.rl_loop",
+           "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
 }
 
 

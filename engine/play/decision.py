@@ -196,14 +196,21 @@ class MoveDecider:
         if not self._may_resign(state):
             self._hopeless[color] = 0
             return False
-        threshold = self._resign_winrate
-        if state.handicap > 0 and color == WHITE:
-            # White's network is pessimistic in handicap games; blend towards the full threshold as moves pass.
-            blend = min(1.0, moves / (0.6 * area))
-            threshold = blend * threshold + (1.0 - blend) * threshold / (1 + state.handicap)
+        threshold = self._resign_winrate * resign_threshold_factor(moves, area, state.handicap, color)
         winrate = (value + 1.0) / 2.0
         self._hopeless[color] = self._hopeless[color] + 1 if winrate < threshold else 0
         return self._hopeless[color] >= config.resign_consecutive
 
 
-__all__ = ["MoveDecider", "Decision", "pass_rules", "opponent_passed", "settled_points", "PASS_CHECK_PLAYOUTS"]
+def resign_threshold_factor(moves: int, area: int, handicap: int, color: int) -> float:
+    """What the resignation threshold is multiplied by after ``moves`` moves on a board of ``area`` points: 1, but
+    for white in a handicap game, whose network is pessimistic early, 1 / (1 + handicap) at first, blended to 1 by
+    60% of the board's points in moves. (tabula resign calibrates with the same rule.)"""
+    if handicap <= 0 or color != WHITE:
+        return 1.0
+    blend = min(1.0, moves / (0.6 * area))
+    return blend + (1.0 - blend) / (1 + handicap)
+
+
+__all__ = ["MoveDecider", "resign_threshold_factor", "Decision", "pass_rules", "opponent_passed", "settled_points",
+           "PASS_CHECK_PLAYOUTS"]

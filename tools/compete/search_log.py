@@ -1,7 +1,7 @@
 """How much each Tabula engine of a match searched: its per-move log lines, assigned to the games they belong to.
 
-    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19                  # medians per engine
-    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19 --write DIR      # and DIR/engineK.txt, a line a move
+    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19              # medians per engine
+    python3 -m tabula.tools.compete.search_log runs/strength/lambda-19 --write DIR  # and DIR/engineK.txt, a line a move
 
 `tabula gtp` logs one line per searched move to stderr (``tabula.search: move 12: D4 after 959 playouts ... in
 0.81 s``), and `tabula match` keeps each engine's stderr in OUT/logs/engineK-wW.log, one file per engine and
@@ -17,7 +17,7 @@ import functools
 import re
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +27,8 @@ from tabula.tools.compete.match import load_config
 from tabula.tools.compete.settings import CONFIG_FILE, config_name
 
 SEARCH_LINE = re.compile(r"tabula\.search: move (\d+): (\S+) after (\d+) playouts .* in ([\d.]+) s")
+# The candidate lines that follow a search line: vertex, visits, winrate in percent (the root side to move's view).
+CANDIDATE_LINE = re.compile(r"^\s+(\S+)\s+\d+ visits\s+([\d.]+)% \(lcb")
 ENGINE_START = re.compile(r"^tabula: network ")  # the first line a `tabula gtp` process logs
 LOG_NAME = re.compile(r"engine(\d+)-w\d+\.log$")
 GAME_NAME = re.compile(r"(\d+)-(\d+)-\d+$")
@@ -38,6 +40,9 @@ class SearchedMove:
     move: str  # GTP vertex, or "pass"
     playouts: int
     seconds: float
+    # the searched winrate of the move played (of the search's first candidate where the move played is not one of
+    # them, as after a pass or resignation decided by the count); None where the log has no candidate lines
+    winrate: float | None = None
 
 
 Assigned = dict[int, dict[str, list[SearchedMove]]]  # engine → finished game → its searched moves
@@ -47,7 +52,24 @@ def read_log(path: Path) -> list[list[SearchedMove]]:
     """The log's searched moves, one list per game in the order played."""
     games: list[list[SearchedMove]] = []
     started = True
+    current: SearchedMove | None = None
+    candidates: list[tuple[str, float]] = []
+
+    def finish() -> None:
+        if current is None:
+            return
+        winrates = dict(candidates)
+        winrate = winrates.get(current.move, candidates[0][1] if candidates else None)
+        games[-1].append(replace(current, winrate=winrate))
+
     for line in path.read_text(errors="replace").splitlines():
+        if current is not None:
+            candidate = CANDIDATE_LINE.match(line)
+            if candidate:
+                candidates.append((candidate[1], float(candidate[2]) / 100.0))
+                continue
+            finish()
+            current, candidates = None, []
         if ENGINE_START.match(line):
             started = True  # a resumed match starts its engines again: what came before is another game
             continue
@@ -55,10 +77,11 @@ def read_log(path: Path) -> list[list[SearchedMove]]:
         if not found:
             continue
         searched = SearchedMove(int(found[1]), found[2], int(found[3]), float(found[4]))
-        if started or searched.number <= games[-1][-1].number:
+        if started or not games[-1] or searched.number <= games[-1][-1].number:
             games.append([])
             started = False
-        games[-1].append(searched)
+        current = searched
+    finish()
     return games
 
 
@@ -126,7 +149,8 @@ def write(assigned: Assigned, target: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.compete.search_log", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.compete.search_log",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("out", type=Path, help="a tabula match --out directory")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write DIR/engineK.txt, a line a searched move")
     args = parser.parse_args(argv)

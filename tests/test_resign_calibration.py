@@ -1,0 +1,94 @@
+"""tabula resign: resignation calibrated from matches played with resignation off, per size, even and handicap."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tabula.engine.play.decision import resign_threshold_factor
+from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.tools.compete.resign_calibration import main, played_games, trigger
+from tabula.tools.compete.search_log import SearchedMove, read_log
+
+NETWORK_LINE = "tabula: network tabula-6x64-anysize-int8.onnx (6x64 pooled, 2-25, int8) on CPUExecutionProvider\n"
+
+
+def searched(number: int, vertex: str, winrate: float, best: str = "") -> str:
+    """A search's log lines as tabula gtp writes them; ``best``: another candidate listed first."""
+    lines = [f"tabula.search: move {number}: {vertex} after 100 playouts (100 visits, 0 reused) in 0.10 s, "
+             f"1000 playouts/s, batch 7.0, cache hits 0, nodes 100"]
+    if best:
+        lines.append(f"     {best}     60 visits  {100 * winrate + 5:5.1f}% (lcb  50.0%) prior  10.0%  pv {best}")
+    lines.append(f"     {vertex}     40 visits  {100 * winrate:5.1f}% (lcb  50.0%) prior  10.0%  pv {vertex}")
+    return "\n".join(lines) + "\n"
+
+
+def write_match(out: Path, games: list[tuple[str, list[float], str]], size: int = 9, handicap: int = 0) -> Path:
+    """A match of a Tabula engine (engine 0, black in every game) and another engine. ``games``: (name, engine 0's
+    winrate for each of its moves, result)."""
+    (out / "games").mkdir(parents=True)
+    (out / "logs").mkdir()
+    log, results = NETWORK_LINE, []
+    for g, (name, winrates, result) in enumerate(games):
+        points = [(i + 3 * g) % (size * size) for i in range(2 * len(winrates))]  # each game's own moves
+        moves = "".join(f";{'B' if i % 2 == 0 else 'W'}[{chr(97 + p % size)}{chr(97 + p // size)}]"
+                        for i, p in enumerate(points))
+        (out / "games" / f"{name}.sgf").write_text(f"(;FF[4]GM[1]SZ[{size}]KM[7.5]RE[{result}]{moves})")
+        for k, winrate in enumerate(winrates):
+            vertex = "ABCDEFGHJKLMNOPQRST"[points[2 * k] % size] + str(size - points[2 * k] // size)
+            log += searched(2 * k + 1, vertex, winrate)
+        log += NETWORK_LINE  # the next game's engine starts again
+        results.append({"game": name, "black": 0, "white": 1, "winner": result[0], "result": result,
+                        "handicap": handicap, "fault": None})
+    (out / "logs" / "engine0-w0.log").write_text(log)
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    (out / "config.json").write_text(json.dumps({"size": size, "engines": ["tabula gtp", "other"]}))
+    return out
+
+
+def test_the_log_gives_each_move_the_winrate_of_the_move_played(tmp_path):
+    path = tmp_path / "engine0-w0.log"
+    path.write_text(NETWORK_LINE + searched(1, "C3", 0.61, best="D4") + searched(3, "pass", 0.2)
+                    + "tabula.search: move 5: E5 after 1 playouts (1 visits, 0 reused) in 0.01 s, x\n")
+    [run] = read_log(path)
+    assert [(m.move, m.winrate) for m in run] == [("C3", pytest.approx(0.61)), ("pass", pytest.approx(0.2)),
+                                                   ("E5", None)]
+
+
+def test_the_trigger_is_the_lowest_threshold_that_keeps_the_game():
+    moves = [SearchedMove(2 * i + 1, "C3", 0, 0.1, w) for i, w in enumerate([0.9, 0.5, 0.2, 0.3, 0.25, 0.6, 0.1])]
+    # the first quarter of 9x9 (20 moves) never judges: only with after=0 do the runs of three count
+    assert trigger(moves, 9, 0, BLACK, 3, 0.25) == 1.0
+    assert trigger(moves, 9, 0, BLACK, 3, 0.0) == pytest.approx(0.3)  # the run 0.2, 0.3, 0.25
+    assert trigger(moves, 9, 0, BLACK, 1, 0.0) == pytest.approx(0.1)
+
+
+def test_white_in_a_handicap_game_is_judged_against_the_lowered_threshold():
+    moves = [SearchedMove(n, "C3", 0, 0.1, 0.1) for n in (2, 4, 6)]
+    factors = [resign_threshold_factor(played, 81, 4, WHITE) for played in (1, 3, 5)]
+    assert factors[0] < factors[1] < factors[2] < 1  # lowest first: the run's judged winrate is 0.1 / factors[0]
+    assert trigger(moves, 9, 4, WHITE, 3, 0.0) == pytest.approx(0.1 / factors[0])
+    assert trigger(moves, 9, 0, WHITE, 3, 0.0) == pytest.approx(0.1)
+
+
+def test_the_table_calibrates_from_the_winners_and_counts_the_big_losses_it_resigns(tmp_path, capsys):
+    late = [0.5] * 11  # 11 moves of black's: runs judged from move 21 (the 11th of its moves) on
+    games = [(f"0-1-{i:04d}", late + [0.9, 0.9, 0.9], "B+5.5") for i in range(18)]
+    games += [("0-1-0018", late + [0.08, 0.07, 0.09], "B+0.5"),  # a winner that would resign under 0.09
+              ("0-1-0019", late + [0.04, 0.03, 0.03], "W+35.5"),  # a big loss, resigned under 0.04
+              ("0-1-0020", late + [0.4, 0.4, 0.4], "W+25.5")]  # a big loss, resigned under 0.4
+    out = write_match(tmp_path / "cal-9", games)
+    found = played_games(out, 3, 0.25)
+    assert len(found) == 21 and sum(g.won for g in found) == 19
+    assert main([str(out), "--min-games", "10", "--max-false-positive", "0.1"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    row = table[1].split()
+    assert row[:4] == ["9", "even", "19", "2"]
+    # 10% of 19 winners: one may resign; the threshold is the second-lowest trigger, 0.9 capped at the 0.5 ceiling
+    assert float(row[-3]) == 0.5 and row[-2] == "5.3%" and row[-1] == "2/2"
+
+
+def test_a_directory_that_is_no_match_is_a_clear_error(tmp_path, capsys):
+    assert main([str(tmp_path)]) == 2
+    assert "not a tabula match directory" in capsys.readouterr().err
