@@ -11,12 +11,14 @@
 | | `game.py` | `GameState` = board + history: superko, passes, komi, handicap, scoring |
 | | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones); liberty states |
 | | `sgf.py` | the one SGF reader and writer (sgfmill): games to and from SGF |
+| | `gomoku.py` | `GomokuState`: freestyle n-in-a-row on W×H boards, the second game behind the game interface |
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |
-| `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances: all points of many boards at once |
+| | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
+| `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances, for many boards at once |
 | | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
 | | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area; their ownership |
 | `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT, virtual loss, backup, reuse |
@@ -26,6 +28,7 @@
 | | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
 | | `timecontrol.py` | clocks and the time budget of one move |
 | | `player.py` | owns the game, its move generator and clock: the one object GTP drives |
+| | `pure_mcts.py` | the baselines of any game: pure MCTS (UCT, random rollouts, no network) and a random player |
 | `data/` | `records.py` | training records from SGF archives (via `rules/sgf.py`), counted filters, final ownership |
 | | `shards.py` | compact training shards and their sampler |
 | | `replay.py` | the self-play replay window, durable against kills |

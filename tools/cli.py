@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "selfplay": ("tabula.tools.learn.selfplay", "self-play games with a network into a replay store and SGF"),
     "rl": ("tabula.tools.learn.rl_loop",
            "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
+    "gomocup": ("tabula.tools.gomocup", "freestyle gomoku over the Gomocup AI protocol (piskvork) on stdin/stdout"),
 }
 
 
