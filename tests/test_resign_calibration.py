@@ -81,7 +81,7 @@ def test_the_table_calibrates_from_the_winners_and_counts_the_big_losses_it_resi
     out = write_match(tmp_path / "cal-9", games)
     found = played_games(out, 3, 0.25)
     assert len(found) == 21 and sum(g.won for g in found) == 19
-    assert main([str(out), "--min-games", "10", "--max-false-positive", "0.1"]) == 0
+    assert main([str(out), "--min-games", "10", "--max-false-positive", "0.1", "--ceiling", "0.5"]) == 0
     table = capsys.readouterr().out.splitlines()
     row = table[1].split()
     assert row[:4] == ["9", "even", "19", "2"]

@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="share of won games a threshold may throw away (default 0.05)")
     parser.add_argument("--min-games", type=int, default=20, help="won games needed to calibrate (default 20)")
     parser.add_argument("--big-loss", type=float, default=20.0, help="points: a loss by more is a big loss")
-    parser.add_argument("--ceiling", type=float, default=0.5, help="the calibrated threshold never exceeds this")
+    parser.add_argument("--ceiling", type=float, default=0.2, help="the calibrated threshold never exceeds this "
+                        "(default 0.2, as tabula rl: a game against another opponent turns more often than self-play)")
     parser.add_argument("--games", action="store_true", help="also list every game's trigger")
     args = parser.parse_args(argv)
     if args.consecutive < 1 or not 0 <= args.after < 1 or not 0 < args.max_false_positive < 1:
