@@ -3,15 +3,60 @@
 Each component receives only its own part. Runtime changes (``time_settings``, ``komi``) use
 ``dataclasses.replace``. Nothing here reads the environment or argv; ``add_flags`` and ``from_flags`` give every
 command the same option for the same field (``--batch-size`` is ``SearchConfig.batch_size`` wherever it appears).
+Each dataclass checks its own fields in ``__post_init__`` (ConfigError), and the options ``add_flags`` makes check
+their values through it, so that a value out of range is an argparse error naming the option.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import numbers
 from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
 from tabula.engine.rules.game import Rules
+
+# NetConfig's names for what runs the network (engine/net/evaluator.py maps them to its backends): "auto" (TensorRT,
+# CUDA, torch on CUDA, then the CPU: the first that works), onnxruntime's providers, and the torch CUDA backend.
+BACKENDS = ("auto", "tensorrt", "cuda", "cpu", "torch")
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # of the GPU backends; onnxruntime on the CPU always runs the file's
+
+
+class ConfigError(ValueError):
+    """A configuration field out of its range: ``field`` names it, ``reason`` says what it must be."""
+
+    def __init__(self, owner: str, field_name: str, reason: str):
+        super().__init__(f"{owner}.{field_name} {reason}")
+        self.field = field_name
+        self.reason = reason
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _require(config: object, name: str, ok: bool, must: str) -> None:
+    """ConfigError unless ``ok``; ``must`` says what the field ``name`` of ``config`` must be."""
+    if not ok:
+        raise ConfigError(type(config).__name__, name, f"must be {must}, not {getattr(config, name)!r}")
+
+
+def _at_least(config: object, minimum: int, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        _require(config, name, _finite(value) and value >= minimum, f"{minimum} or more")
+
+
+def _unit_interval(config: object, *names: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        _require(config, name, _finite(value) and 0.0 <= value <= 1.0, "in [0, 1]")
+
+
+def _one_of(config: object, name: str, choices: Iterable[str]) -> None:
+    _require(config, name, getattr(config, name) in choices, f"one of {', '.join(choices)}")
 
 
 @dataclass(frozen=True)
@@ -52,6 +97,13 @@ class SearchConfig:
     noise_weight: float = 0.25  # share of the noise in the root priors
     rollout_mix: float = 0.0  # λ in [0, 1]: a leaf's value is (1 - λ)·network + λ·one rollout's result (AlphaGo)
 
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "visits", "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
+                  "virtual_loss", "cache_entries", "reuse_undo_plies")
+        _at_least(self, 1, "threads", "batch_size", "max_nodes")
+        _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix")
+        _require(self, "dirichlet_alpha", _finite(self.dirichlet_alpha) and self.dirichlet_alpha > 0, "above 0")
+
     def for_network(self, on_gpu: bool) -> "SearchConfig":
         """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where
         batches in flight are what let the tree work overlap the network (docs/BENCHMARKS.md), 1 on the CPU."""
@@ -88,6 +140,14 @@ class PlayConfig:
     ownership_playouts: int = 64
     ownership_rollouts: int = 128
 
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "temperature_moves", "temperature", "ownership_rollouts")  # temperature 0: the search's move
+        _at_least(self, 1, "resign_consecutive", "ownership_playouts")
+        _unit_interval(self, "resign_after", "lost_winrate")
+        resign = self.resign_winrate
+        _require(self, "resign_winrate", resign == CALIBRATED or (_finite(resign) and 0.0 <= resign < 1.0),
+                 f"in [0, 1), or {CALIBRATED:g}: the network's calibrated threshold")
+
 
 @dataclass(frozen=True)
 class TimeConfig:
@@ -97,6 +157,9 @@ class TimeConfig:
     # Leela Zero's --lagbuffer): a server's clock runs while the move travels.
     lag_buffer_s: float = 1.0
     max_time_per_move_s: float = 0.0  # 0: no cap beyond the clock
+
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "lag_buffer_s", "max_time_per_move_s")
 
 
 @dataclass(frozen=True)
@@ -112,6 +175,12 @@ class NetConfig:
     # The rollout policy (.npz; "": the shipped one), for rollout_mix and for judging dead stones: read at start-up
     # when rollout_mix > 0 or a file is named, else when dead stones are first judged.
     rollout_weights: str = ""
+
+    def __post_init__(self) -> None:
+        _at_least(self, 0, "threads")
+        _at_least(self, 1, "max_batch")
+        _one_of(self, "provider", BACKENDS)
+        _one_of(self, "precision", PRECISIONS)
 
     def for_search(self, search: SearchConfig, cores: int) -> "NetConfig":
         """This configuration with ``threads`` 0 resolved for a search on ``cores`` CPUs. Each search thread with
@@ -139,6 +208,13 @@ class EngineConfig:
     board_size: int = 0  # the first game's size; 0: 19x19, or the first size the player's networks play
     seed: int | None = None  # None: a fresh seed per process
 
+    def __post_init__(self) -> None:
+        size = self.board_size
+        _require(self, "board_size", size == 0 or (isinstance(size, int) and MIN_SIZE <= size <= MAX_SIZE),
+                 f"0 or in {MIN_SIZE}..{MAX_SIZE}")
+        _require(self, "seed", self.seed is None or (isinstance(self.seed, int) and self.seed >= 0),
+                 "0 or more (or None: a fresh seed)")
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -147,30 +223,66 @@ def _flag(name: str, prefix: str) -> str:
     return "--" + (prefix + name).replace("_", "-")
 
 
-def add_flags(parser: argparse.ArgumentParser, defaults: object, help: Mapping[str, str] | None = None,
+@dataclass(frozen=True)
+class Flag:
+    """How ``add_flags`` offers a field where the generated option is not all it needs: its help, and another
+    spelling (``--time`` for ``TimeConfig.max_time_per_move_s``), argparse's ``choices`` and ``metavar``, or the
+    type of a field whose default (None) does not tell it."""
+
+    help: str = ""
+    name: str = ""  # the option, "--time" ("": --field-name, after the prefix)
+    choices: tuple = ()
+    metavar: str | None = None
+    kind: Callable[[str], Any] | None = None
+
+
+def add_flags(parser: argparse.ArgumentParser, defaults: object, help: Mapping[str, str | Flag] | None = None,
               prefix: str = "", skip: Iterable[str] = (), keep_unset: bool = False) -> None:
     """One ``--field-name`` option per field of the dataclass ``defaults`` (an instance, or a class for its own
     defaults), typed by the field's default: the flag of a field has its name in every command. ``help``: the
-    fields to offer and their help (None: every field); ``prefix`` tells apart fields of two configurations that
-    share a name (``--net-threads`` is ``NetConfig.threads``); a bool is ``--name``/``--no-name``; a tuple takes
-    comma-separated values of its elements' type (``--sizes 9,13``).
-    ``keep_unset``: the default is None, for commands that keep a saved configuration's value where no option is
-    given (``from_flags`` with that configuration as its base)."""
+    fields to offer and their help, a ``Flag`` where the option needs more (None: every field); ``prefix`` tells
+    apart fields of two configurations that share a name (``--net-threads`` is ``NetConfig.threads``); a bool is
+    ``--name``/``--no-name``; a tuple takes comma-separated values of its elements' type (``--sizes 9,13``).
+    A value is checked as the dataclass checks its field (``__post_init__``): out of range, it is an argparse
+    error of its option. ``keep_unset``: the default is None, for commands that keep a saved configuration's value
+    where no option is given (``from_flags`` with that configuration as its base)."""
     skipped = set(skip)
+    instance = defaults() if isinstance(defaults, type) else defaults
     for f in dataclasses.fields(defaults):
         if f.name in skipped or (help is not None and f.name not in help):
             continue
-        value = getattr(defaults, f.name) if not isinstance(defaults, type) else f.default
+        value = getattr(instance, f.name)
         shown = ",".join(str(v) for v in value) if isinstance(value, tuple) else value
-        text = (help or {}).get(f.name) or f"default {shown}"
+        given = (help or {}).get(f.name)
+        spec = given if isinstance(given, Flag) else Flag(given or "")
+        text = spec.help or f"default {shown}"
         default = None if keep_unset else value
+        option, dest = spec.name or _flag(f.name, prefix), (prefix + f.name).replace("-", "_")
+        extra: dict[str, Any] = {"choices": spec.choices} if spec.choices else {}
+        if spec.metavar or (spec.name and not spec.choices):  # a spelling of its own: argparse would show the dest
+            extra["metavar"] = spec.metavar or spec.name.lstrip("-").replace("-", "_").upper()
         if isinstance(value, bool):
-            parser.add_argument(_flag(f.name, prefix), action=argparse.BooleanOptionalAction, default=default,
-                                help=text)
+            parser.add_argument(option, action=argparse.BooleanOptionalAction, default=default, help=text,
+                                dest=dest)
         else:
-            kind = _comma_separated(type(value[0]) if value else str) if isinstance(value, tuple) else type(value)
-            parser.add_argument(_flag(f.name, prefix), type=kind, default=default, help=text,
-                                dest=(prefix + f.name).replace("-", "_"))
+            kind = spec.kind or (_comma_separated(type(value[0]) if value else str) if isinstance(value, tuple)
+                                 else type(value))
+            parser.add_argument(option, type=_checked(instance, f.name, kind), default=default, help=text, dest=dest,
+                                **extra)
+
+
+def _checked(instance: object, name: str, kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """argparse's ``type`` for the option of field ``name``: ``kind`` converts the word, then the dataclass checks
+    the value (``instance`` with it replaced), and a ConfigError becomes argparse's error for the option."""
+    def parse(text: str) -> Any:
+        value = kind(text)
+        try:
+            replace(instance, **{name: value})
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(error.reason if error.field == name else str(error)) from None
+        return value
+    parse.__name__ = getattr(kind, "__name__", "value")  # argparse names the type in "invalid int value: 'x'"
+    return parse
 
 
 def _comma_separated(item: type):

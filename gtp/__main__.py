@@ -10,10 +10,8 @@ import importlib
 import logging
 import sys
 
-from tabula.engine.config import EngineConfig, TimeConfig, add_flags, from_flags
-from tabula.engine.net.evaluator import BACKENDS, PRECISIONS
+from tabula.engine.config import BACKENDS, PRECISIONS, EngineConfig, Flag, add_flags, from_flags
 from tabula.engine.play.player import GENERATORS, Player
-from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
 from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
 
 from .commands import Session, serve
@@ -28,13 +26,17 @@ SEARCH_LOGGER = "tabula.search"  # logs the per-move search summary (visits, win
 def parse_args(argv: list[str]) -> argparse.Namespace:
     defaults = EngineConfig()
     parser = argparse.ArgumentParser(prog="tabula gtp", description="Play Go over the Go Text Protocol (stdio).")
-    parser.add_argument("--player", default=defaults.player, choices=sorted(GENERATORS),
-                        help="move generator (default: %(default)s)")
-    parser.add_argument("--size", type=int, default=defaults.board_size,
-                        help="initial board size (default 19, or the smallest size the networks play without 19)")
-    parser.add_argument("--komi", type=float, default=defaults.rules.komi, help="initial komi")
+    # Every option that sets a configuration field is made from the field (engine.config.add_flags), which checks its
+    # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
+    # add_flags takes a comma-separated list) are written here.
+    add_flags(parser, defaults, {
+        "player": Flag("move generator (default: %(default)s)", choices=tuple(sorted(GENERATORS))),
+        "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
+                           name="--size"),
+    })
+    add_flags(parser, defaults.rules, {"komi": "initial komi"})
     parser.add_argument("--superko", default=defaults.rules.superko, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO])
-    parser.add_argument("--seed", type=int, default=None, help="random seed (default: fresh each run)")
+    add_flags(parser, defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
     parser.add_argument("--weights", action="append", default=[], metavar="FILE",
                         help="ONNX network file; repeat for networks of other board sizes (the first that plays a "
                              "size is used for it). Default: the shipped networks named in weights/DEFAULT")
@@ -51,18 +53,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "
                        "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
     })
-    parser.add_argument("--rollout-weights", default=defaults.net.rollout_weights, metavar="FILE",
-                        help="the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "
-                             "(default: the shipped weights/rollout-patterns.npz)")
-    parser.add_argument("--time", type=float, default=defaults.time.max_time_per_move_s,
-                        help="at most this many seconds per move (0: only the clock limits)")
-    parser.add_argument("--lag-buffer", type=float, default=defaults.time.lag_buffer_s,
-                        help="seconds kept back from every period and from the main time for network lag")
-    parser.add_argument("--provider", default=defaults.net.provider, choices=BACKENDS,
-                        help="what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the "
-                             "first that works, and says which on stderr (default: %(default)s)")
-    parser.add_argument("--precision", default=defaults.net.precision, choices=PRECISIONS,
-                        help="precision on a GPU (auto: fp16)")
+    add_flags(parser, defaults.net, {
+        "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "
+                                "(default: the shipped weights/rollout-patterns.npz)", name="--rollout-weights",
+                                metavar="FILE"),
+    }, prefix="net_")
+    add_flags(parser, defaults.time, {
+        "max_time_per_move_s": Flag("at most this many seconds per move (0: only the clock limits)", name="--time")})
+    add_flags(parser, defaults.time, {
+        "lag_buffer_s": Flag("seconds kept back from every period and from the main time for network lag",
+                             name="--lag-buffer")})
+    add_flags(parser, defaults.net, {
+        "provider": Flag("what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the first "
+                         "that works, and says which on stderr (default: %(default)s)", name="--provider",
+                         choices=BACKENDS),
+        "precision": Flag("precision on a GPU (auto: fp16)", name="--precision", choices=PRECISIONS),
+    }, prefix="net_")
     add_flags(parser, defaults.net, {
         "threads": "onnxruntime threads per network call on the CPU (0: the cores shared among the search "
                    "threads, or onnxruntime's default for one search thread)",
@@ -86,28 +92,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def build_config(args: argparse.Namespace) -> EngineConfig:
-    """The one place argv becomes configuration."""
-    if args.size and not (MIN_SIZE <= args.size <= MAX_SIZE):
-        raise SystemExit(f"tabula gtp: --size must be in {MIN_SIZE}..{MAX_SIZE}")
-    if args.batches_in_flight < 0:
-        raise SystemExit("tabula gtp: --batches-in-flight must be 0 (2 on a GPU, 1 on the CPU) or more")
-    if args.net_threads < 0:
-        raise SystemExit("tabula gtp: --net-threads must be 0 (chosen with the search threads) or more")
-    if not 0.0 <= args.rollout_mix <= 1.0:
-        raise SystemExit(f"tabula gtp: --rollout-mix must be in [0, 1], not {args.rollout_mix}")
-    if args.temperature_moves < 0 or not args.temperature > 0:
-        raise SystemExit("tabula gtp: --temperature-moves must be 0 or more and --temperature above 0")
+    """The one place argv becomes configuration (its values were checked as the options were parsed)."""
     defaults = EngineConfig()
     return EngineConfig(
         rules=Rules(komi=args.komi, superko=args.superko),
         search=from_flags(defaults.search, args),
         play=from_flags(defaults.play, args),
-        time=TimeConfig(lag_buffer_s=args.lag_buffer, max_time_per_move_s=args.time),
-        net=dataclasses.replace(from_flags(defaults.net, args, prefix="net_"), weights=tuple(args.weights),
-                                provider=args.provider, precision=args.precision,
-                                rollout_weights=args.rollout_weights),
+        time=from_flags(defaults.time, args),
+        net=dataclasses.replace(from_flags(defaults.net, args, prefix="net_"), weights=tuple(args.weights)),
         player=args.player,
-        board_size=args.size,
+        board_size=args.board_size,
         seed=args.seed,
     )
 

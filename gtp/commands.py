@@ -8,7 +8,11 @@ Every handler is a function registered in a ``CommandTable`` with the ``command`
 is the ``Session``; the rest are converted from the GTP words by their type hints (``str``, ``int``, ``float``,
 ``bool``; defaults make an argument optional; ``*args: str`` takes the rest). A wrong number of words or a word
 that does not convert becomes ``? syntax error``. Return the reply text (``""`` for an empty success), or raise
-``GtpError("message")`` for ``? message``. Engine exceptions are mapped in one place (``ERROR_MESSAGES``).
+``GtpError("message")`` for ``? message``. The engine's typed exceptions (``IllegalMoveError``, ``CannotUndoError``,
+...) are mapped in one place (``ERROR_MESSAGES``). Any other exception, a plain ``ValueError`` or ``KeyError``
+included, is an engine bug, not the client's mistake: ``? internal error``, its traceback on stderr, and the loop
+keeps serving. So a handler that expects a ``ValueError`` (a size the player refuses) catches it and raises
+``GtpError`` with the spec's text.
 
     from tabula.gtp.commands import TABLE, Session
 
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import json
 import logging
 import math
 import os
@@ -78,6 +83,7 @@ from tabula.engine.rules.coords import (
     parse_color,
     parse_vertex,
 )
+from tabula.engine.rules.game import UnsupportedRulesError, parse_rules
 from tabula.engine.rules.sgf import SgfError
 
 from .protocol import Command, GtpError, format_failure, format_success, is_interrupt, parse_command, preprocess
@@ -183,7 +189,8 @@ def _coordinate(error: Exception) -> str:
     return "invalid color" if "color" in str(error) else "invalid coordinate"
 
 
-# Engine exceptions -> GTP error text, first match wins (subclasses before their bases).
+# The engine's typed exceptions -> GTP error text, first match wins (subclasses before their bases). Nothing else is
+# the client's doing: any other exception answers "internal error" (_error_message).
 ERROR_MESSAGES: list[tuple[type[BaseException], Callable[[Exception], str]]] = [
     (GtpError, str),
     (IllegalMoveError, _illegal_move),
@@ -192,7 +199,6 @@ ERROR_MESSAGES: list[tuple[type[BaseException], Callable[[Exception], str]]] = [
     (CannotUndoError, lambda error: "cannot undo"),
     (HandicapError, lambda error: error.kind),
     (TimeSettingsError, lambda error: "syntax error"),
-    (ValueError, lambda error: "syntax error"),
 ]
 
 
@@ -229,7 +235,7 @@ class Session:
         try:
             result = handler.function(self, *handler.convert(command.args))
         except Exception as error:  # noqa: BLE001 - the loop must keep serving whatever a handler does
-            write(format_failure(command.id, _error_message(error)))
+            write(format_failure(command.id, _error_message(error, command.name)))
             return
         if handler.streaming:
             self._stream(command, result, write)
@@ -261,11 +267,13 @@ class Session:
         return "".join(parts)
 
 
-def _error_message(error: Exception) -> str:
+def _error_message(error: Exception, command: str) -> str:
+    """The ``?`` text for what a handler raised; an exception ERROR_MESSAGES does not name is logged with its
+    traceback (call this inside the ``except`` block)."""
     for kind, message in ERROR_MESSAGES:
         if isinstance(error, kind):
             return message(error)
-    log.exception("internal error")
+    log.exception("internal error in %s", command)
     return "internal error"
 
 
@@ -594,6 +602,66 @@ def final_status_list(session: Session, status: str) -> str:
 @TABLE.command("kgs-game_over", family="score")
 def kgs_game_over(session: Session) -> str:
     log.info("game over: %s", session.player.final_score())
+    return ""
+
+
+# -- rules --------------------------------------------------------------------------------------------------------
+# KataGo's extensions (docs/GTP_Extensions.md): the rules are KataGo's JSON object, the names its shorthands, and the
+# komi is left as it is. A name or value Tabula does not know or cannot play is refused and changes nothing.
+
+def _set_rules(session: Session, text: str) -> None:
+    player = session.player
+    try:
+        rules = parse_rules(text, player.komi)
+    except UnsupportedRulesError as error:
+        raise GtpError(str(error)) from error
+    try:
+        player.set_rules(rules)
+    except ValueError as error:
+        raise GtpError(f"cannot change the rules of this game: {error}") from error
+
+
+@TABLE.command("kata-set-rules", family="rules")
+def kata_set_rules(session: Session, first: str, *rest: str) -> str:
+    """``kata-set-rules japanese`` or ``kata-set-rules {"ko":"SIMPLE","scoring":"TERRITORY",...}``."""
+    _set_rules(session, " ".join((first,) + rest))
+    return ""
+
+
+@TABLE.command("kata-get-rules", family="rules")
+def kata_get_rules(session: Session) -> str:
+    return session.player.rules.kata_json()
+
+
+_KATA_RULE_KEYS = {"ko", "score", "scoring", "tax", "suicide", "hasButton", "whiteHandicapBonus", "friendlyPassOk"}
+_KATA_BOOL_KEYS = {"suicide", "hasButton", "friendlyPassOk"}
+
+
+@TABLE.command("kata-set-rule", family="rules")
+def kata_set_rule(session: Session, key: str, value: str) -> str:
+    """One field of the rules, the others kept: ``kata-set-rule ko SIMPLE``, ``kata-set-rule scoring TERRITORY``."""
+    if key not in _KATA_RULE_KEYS:
+        raise GtpError(f"unknown rules option {key!r}")
+    fields = json.loads(session.player.rules.kata_json())
+    if key in _KATA_BOOL_KEYS:
+        if value.lower() not in ("true", "false"):
+            raise GtpError(f"{key} must be true or false")
+        fields[key] = value.lower() == "true"
+    else:
+        fields["scoring" if key == "score" else key] = value.upper()
+    _set_rules(session, json.dumps(fields))
+    return ""
+
+
+# kgsGtp's names (its documentation): chinese is KataGo's chinese-kgs (positional superko), the others its own.
+KGS_RULES = {"japanese": "japanese", "chinese": "chinese-kgs", "aga": "aga", "new_zealand": "new-zealand"}
+
+
+@TABLE.command("kgs-rules", family="rules")
+def kgs_rules(session: Session, name: str) -> str:
+    if name.lower() not in KGS_RULES:
+        raise GtpError(f"unknown rules {name!r} (kgs-rules takes {', '.join(KGS_RULES)})")
+    _set_rules(session, KGS_RULES[name.lower()])
     return ""
 
 

@@ -170,3 +170,53 @@ def test_bench_movetime_on_an_engine_that_cannot_start_says_so_in_one_line(capsy
     assert bench_movetime.main(["--engines", "/nonexistent/engine --gtp", "--moves", "1", "--rounds", "1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tabula bench movetime: ") and "/nonexistent/engine" in err and err.count("\n") == 1
+
+
+def _game_archive(path, games: int, moves: int) -> None:
+    """A tar.xz of ``games`` random 19x19 games of ``moves`` moves, and one 9x9 game (never sampled)."""
+    import io
+    import random
+    import tarfile
+
+    from tabula.engine.rules.game import GameState
+    from tabula.engine.rules.playout import random_move
+    from tabula.engine.rules.sgf import write_sgf
+
+    with tarfile.open(path, "w:xz") as tar:
+        for number, size in enumerate([19] * games + [9]):
+            rng = random.Random(number)
+            state = GameState(size)
+            for _ in range(moves):
+                state.play(random_move(state, rng))
+            data = write_sgf(state)
+            info = tarfile.TarInfo(f"games/{number}.sgf")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_positions_come_from_the_games_named_by_the_engines_sgf_reader_else_from_random_games(tmp_path):
+    """One helper for `tabula export`'s int8 calibration, `bench net` and `bench visits`: real 19x19 games where
+    some are named, read by engine.rules.sgf, else random games at the same move numbers; no default archive."""
+    from tabula.tools.learn.export import positions, sgf_positions
+
+    archive = tmp_path / "games.tar.xz"
+    _game_archive(archive, games=3, moves=30)
+    found = sgf_positions(6, seed=1, games=str(tmp_path / "*.tar.xz"), per_game=2, moves=range(10, 21))
+    assert len(found) == 6 and all(s.size == 19 and 10 <= len(s.moves) <= 20 for s in found)
+    last_game = sgf_positions(100, seed=1, games=str(archive), per_game=100, skip_games=2)
+    assert sorted(len(s.moves) for s in last_game) == list(range(1, 31))  # the position after each of its moves
+    assert [len(s.moves) for s in positions(19, 5, seed=1, games=str(archive), per_game=1, moves=range(30, 31))] \
+        == [30, 30, 30]  # three 19x19 games, one position each
+    made = positions(19, 4, seed=1, moves=range(10, 21))  # no games named: random games
+    assert len(made) == 4 and all(10 <= len(s.moves) <= 20 for s in made)
+    with pytest.raises(FileNotFoundError, match="no game archives named"):
+        positions(19, 4, seed=1, source="sgf")
+
+
+def test_bench_visits_runs_on_the_games_named(tiny_onnx, tmp_path, capsys):
+    from tabula.tools.bench import visits as bench_visits
+
+    archive = tmp_path / "games.tar.xz"
+    _game_archive(archive, games=2, moves=20)
+    assert bench_visits.main([str(tiny_onnx), "--visits", "8", "--positions", "2", "--games", str(archive)]) == 0
+    assert "one leaf at a time" in capsys.readouterr().out

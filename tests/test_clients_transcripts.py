@@ -35,8 +35,9 @@ CHAT = re.compile(r"^(MALKOVICH|DISCUSSION|MAIN):", re.MULTILINE)  # what gtp2og
 
 def _run_engine(text: str, *flags: str) -> subprocess.CompletedProcess:
     stdin = b"".join(e.line + b"\n" for e in parse_transcript(text))
-    return subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", "5", *flags], input=stdin,
-                          capture_output=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--seed", "5", *flags],
+                          input=stdin, capture_output=True, timeout=60, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_ogs_chat_goes_to_stderr_only_and_changes_no_reply() -> None:
@@ -185,9 +186,11 @@ def test_interrupt_line_stops_a_stream_and_gets_no_reply(stream_table: CommandTa
     assert head == "=1" and ticks and set(ticks) == {"tick"}, output
 
 
-def test_interrupt_line_ends_a_genmove_search_early() -> None:
+def test_interrupt_line_ends_a_genmove_search_early(fake_clock) -> None:
+    # The search's clock stands still: its 60 s budget never runs out, so only the interrupt can end the genmove
+    # (read_until fails after 10 s without the reply).
     generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=0, playouts=0, threads=1),
-                                rng=np.random.default_rng(2), play=PlayConfig(resign_winrate=0.0))
+                                rng=np.random.default_rng(2), play=PlayConfig(resign_winrate=0.0), clock=fake_clock)
     player = Player(generator, size=9, time_config=TimeConfig(lag_buffer_s=0.0, max_time_per_move_s=60.0))
     piped = Piped(Session(player=player))
     try:
@@ -196,13 +199,10 @@ def test_interrupt_line_ends_a_genmove_search_early() -> None:
         while not generator.search.running:
             assert time.monotonic() < deadline, "the search never started"
             time.sleep(0.01)
-        started = time.monotonic()
         piped.send("# interrupt")
         output = piped.read_until(b"\n\n").decode()
-        elapsed = time.monotonic() - started
         piped.send("2 name")
         output = piped.read_until(b"=2 Tabula\n\n").decode()
     finally:
         piped.close()
-    assert elapsed < 10, f"genmove took {elapsed:.1f} s after the interrupt (limit 60 s)"
     assert re.fullmatch(r"=1 [A-HJ]\d\n\n=2 Tabula\n\n", output), output

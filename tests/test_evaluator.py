@@ -166,8 +166,21 @@ def test_provider_choice():
         choose_providers("tpu", available)
 
 
+def test_the_backends_netconfig_names_are_the_evaluators(tiny_onnx):
+    """NetConfig checks the names (engine/config.py, beside rules, cannot import the net layer); they must be what
+    the evaluator runs, and the evaluator's arguments go through that one check."""
+    from tabula.engine.config import BACKENDS, ConfigError
+    from tabula.engine.net.evaluator import PROVIDERS, TORCH, OnnxEvaluator
+
+    assert BACKENDS == ("auto", *PROVIDERS, TORCH)
+    for bad in [dict(provider="tpu"), dict(precision="fp8"), dict(max_batch=0)]:
+        with pytest.raises(ConfigError, match="must be"):
+            OnnxEvaluator(tiny_onnx, log=None, **bad)
+
+
 def test_no_torch_on_the_evaluation_path(tiny_onnx):
-    code = ("import sys; from tabula.engine.net.evaluator import OnnxEvaluator; from tabula.engine.rules.game import GameState; "
+    code = ("import sys; from tabula.engine.net.evaluator import OnnxEvaluator; "
+            "from tabula.engine.rules.game import GameState; "
             f"OnnxEvaluator({str(tiny_onnx)!r}, log=None).evaluate([GameState(19)]); "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

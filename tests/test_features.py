@@ -31,7 +31,6 @@ def played(size: int, *vertices: str) -> GameState:
 
 def stones(plane: np.ndarray) -> set[str]:
     """GTP vertices where a plane [N, N] is 1."""
-    size = plane.shape[0]
     ys, xs = np.nonzero(plane)
     return {f"{'ABCDEFGHJKLMNOPQRST'[x]}{y + 1}" for y, x in zip(ys, xs)}
 

@@ -1,5 +1,6 @@
 """GTP fuzzing, CI size: 3,000 generated lines against one ``python -m tabula.gtp --player random`` over pipes, every
-reply checked, then a known game. The 100,000-line run is ``python -m tabula.tools.check.fuzz_gtp`` (docs/RELIABILITY.md).
+reply checked, then a known game. The 100,000-line run is ``python -m tabula.tools.check.fuzz_gtp``
+(docs/RELIABILITY.md).
 
 The fuzzer's own pieces (what reply a line should get, what a well-formed reply is) are tested here too, because
 the storm is only as good as its checks.

@@ -32,9 +32,10 @@ def test_rules_match_gnugo_on_larger_boards(gnugo: str) -> None:
 
 
 def test_the_crosscheck_script_runs(gnugo: str) -> None:
-    """CI smoke test of ``python -m tabula.tools.check.rules_crosscheck`` (the 100,000-position run is docs/RELIABILITY.md)."""
-    done = subprocess.run([sys.executable, "-m", "tabula.tools.check.rules_crosscheck", "--positions", "200", "--seed", "1",
-                           "--gnugo", gnugo], capture_output=True, text=True, cwd=ROOT,
+    """CI smoke test of ``python -m tabula.tools.check.rules_crosscheck`` (the 100,000-position run is
+    docs/RELIABILITY.md)."""
+    done = subprocess.run([sys.executable, "-m", "tabula.tools.check.rules_crosscheck", "--positions", "200",
+                           "--seed", "1", "--gnugo", gnugo], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "disagreements: 0" in done.stdout

@@ -1,8 +1,8 @@
 """The GTP subprocess client against the scriptable fake engine: replies, refusals, crashes, hangs, bad replies."""
 from __future__ import annotations
 
+import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -58,17 +58,21 @@ def test_crash_is_detected_and_reaped():
     assert engine.close() == 3
 
 
-def test_hang_times_out_and_is_killed():
-    engine = fake("--hang-at", "1")
+def test_hang_times_out_and_is_killed(fake_clock):
+    """A read gives up at the first look at the clock past its deadline (a fake clock that each look moves 0.25 s
+    on); the engine is then broken, and ``close`` kills it rather than wait out its hour-long sleep."""
+    def ticking() -> float:
+        fake_clock.advance(0.25)
+        return fake_clock()
+
+    engine = fake("--hang-at", "1", clock=ticking)
     engine.send("boardsize 9")
-    started = time.monotonic()
     with pytest.raises(EngineTimeout) as timeout:
         engine.send("genmove b", timeout_s=0.5)
-    assert 0.5 <= timeout.value.elapsed_s < 2.0
+    assert 0.5 <= timeout.value.elapsed_s <= 0.5 + 0.25
     assert engine.broken
     engine.close(quit_timeout_s=0.2)
-    assert engine.process.returncode is not None
-    assert time.monotonic() - started < 5
+    assert engine.process.returncode == -signal.SIGKILL
 
 
 @pytest.mark.parametrize("option", ["--malformed-at", "--wrong-id-at"])

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import io
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -89,6 +91,72 @@ def test_internal_error_keeps_serving(caplog) -> None:
     assert session.dispatch("3 boom") == "?3 internal error\n\n"
     assert "ZeroDivisionError" in caplog.text
     assert session.dispatch("fail") == "? a clear message\n\n"
+
+
+@pytest.mark.parametrize("bug", [ValueError("a bad value deep in the engine"), KeyError("missing"),
+                                 IndexError("list index out of range")])
+def test_an_unexpected_exception_in_a_handler_is_an_internal_error_not_the_clients_mistake(bug, caplog) -> None:
+    """A plain ValueError (or KeyError, ...) from inside a handler is an engine bug: ``? internal error`` with the
+    traceback logged, never ``? syntax error``; and the next command is served as usual."""
+    from tabula.gtp.commands import TABLE
+
+    table = CommandTable()
+    table.handlers = dict(TABLE.handlers)  # the real commands, and one more that fails
+
+    @table.command("tabula-buggy")
+    def buggy(session: Session, size: int) -> str:
+        raise bug
+
+    session = Session(player=make_session().player, table=table)
+    assert session.dispatch("7 tabula-buggy 9") == "?7 internal error\n\n"
+    assert "internal error in tabula-buggy" in caplog.text and "Traceback" in caplog.text
+    assert type(bug).__name__ in caplog.text
+    assert session.dispatch("tabula-buggy nine") == "? syntax error\n\n"  # its arguments are still checked
+    assert session.dispatch("8 play b D4") == "=8\n\n"
+    assert session.dispatch("9 name") == "=9 Tabula\n\n"
+
+
+def test_an_unexpected_exception_over_the_pipes_logs_its_traceback_on_stderr_and_the_loop_goes_on() -> None:
+    """``tabula gtp`` itself, with one more command that has a bug: stdout gets only the replies, stderr the
+    traceback."""
+    code = ("import sys; from tabula.gtp.commands import TABLE; "
+            "TABLE.command('tabula-buggy')(lambda session: {}['no such key']); "
+            "from tabula.gtp.__main__ import main; sys.exit(main(['--player', 'random']))")
+    done = subprocess.run([sys.executable, "-c", code], input=b"1 tabula-buggy\n2 name\n", capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"?1 internal error\n\n=2 Tabula\n\n"
+    err = done.stderr.decode()
+    assert "internal error in tabula-buggy" in err and "Traceback" in err and "KeyError: 'no such key'" in err
+
+
+@pytest.mark.parametrize("line, reply", [
+    ("boardsize x", "? syntax error"),
+    ("boardsize 1", "? unacceptable size"),
+    ("boardsize 26", "? unacceptable size"),
+    ("komi x", "? syntax error"),
+    ("komi nan", "? unacceptable komi"),
+    ("play b", "? syntax error"),
+    ("play x D4", "? invalid color"),
+    ("play b Z99", "? invalid coordinate"),
+    ("play b D4\nplay w D4", "? illegal move"),
+    ("undo", "? cannot undo"),
+    ("fixed_handicap 1", "? invalid number of stones"),
+    ("play b D4\nfixed_handicap 2", "? board not empty"),
+    ("set_free_handicap D4 D4", "? bad vertex list"),
+    ("time_settings 10 x 0", "? syntax error"),
+    ("time_settings 10 -5 1", "? syntax error"),
+    ("time_left b inf 0", "? syntax error"),
+    ("kgs-time_settings fischer 10 5", "? syntax error"),
+    ("final_status_list living", "? syntax error"),
+    ("loadsgf /no/such/file.sgf", "? cannot load file"),
+    ("frobnicate", "? unknown command"),
+])
+def test_bad_arguments_still_answer_the_specs_messages(session, line: str, reply: str) -> None:
+    *setup, last = line.split("\n")
+    for earlier in setup:
+        assert session.dispatch(earlier).startswith("=")
+    assert session.dispatch(last) == reply + "\n\n"
 
 
 def test_player_bug_is_internal_error(session) -> None:
@@ -222,45 +290,106 @@ def test_log_level_default_keeps_the_search_summary_and_an_explicit_level_rules_
         search.setLevel(saved[1])
 
 
-def test_batches_in_flight_from_the_command_line() -> None:
+def refused(argv: list[str], capsys) -> str:
+    """The one error line ``tabula gtp ARGV`` exits with (argparse's, status 2), after its usage lines."""
+    from tabula.gtp.__main__ import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return [line for line in err.splitlines() if line.startswith("tabula gtp: error: ")][0]
+
+
+def test_batches_in_flight_from_the_command_line(capsys) -> None:
     from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).search.batches_in_flight == 0  # chosen with the network: 2 on a GPU
     assert build_config(parse_args(["--batches-in-flight", "3"])).search.batches_in_flight == 3
-    with pytest.raises(SystemExit, match="--batches-in-flight must be 0"):
-        build_config(parse_args(["--batches-in-flight", "-3"]))
+    assert refused(["--batches-in-flight", "-3"], capsys) == \
+        "tabula gtp: error: argument --batches-in-flight: must be 0 or more, not -3"
 
 
-def test_network_threads_from_the_command_line() -> None:
+def test_network_threads_from_the_command_line(capsys) -> None:
     from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).net.threads == 0  # chosen with the search threads
     assert build_config(parse_args(["--net-threads", "3"])).net.threads == 3
-    with pytest.raises(SystemExit, match="--net-threads must be 0"):
-        build_config(parse_args(["--net-threads", "-1"]))
+    assert refused(["--net-threads", "-1"], capsys) == \
+        "tabula gtp: error: argument --net-threads: must be 0 or more, not -1"
 
 
-def test_rollout_mix_and_weights_from_the_command_line() -> None:
+def test_rollout_mix_and_weights_from_the_command_line(capsys) -> None:
     from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).search.rollout_mix == 0.0  # the network's value alone
     config = build_config(parse_args(["--rollout-mix", "0.5", "--rollout-weights", "r.npz"]))
     assert config.search.rollout_mix == 0.5 and config.net.rollout_weights == "r.npz"
     for bad in ("-0.5", "1.01", "nan"):
-        with pytest.raises(SystemExit, match=r"--rollout-mix must be in \[0, 1\]"):
-            build_config(parse_args(["--rollout-mix", bad]))
+        assert refused(["--rollout-mix", bad], capsys).endswith(f"--rollout-mix: must be in [0, 1], not {bad}")
 
 
-def test_temperature_moves_from_the_command_line() -> None:
+def test_temperature_moves_from_the_command_line(capsys) -> None:
     """Engine-vs-engine matches vary their games with --temperature-moves (deterministic engines replay one)."""
     from tabula.gtp.__main__ import build_config, parse_args
 
     assert build_config(parse_args([])).play.temperature_moves == 0  # the most visited move, always
     play = build_config(parse_args(["--temperature-moves", "8", "--temperature", "0.5"])).play
     assert (play.temperature_moves, play.temperature) == (8, 0.5)
-    for bad in (["--temperature-moves", "-1"], ["--temperature", "0"], ["--temperature", "nan"]):
-        with pytest.raises(SystemExit, match="--temperature-moves must be 0 or more and --temperature above 0"):
-            build_config(parse_args(bad))
+    assert build_config(parse_args(["--temperature", "0"])).play.temperature == 0  # the search's own move
+    for bad in (["--temperature-moves", "-1"], ["--temperature", "-0.5"], ["--temperature", "nan"]):
+        assert refused(bad, capsys).endswith(f"argument {bad[0]}: must be 0 or more, not {bad[1]}")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--threads", "0"], "argument --threads: must be 1 or more, not 0"),
+    (["--visits", "-1"], "argument --visits: must be 0 or more, not -1"),
+    (["--visits", "many"], "argument --visits: invalid int value: 'many'"),
+    (["--resign-winrate", "1"], "argument --resign-winrate: must be in [0, 1), or -1: the network's calibrated "
+                                "threshold, not 1.0"),
+    (["--time", "-2"], "argument --time: must be 0 or more, not -2.0"),
+    (["--lag-buffer", "inf"], "argument --lag-buffer: must be 0 or more, not inf"),
+    (["--size", "26"], "argument --size: must be 0 or in 2..25, not 26"),
+    (["--seed", "-1"], "argument --seed: must be 0 or more (or None: a fresh seed), not -1"),
+    (["--provider", "tpu"], "argument --provider: must be one of auto, tensorrt, cuda, cpu, torch, not 'tpu'"),
+    (["--batch-size", "0"], "argument --batch-size: must be 1 or more, not 0"),
+    (["--komi", "nan"], "argument --komi: invalid float value: 'nan'"),  # Rules checks it
+])
+def test_a_bad_flag_value_is_one_argparse_error_line_checked_by_the_configuration(argv, error, capsys) -> None:
+    assert refused(argv, capsys) == f"tabula gtp: error: {error}"
+
+
+def test_a_bad_flag_value_over_the_command_line_exits_2_without_a_traceback() -> None:
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--threads", "0"], input=b"", capture_output=True,
+                          timeout=60)
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode().splitlines()[-1] == "tabula gtp: error: argument --threads: must be 1 or more, not 0"
+
+
+def test_every_configuration_checks_its_own_fields() -> None:
+    from tabula.engine.config import (
+        CALIBRATED,
+        ConfigError,
+        EngineConfig,
+        NetConfig,
+        PlayConfig,
+        SearchConfig,
+        TimeConfig,
+    )
+
+    for make, field, bad in [(SearchConfig, "visits", -1), (SearchConfig, "threads", 0),
+                             (SearchConfig, "rollout_mix", 1.5), (SearchConfig, "dirichlet_alpha", 0.0),
+                             (SearchConfig, "noise_weight", float("nan")), (PlayConfig, "resign_winrate", 1.0),
+                             (PlayConfig, "resign_winrate", -0.5), (PlayConfig, "temperature", -1.0),
+                             (PlayConfig, "resign_consecutive", 0), (TimeConfig, "lag_buffer_s", -0.1),
+                             (NetConfig, "max_batch", 0), (NetConfig, "precision", "fp8"),
+                             (EngineConfig, "board_size", 1), (EngineConfig, "seed", -3)]:
+        with pytest.raises(ConfigError) as error:
+            make(**{field: bad})
+        assert error.value.field == field and str(error.value).startswith(f"{make.__name__}.{field} must be")
+    assert PlayConfig(resign_winrate=CALIBRATED).resign_winrate == CALIBRATED and PlayConfig(resign_winrate=0.0)
+    assert SearchConfig(visits=0, playouts=0) and EngineConfig(board_size=0) and EngineConfig(board_size=25)
 
 
 @pytest.mark.parametrize("content", [None, b"not an npz at all"])

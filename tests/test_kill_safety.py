@@ -1,6 +1,7 @@
-"""Kill safety (docs/RELIABILITY.md): `tools.check.killtest` SIGKILLs `tabula match` and `tabula rl` twice each at random
-moments on tiny workloads, reruns them, and checks that nothing finished was lost or corrupted and that no process
-outlived a kill; and the resume bugs of `tabula rl` that the full runs found, reproduced from the files a kill leaves.
+"""Kill safety (docs/RELIABILITY.md): `tools.check.killtest` SIGKILLs `tabula match` and `tabula rl` twice each at
+random moments on tiny workloads, reruns them, and checks that nothing finished was lost or corrupted and that no
+process outlived a kill; and the resume bugs of `tabula rl` that the full runs found, reproduced from the files a kill
+leaves.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def killed_twice(capsys, target: str, out: Path, options: list[str], workload: l
     # the summary line; other lines starting "killtest" say that the workload was extended
     line = next(line for line in text.splitlines() if line.startswith("killtest ") and " kills, " in line)
     assert "2 kills" in line and "lost 0, corrupted 0, duplicated 0" in line and "leaked processes 0" in line, line
-    assert len([l for l in text.splitlines() if l.startswith("kill ")]) == 2
+    assert len([kill for kill in text.splitlines() if kill.startswith("kill ")]) == 2
     return line, text
 
 

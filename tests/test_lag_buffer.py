@@ -23,7 +23,8 @@ def test_last_period_replies_leave_the_lag_buffer_under_a_cpu_hog():
     for hog in hogs:
         hog.start()
     try:
-        with GtpEngine([sys.executable, "-m", "tabula.gtp", "--player", "search", "--visits", "0"], label="tabula") as engine:
+        with GtpEngine([sys.executable, "-m", "tabula.gtp", "--player", "search", "--visits", "0"],
+                       label="tabula") as engine:
             engine.send("boardsize 9")
             engine.send("clear_board")
             engine.send(f"kgs-time_settings byoyomi 0 {PERIOD_S:g} 3")

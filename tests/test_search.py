@@ -75,6 +75,28 @@ class RandomValueEvaluator:
         return Evaluation(base.policy, values)
 
 
+class ClockedEvaluator:
+    """Wraps an evaluator: each call moves ``clock`` (a ``tests.conftest.FakeClock``, or None) on by ``step_s``, as
+    if the network took that long, then runs ``after(calls)`` (which may set a stop event, say). Counts calls."""
+
+    def __init__(self, inner, clock=None, step_s: float = 0.0, after=None):
+        self.inner = inner
+        self.clock = clock
+        self.step_s = step_s
+        self.after = after
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def evaluate(self, states):
+        with self.lock:
+            self.calls += 1
+            if self.clock is not None:
+                self.clock.advance(self.step_s)
+            if self.after is not None:
+                self.after(self.calls)
+        return self.inner.evaluate(states)
+
+
 class RiggedEvaluator:
     """Ignores superko (only the board's own legality) and puts ``weight`` of the prior on ``favourite``."""
 
@@ -298,17 +320,24 @@ def test_transposition_table_is_bounded():
     assert len(search.tree.cache) == 50
 
 
-def test_time_limit_and_stop():
-    search = Search(ScoreEvaluator(delay_s=0.002), SearchConfig(threads=2, visits=0),
-                    rng=np.random.default_rng(0))
-    start = time.monotonic()
-    result = search.run(GameState(7), time_s=0.3)
-    assert 0.25 <= time.monotonic() - start < 1.5
+def test_time_limit_and_stop(fake_clock):
+    """A time limit, on the search's clock (a fake one that each network call moves 1/128 s on: sums exact in
+    binary): the run ends once the time is up, with only the batches already at the network to finish. Then a stop
+    event ends a run that has no limit, within those batches too."""
+    threads, step_s = 2, 1 / 128
+    evaluator = ClockedEvaluator(ScoreEvaluator(), fake_clock, step_s=step_s)
+    search = Search(evaluator, SearchConfig(threads=threads, visits=0), rng=np.random.default_rng(0),
+                    clock=fake_clock)
+    result = search.run(GameState(7), time_s=0.25, early_stop=False)  # the time alone ends it
+    assert 0.25 <= result.elapsed_s <= 0.25 + step_s * threads
     assert result.playouts > 10
+    check_tree(search)
     stop = threading.Event()
-    threading.Timer(0.2, stop.set).start()
+    stopping = ClockedEvaluator(ScoreEvaluator(), after=lambda calls: calls >= 20 and stop.set())
+    search = Search(stopping, SearchConfig(threads=threads, visits=0), rng=np.random.default_rng(0),
+                    clock=fake_clock)
     result = search.run(GameState(7), visits=0, stop=stop)
-    assert result.playouts > 10
+    assert result.playouts > 10 and 20 <= stopping.calls <= 20 + threads
     check_tree(search)
 
 
@@ -807,28 +836,23 @@ def test_a_rollout_the_run_cut_short_leaves_the_network_value_alone():
     check_tree(search)
 
 
-def test_a_timed_run_tells_its_rollouts_when_time_is_up(monkeypatch):
+def test_a_timed_run_tells_its_rollouts_when_time_is_up(fake_clock):
     """The rollouts' third argument reads the run's clock (a fake one here): false while the move has time, true
     once its deadline has passed. The batch that outlasted the time answers NaN, its leaves back up the network's
     value alone, and the search ends there."""
-    import types
-
-    from tabula.engine.play import search as search_module
-
-    clock = types.SimpleNamespace(now=100.0)
-    monkeypatch.setattr(search_module, "time", types.SimpleNamespace(monotonic=lambda: clock.now))
     answers = []
 
     def slow_second_batch(states, rng, over):
         answers.append(over())
         if len(answers) == 1:
             return np.ones(len(states), dtype=np.float32)  # the root's: within the time
-        clock.now += 1.0
+        fake_clock.advance(1.0)
         answers.append(over())
         return np.full(len(states), np.nan, dtype=np.float32)
 
     config = SearchConfig(threads=1, rollout_mix=1.0, root_symmetries=False, early_stop=False)
-    search = Search(ConstantValueEvaluator(-0.3), config, rng=np.random.default_rng(0), rollout=slow_second_batch)
+    search = Search(ConstantValueEvaluator(-0.3), config, rng=np.random.default_rng(0), rollout=slow_second_batch,
+                    clock=fake_clock)
     result = search.run(GameState(5), visits=0, playouts=0, time_s=0.5)
     assert answers == [False, False, True]
     visited = [c for c in result.candidates if c.visits]

@@ -1,4 +1,5 @@
-"""tools.compete.search_log: an engine's per-move search lines, from a match's logs, given to the games they belong to."""
+"""tools.compete.search_log: an engine's per-move search lines, from a match's logs, given to the games they belong
+to."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -5,7 +5,6 @@ import dataclasses
 import logging
 import random
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from tabula.engine.rules import playout
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
 from tabula.engine.rules.game import GameState
 from tests.conftest import board_from_ascii
-from tests.test_search import RiggedEvaluator, ScoreEvaluator
+from tests.test_search import ClockedEvaluator, RiggedEvaluator, ScoreEvaluator
 
 
 class BlackLosesEvaluator:
@@ -332,21 +331,27 @@ def test_ownership_is_black_view_in_range():
     assert owned[0] > 0.9 and np.all(np.abs(owned) <= 1.0)
 
 
-def test_time_budget_is_respected():
-    player = generator(ScoreEvaluator(delay_s=0.002), visits=0)
-    start = time.monotonic()
-    player.generate(GameState(7), BLACK, 0.3)
-    assert time.monotonic() - start < 1.5
+def test_time_budget_is_respected(fake_clock):
+    """The move's budget on the search's clock (a fake one that each network call moves 1/128 s on): the search
+    ends once it is spent, with no more than the batch at the network to finish."""
+    step_s = 1 / 128
+    evaluator = ClockedEvaluator(ScoreEvaluator(), fake_clock, step_s=step_s)
+    player = SearchGenerator(evaluator, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
+                             clock=fake_clock)
+    player.generate(GameState(7), BLACK, 0.25)
+    assert player.last_search.elapsed_s <= 0.25 + step_s
+    assert player.last_search.playouts > 10
 
 
 def test_pondering_stops_on_interrupt_and_keeps_the_tree():
-    player = generator(ScoreEvaluator(delay_s=0.001), visits=30)
-    state = played(7, ["D4"])
+    """Pondering runs until the interrupt (set here by the 60th network call) and stops within the batch at the
+    network; the next move reuses every visit it made."""
     interrupt = threading.Event()
-    threading.Timer(0.3, interrupt.set).start()
-    start = time.monotonic()
+    evaluator = ClockedEvaluator(ScoreEvaluator(), after=lambda calls: calls >= 60 and interrupt.set())
+    player = generator(evaluator, visits=30)
+    state = played(7, ["D4"])
     player.ponder(state, interrupt)
-    assert time.monotonic() - start < 2.0
+    assert evaluator.calls == 60
     pondered = player.search.tree.root.visits
     assert pondered > 30
     player.generate(state, WHITE, None)

@@ -1,5 +1,5 @@
-"""Untrusted files: hostile SGF files through ``engine.rules.sgf`` and ``loadsgf`` (in process and over pipes), and broken
-or malicious weight files through every loader (``OnnxEvaluator``, ``engine.net.leelaz``, ``engine.net.network``,
+"""Untrusted files: hostile SGF files through ``engine.rules.sgf`` and ``loadsgf`` (in process and over pipes), and
+broken or malicious weight files through every loader (``OnnxEvaluator``, ``engine.net.leelaz``, ``engine.net.network``,
 ``tabula export``, ``tabula gtp --weights``). Each must give a clear error, leave the engine usable, and run no code
 from the file.
 """
@@ -67,8 +67,8 @@ MUST_REFUSE = ["empty.sgf", "truncated.sgf", "random.sgf", "sz0.sgf", "sz1.sgf",
                "coords-zz.sgf", "coords-short.sgf", "coords-bytes.sgf", "coords-negative.sgf", "komi-inf.sgf",
                "komi-nan.sgf", "unknown-charset.sgf", "nul.sgf", "only-parens.sgf",
                "clear-points.sgf", "deep-variations.sgf", "a-directory.sgf"]
-MUST_LOAD = ["valid.sgf", "many-moves.sgf", "value-10mb.sgf", "value-10mb-escapes.sgf", "deep-variations-3000.sgf", "billion-laughs.sgf",
-             "wide-tree.sgf", "unicode-name.sgf", "latin1.sgf", "pass-tt.sgf"]
+MUST_LOAD = ["valid.sgf", "many-moves.sgf", "value-10mb.sgf", "value-10mb-escapes.sgf", "deep-variations-3000.sgf",
+             "billion-laughs.sgf", "wide-tree.sgf", "unicode-name.sgf", "latin1.sgf", "pass-tt.sgf"]
 # Either outcome is fine for the rest (utf16-junk.sgf, ca-utf16-real.sgf: sgfmill needs an ASCII-compatible file).
 
 
@@ -212,9 +212,9 @@ def test_loadsgf_refuses_an_endless_file(tmp_path: Path) -> None:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
-    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random"], input=b"1 loadsgf /dev/zero\n2 name\n",
-                          capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                          timeout=60, preexec_fn=limit)
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random"],
+                          input=b"1 loadsgf /dev/zero\n2 name\n", capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60, preexec_fn=limit)
     assert done.stdout.startswith(b"?1 cannot load file"), done.stdout[:200]
     assert b"=2 Tabula\n\n" in done.stdout
 
@@ -470,7 +470,8 @@ def test_tabula_export_refuses_a_broken_file_without_a_traceback(weights_dir: Pa
 def test_gtp_with_the_random_player_never_opens_the_weights(evil_files, tmp_path: Path) -> None:
     """``--weights`` only matters to the search player; the random player starts and plays whatever it names."""
     files, marker = evil_files
-    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random", "--weights", str(files["raw.pkl"])],
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "random",
+                           "--weights", str(files["raw.pkl"])],
                           input=b"1 name\n2 boardsize 9\n3 genmove b\nquit\n", capture_output=True, cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=30)
     assert done.returncode == 0 and done.stdout.startswith(b"=1 Tabula\n\n"), done.stderr.decode()[-1000:]

@@ -78,12 +78,3 @@ def from_rowcol(point: tuple[int, int] | None, size: int) -> int:
     if not (0 <= row < size and 0 <= col < size):
         raise CoordinateError(f"point {point} is off the {size}x{size} board")
     return row * size + col
-
-
-def policy_index(move: int, size: int) -> int:
-    """Index of ``move`` in a policy vector of length N*N+1 (pass last)."""
-    return size * size if move == PASS else move
-
-
-def move_from_policy_index(index: int, size: int) -> int:
-    return PASS if index == size * size else index

@@ -1,5 +1,5 @@
-"""Sabaki's GTP controller (@sabaki/gtp 3.0.0, in Node) drives `python -m tabula.gtp`: the attach sequence, board sync with
-komi before boardsize and pipelined plays, undo to a fork, genmove, error replies and quit (sabaki.js, random
+"""Sabaki's GTP controller (@sabaki/gtp 3.0.0, in Node) drives `python -m tabula.gtp`: the attach sequence, board sync
+with komi before boardsize and pipelined plays, undo to a fork, genmove, error replies and quit (sabaki.js, random
 player); and, with the search player on a tiny random network, analysis as Sabaki reads it (sabaki_analysis.js):
 ``analyze B 10`` and ``lz-analyze 10`` streamed through the library's subscribers and stopped by the next command,
 and ``genmove_analyze`` whose ``play`` line Sabaki takes as the move; and, with a tiny network that has score and
@@ -93,8 +93,8 @@ def tiny_aux_net(tmp_path_factory) -> Path:
 
 
 def test_kata_analyze_with_ownership_through_sabakis_controller(tiny_aux_net):
-    engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_aux_net), "--visits", "200",
-              "--threads", "1"]
+    engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_aux_net),
+              "--visits", "200", "--threads", "1"]
     lines = run_node(KATA_SCRIPT, "9", *engine)
     text = "\n".join(lines)
     assert "ok every line ends with ownership: 81 values in [-1, 1]" in lines, text

@@ -1,7 +1,8 @@
 """`tabula bench movetime`: how long an engine's moves take against the clock a server gives it.
 
     tabula bench movetime --size 19 --moves 50 --rounds 2 --period-time 1 \\
-        --engines "python3 -m tabula.gtp --rollout-mix 0.5 --visits 0 --lag-buffer 0.2" "python3 -m tabula.gtp --visits 0"
+        --engines "python3 -m tabula.gtp --rollout-mix 0.5 --visits 0 --lag-buffer 0.2" \\
+                  "python3 -m tabula.gtp --visits 0"
 
 Each engine plays both sides of a game from the empty board under byo-yomi of one period a move, as a server sets
 it: ``time_settings 0 PERIOD 1`` once, then ``time_left COLOUR PERIOD 1`` before every ``genmove``. What is timed

@@ -1,20 +1,19 @@
 """`tabula bench visits`: how batching bends a small search's visit distribution.
 
-    tabula bench visits weights/tabula-6x64-sl.onnx --visits 100 --positions 40
+    tabula bench visits weights/tabula-6x64-sl.onnx --visits 100 --positions 40 \\
+        --games ../shared/data/games/tygem-9d-2016.tar.xz
 
 Every leaf in flight is a visit chosen without the results still to come (under virtual loss), so a search of N
 visits in batches of B spends part of its visits where a one-leaf-at-a-time search would not. For positions from
-held-out games (the first moves of Tygem 2016 games, or random games without archives), this searches each position
-three times with the same network (identity symmetry, so that only the batching differs): one leaf at a time, with
-the default adaptive batch, and with the fixed batch of ``--batch-size``, and prints the total variation distance of
-the root's visit shares from the one-leaf search's, and how often the most visited move differs from it.
+held-out games (10 to 60 moves into the games of ``--games``, or into random games without them), this searches each
+position three times with the same network (identity symmetry, so that only the batching differs): one leaf at a
+time, with the default adaptive batch, and with the fixed batch of ``--batch-size``, and prints the total variation
+distance of the root's visit shares from the one-leaf search's, and how often the most visited move differs from it.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
-import random
 import sys
 
 import numpy as np
@@ -23,9 +22,8 @@ from tabula.engine.config import SearchConfig, add_flags, from_flags
 from tabula.engine.net.evaluator import OnnxEvaluator
 from tabula.engine.play.search import Search
 from tabula.engine.rules.game import GameState
-from tabula.engine.rules.playout import random_move
+from tabula.tools.learn.export import positions
 
-GAMES_GLOB = "../shared/data/games/tygem-9d-2016.tar.xz"
 BENCH_VISITS = SearchConfig(visits=100, threads=1, early_stop=False, root_symmetries=False)
 
 
@@ -37,25 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
                                      "threads": "search threads of the batched searches"})
     parser.add_argument("--positions", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--games", default="", metavar="GLOB",
+                        help="SGF archives (a glob) of held-out 19x19 games (default: none, random games)")
     return parser
 
 
-def positions(size: int, count: int, seed: int) -> list[GameState]:
-    """Positions 10 to 60 moves into held-out games where the archive is here, else into random games."""
-    rng = random.Random(seed)
-    found: list[GameState] = []
-    archives = sorted(glob.glob(GAMES_GLOB)) if size == 19 else []
-    if archives:
-        from tabula.engine.data.records import RecordFilter, iter_records
-        _, records = iter_records(archives, RecordFilter(), max_games=count)
-        for record in records:
-            found.append(record.replay(upto=rng.randint(10, min(60, len(record.moves) - 1))))
-    while len(found) < count:
-        state = GameState(size)
-        for _ in range(rng.randint(10, 60)):
-            state.play(random_move(state, rng))
-        found.append(state)
-    return found[:count]
+# The moves into a game the positions are taken after: the opening and early middle game.
+MOVES = range(10, 61)
 
 
 def shares(search: Search, state: GameState) -> tuple[dict[int, float], int]:
@@ -80,7 +66,7 @@ def main(argv: list[str]) -> int:
     }
     distance = {name: [] for name in variants}
     other_top = {name: 0 for name in variants}
-    for state in positions(size, args.positions, args.seed):
+    for state in positions(size, args.positions, args.seed, args.games, per_game=1, moves=MOVES):
         reference, top = None, None
         for name, variant in variants.items():
             visits, best = shares(Search(evaluator, variant, rng=np.random.default_rng(args.seed)), state)

@@ -76,8 +76,8 @@ def score_margin(reply: str) -> float | None:
 
 def dame_parity(data: bytes, dead: set[str]) -> float:
     """What GNU Go's Chinese ``final_score`` adds to black's margin over the position as it stands, once its own
-    ``dead`` stones are off: it counts as if the neutral points were filled in turn starting with the side to move, so an odd
-    number of them gives that side one more point (on 100 held-out 19x19 records, 90 of its scores fit this
+    ``dead`` stones are off: it counts as if the neutral points were filled in turn starting with the side to move, so
+    an odd number of them gives that side one more point (on 100 held-out 19x19 records, 90 of its scores fit this
     exactly). Servers and Tromp-Taylor count the position as it stands, which is what Tabula answers."""
     state = load_state(data)
     counted = state.without_stones([parse_vertex(vertex, state.size) for vertex in dead])

@@ -311,7 +311,10 @@ class LineGenerator:
 
     def _time_line(self) -> FuzzLine:
         rng = self.rng
-        number = lambda: rng.choice([self._word(), str(rng.randrange(-5, 3600)), "0", "nan", "inf", "-1", "1e308"])
+
+        def number() -> str:
+            return rng.choice([self._word(), str(rng.randrange(-5, 3600)), "0", "nan", "inf", "-1", "1e308"])
+
         r = rng.random()
         if r < 0.4:
             words = [number() for _ in range(rng.choice([3, 3, 3, 2, 4]))]

@@ -3,9 +3,9 @@ kill that no finished game, result or checkpoint was lost or corrupted, and that
 
 Layer: tools. The target runs as a subprocess in a session (and process group) of its own, marked by an environment
 variable that its children inherit, so that every process it started can be found in /proc, even the engines that
-``tools.compete.gtp_client`` puts in sessions of their own. The run directory is read back with the readers the target itself
-uses (``tools.compete.results.read_results``, ``engine.data.replay``) and with independent ones (sgfmill, onnxruntime,
-``torch.load(weights_only=True)``).
+``tools.compete.gtp_client`` puts in sessions of their own. The run directory is read back with the readers the target
+itself uses (``tools.compete.results.read_results``, ``engine.data.replay``) and with independent ones (sgfmill,
+onnxruntime, ``torch.load(weights_only=True)``).
 
     python3 -m tabula.tools.check.killtest match --out runs/kill/match --kills 10 --seed 1
     python3 -m tabula.tools.check.killtest rl --out runs/kill/rl --kills 10 --seed 1 --generations 3
@@ -222,7 +222,7 @@ def run_launch(launch: Launch, token: str, kill_scope: str, leak_grace_s: float,
 
 def log_tail(path: Path, lines: int = 15) -> str:
     text = path.read_bytes().decode(errors="replace").replace("\r", "\n")
-    return "\n".join("    " + line for line in [l for l in text.splitlines() if l.strip()][-lines:])
+    return "\n".join("    " + line for line in [line for line in text.splitlines() if line.strip()][-lines:])
 
 
 # -- targets --------------------------------------------------------------------------------------------------------
@@ -264,7 +264,8 @@ class MatchTarget:
         snap.duplicates = sorted(f"game {g} recorded {n} times" for g, n in seen.items() if n > 1)
         theirs = {r["game"] for r in results.read_results(self.out / settings.RESULTS_FILE)}
         if theirs != set(records):
-            snap.bad.append(f"tools.compete.results.read_results reads {len(theirs)} games, the lines hold {len(records)}")
+            snap.bad.append(f"tools.compete.results.read_results reads {len(theirs)} games, "
+                            f"the lines hold {len(records)}")
         for game, record in sorted(records.items()):
             snap.items[f"record {game}"] = canonical(record)
             path = self.out / record.get("sgf", f"games/{game}.sgf")

@@ -192,7 +192,8 @@ def run(positions: int, seed: int, sizes: dict[int, int], gnugo: str, progress: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tabula.tools.check.rules_crosscheck", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tabula.tools.check.rules_crosscheck",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--positions", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sizes", default=",".join(f"{s}:{n}" for s, n in DEFAULT_SIZES.items()),

@@ -93,7 +93,8 @@ def clock_lines(out: Path, records: Sequence[dict], engine: int, system: str) ->
              f"clock {least_left if least_left is not None else '-'} s"
              + (f", fewest periods/stones left {least_periods}" if least_periods is not None else "")]
     losses = sum(1 for record in records
-                 if (record.get("fault") or {}).get("kind") == settings.TIME_LOSS and record["fault"]["engine"] == engine)
+                 if (record.get("fault") or {}).get("kind") == settings.TIME_LOSS
+                 and record["fault"]["engine"] == engine)
     lines.append(f"losses on time of engine {engine}: {losses}")
     return lines
 

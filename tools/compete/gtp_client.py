@@ -1,8 +1,8 @@
 """A GTP engine run as a subprocess: send numbered commands, read replies under a deadline, and tell a refusal
 (``? text``) from a crash, a hang or a malformed reply.
 
-Layer: tools (imports nothing from the engine). ``tools/compete/match.py`` owns one ``GtpEngine`` per engine and side. The
-engine's stderr goes straight to a log file so that a chatty engine can never fill a pipe and stall; its stdout is
+Layer: tools (imports nothing from the engine). ``tools/compete/match.py`` owns one ``GtpEngine`` per engine and side.
+The engine's stderr goes straight to a log file so that a chatty engine can never fill a pipe and stall; its stdout is
 read by one thread per engine into a queue, which is what lets every read have a timeout.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Sequence
+from typing import IO, Callable, Sequence
 
 DEFAULT_TIMEOUT_S = 30.0
 QUIT_GRACE_S = 2.0  # how long ``close`` waits for an engine to leave after ``quit`` before killing it
@@ -58,14 +58,16 @@ def split_command(command: str | Sequence[str]) -> list[str]:
 class GtpEngine:
     """One GTP engine subprocess. Use as a context manager, or call ``close()``: the process is always reaped.
 
-    Fields fixed at start: ``argv``, ``label``, ``stderr_path``. ``broken`` becomes true after any ``EngineError``;
+    Fields fixed at start: ``argv``, ``label``, ``stderr_path``, ``clock`` (seconds, monotonic: what reply
+    deadlines are measured on; tests pass a fake one). ``broken`` becomes true after any ``EngineError``;
     the owner should then ``close()`` and start a new one. Not thread-safe: one thread drives one engine.
     """
 
     def __init__(self, command: str | Sequence[str], *, label: str = "", stderr_path: str | Path | None = None,
                  cwd: str | Path | None = None, env: dict[str, str] | None = None,
-                 startup_timeout_s: float = DEFAULT_TIMEOUT_S):
+                 startup_timeout_s: float = DEFAULT_TIMEOUT_S, clock: Callable[[], float] = time.monotonic):
         self.argv = split_command(command)
+        self.clock = clock
         if not self.argv:
             raise ValueError("empty engine command")
         self.label = label or Path(self.argv[0]).name
@@ -193,16 +195,16 @@ class GtpEngine:
             return None
 
     def _read_reply(self, command: str, command_id: int, timeout_s: float | None) -> tuple[str, str]:
-        start = time.monotonic()
+        start = self.clock()
         deadline = None if timeout_s is None else start + timeout_s
         body: list[str] = []
         status = ""
         self.last_reply = []
         while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
+            remaining = None if deadline is None else deadline - self.clock()
             if remaining is not None and remaining <= 0:
                 self.broken = True
-                elapsed = time.monotonic() - start
+                elapsed = self.clock() - start
                 raise EngineTimeout(f"{self.label}: no reply to {command!r} within {timeout_s:g} s", elapsed)
             try:
                 raw = self._lines.get(timeout=remaining)

@@ -211,8 +211,8 @@ def config_from_args(args: argparse.Namespace) -> MatchConfig:
                        max_moves=args.max_moves, time=time_control, move_timeout_s=args.move_timeout,
                        command_timeout_s=args.command_timeout, startup_timeout_s=args.startup_timeout,
                        scoring=scoring, referee=args.referee, engine_scores=args.engine_scores, superko=args.superko,
-                       parallel=args.parallel, gauntlet=args.gauntlet, fixed_colors=args.fixed_colors, anchor=args.anchor,
-                       untimed=untimed)
+                       parallel=args.parallel, gauntlet=args.gauntlet, fixed_colors=args.fixed_colors,
+                       anchor=args.anchor, untimed=untimed)
 
 
 def load_config(path: Path) -> MatchConfig:

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from tabula.engine.config import NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import Flag, NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
 from tabula.engine.data.records import RecordFilter, is_validation, iter_records
 from tabula.engine.net.evaluator import OnnxEvaluator
 from tabula.engine.play.search import Search
@@ -37,6 +37,7 @@ from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
 TOP_K = 5
 EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it
+EVAL_NET = NetConfig(provider="cpu")
 RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
 RESIGN_CONSECUTIVE = PlayConfig.resign_consecutive  # the engine's own rule: resignation as the decider applies it
 
@@ -116,16 +117,17 @@ class Scores:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tabula eval", description=__doc__)
-    parser.add_argument("weights", help="ONNX network, or rollout policy weights (.npz, `tabula train --model rollout`): "
-                                        "then only top-1 over every non-pass move")
+    parser.add_argument("weights",
+                        help="ONNX network, or rollout policy weights (.npz, `tabula train --model rollout`): "
+                             "then only top-1 over every non-pass move")
     parser.add_argument("sources", nargs="+", metavar="ARCHIVE", help="tar.xz/tar.gz/zip archive, folder or SGF file")
     parser.add_argument("--max-games", type=int, default=None, help="stop after this many kept games")
     parser.add_argument("--split", choices=("all", "train", "val"), default="all",
                         help="only the games `tabula prepare` with --val-fraction would put on this side")
     parser.add_argument("--val-fraction", type=float, default=0.02)
     parser.add_argument("--batch", type=int, default=256, help="positions per network call")
-    add_flags(parser, NetConfig(), {"threads": "onnxruntime threads (0: onnxruntime decides)"}, prefix="net_")
-    parser.add_argument("--provider", default="cpu", help="auto | cpu | cuda | tensorrt")
+    add_flags(parser, EVAL_NET, {"threads": "onnxruntime threads (0: onnxruntime decides)",
+                                 "provider": Flag("auto | cpu | cuda | tensorrt", name="--provider")}, prefix="net_")
     parser.add_argument("--min-moves", type=int, default=30)
     parser.add_argument("--size", type=int, default=0,
                         help="read the records of this board size (default: the network's only size, else 19)")
@@ -168,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ("games", "positions", "passes", "top1", "learnable", "loss"):
             print(f"{name}: {result[name]:.4f}" if isinstance(result[name], float) else f"{name}: {result[name]}")
         return 0
-    evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.provider)
+    evaluator = OnnxEvaluator(args.weights, symmetry="identity", threads=args.net_threads, provider=args.net_provider)
     size = args.size or (evaluator.board_sizes[0] if len(evaluator.board_sizes) == 1 else 19)
     if size not in evaluator.board_sizes:
         print(f"tabula eval: {args.weights} does not play {size}x{size} (it plays "
@@ -177,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
     search = from_flags(EVAL_SEARCH, args)
-    searches = SearchScores(args.weights, search, args.provider, args.net_threads) if search.visits else None
+    searches = SearchScores(args.weights, search, args.net_provider, args.net_threads) if search.visits else None
     states: list[GameState] = []
     targets: list[int] = []
     values: list[float] = []

@@ -16,31 +16,28 @@ import hashlib
 import os
 import random
 import sys
-import tarfile
 import tempfile
 from glob import glob
-from typing import Iterator
 
 import numpy as np
 
 from tabula.engine.net.features import encode_batch
-from tabula.engine.rules.coords import BLACK, PASS, WHITE
-from tabula.engine.rules.game import GameState, IllegalMoveError
-
-GAMES_GLOB = "/work/shared/data/games/*.tar.xz"
-
+from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.game import GameState
 
 # -- positions for calibration and accuracy checks ----------------------------------------------------------------
 
 
-def random_positions(size: int, count: int, seed: int, max_moves: int | None = None) -> list[GameState]:
-    """Positions from random legal games (no filling of own eyes), sampled at random move numbers."""
+def random_positions(size: int, count: int, seed: int, max_moves: int | None = None,
+                     min_moves: int = 0) -> list[GameState]:
+    """Positions from random legal games (no filling of own eyes), sampled at random move numbers from
+    ``min_moves`` to below ``max_moves`` (default: the board's points)."""
     rng = random.Random(seed)
     max_moves = max_moves or size * size
     positions: list[GameState] = []
     while len(positions) < count:
         state = GameState(size)
-        stop = rng.randrange(0, max_moves)
+        stop = rng.randrange(min_moves, max_moves)
         for _ in range(stop):
             moves = [m for m in state.legal_moves()
                      if not state.board.is_own_eye(state.board.geometry.padded[m], state.to_move)]
@@ -51,83 +48,59 @@ def random_positions(size: int, count: int, seed: int, max_moves: int | None = N
     return positions
 
 
-def sgf_positions(count: int, seed: int, pattern: str | None = None, per_game: int = 8,
-                  skip_games: int = 0) -> list[GameState]:
-    """Positions from real 19×19 games (the archives' first games after ``skip_games``), ``per_game`` sampled
-    from each game; ``pattern`` defaults to GAMES_GLOB."""
-    pattern = pattern or GAMES_GLOB
-    archives = sorted(glob(pattern))
+def sgf_positions(count: int, seed: int, games: str, per_game: int = 8, skip_games: int = 0,
+                  moves: range | None = None) -> list[GameState]:
+    """Positions from the real 19×19 games of the SGF archives, folders or files that the glob ``games`` names (the
+    games after the first ``skip_games``), ``per_game`` sampled from each, each the position after a number of moves
+    in ``moves`` (default: any). FileNotFoundError where there are none; ImportError without sgfmill."""
+    archives = sorted(glob(games)) if games else []
     if not archives:
-        raise FileNotFoundError(f"no games found in {pattern}")
+        raise FileNotFoundError(f"no games found in {games}" if games else "no game archives named")
     # Imported only when there are games to read: a GPU machine lent for benchmarks has neither games nor sgfmill.
-    from sgfmill import sgf
+    from tabula.engine.data.records import iter_sgf_files
+    from tabula.engine.rules.sgf import SgfError, read_sgf, replay
 
     rng = random.Random(seed)
     positions: list[GameState] = []
     for archive in archives:
-        for game in _games(archive, sgf, skip_games):
-            positions.extend(rng.sample(game, min(per_game, len(game))))
+        for _, data in iter_sgf_files(archive):
+            if skip_games > 0:
+                skip_games -= 1
+                continue
+            try:
+                record = read_sgf(data)
+                after = replay(record)[1:] if record.size == 19 else []  # the position after each move
+            except SgfError:
+                continue
+            if moves is not None:
+                after = [after[m - 1] for m in moves if 1 <= m <= len(after)]
+            positions.extend(rng.sample(after, min(per_game, len(after))))
             if len(positions) >= count:
                 return positions[:count]
     if not positions:
-        raise FileNotFoundError(f"no games found in {pattern}")
+        raise FileNotFoundError(f"no games found in {games}")
     return positions
 
 
-def _games(archive: str, sgf, skip: int = 0) -> Iterator[list[GameState]]:
-    with tarfile.open(archive, "r:*") as tar:
-        for member in tar:
-            if not member.isfile() or not member.name.endswith(".sgf"):
-                continue
-            if skip > 0:
-                skip -= 1
-                continue
-            data = tar.extractfile(member).read()
-            try:
-                game = sgf.Sgf_game.from_bytes(data)
-            except ValueError:
-                continue
-            if game.get_size() != 19:
-                continue
-            states = _replay(game)
-            if states:
-                yield states
-
-
-def _replay(game) -> list[GameState]:
-    state = GameState(19)
-    root = game.get_root()
-    black, white, _ = root.get_setup_stones()
-    try:
-        for color, points in ((BLACK, black), (WHITE, white)):
-            for row, col in points:
-                state.place_setup(row * 19 + col, color)
-        if white or black:
-            state.to_move = WHITE if black and not white else BLACK
-        states = []
-        for node in game.get_main_sequence()[1:]:
-            color, point = node.get_move()
-            if color is None:
-                continue
-            state.play(PASS if point is None else point[0] * 19 + point[1], BLACK if color == "b" else WHITE)
-            states.append(state.copy())
-    except (IllegalMoveError, ValueError):
-        return []
-    return states
-
-
-def calibration_planes(size: int, count: int, seed: int, source: str = "auto") -> np.ndarray:
-    """float32 [count, 18, N, N] from real games on 19×19 when they are available, otherwise random games."""
-    states: list[GameState] = []
-    if source in ("auto", "sgf") and size == 19:
+def positions(size: int, count: int, seed: int, games: str = "", source: str = "auto", per_game: int = 8,
+              skip_games: int = 0, moves: range | None = None) -> list[GameState]:
+    """The positions a network is calibrated or measured on: on 19×19, from the real games of ``games``
+    (``sgf_positions``) where there are any and sgfmill to read them, else from random games (``random_positions``,
+    at the same move numbers). ``source``: ``auto`` (that), ``sgf`` (on 19×19 real games, or the error why not) or
+    ``random``."""
+    if source != "random" and size == 19:
         try:
-            states = sgf_positions(count, seed)
+            return sgf_positions(count, seed, games, per_game, skip_games, moves)
         except (OSError, ImportError):  # no archives, or no sgfmill to read them (the lent GPU machine has neither)
             if source == "sgf":
                 raise
-    if not states:
-        states = random_positions(size, count, seed)
-    return encode_batch(states)
+    return random_positions(size, count, seed, moves.stop if moves else None, moves.start if moves else 0)
+
+
+def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "") -> np.ndarray:
+    """float32 [count, 18, N, N] of ``positions``: from the real games of ``games`` on 19×19 where there are any,
+    otherwise random games."""
+    return encode_batch(positions(size, count, seed, games, source))
 
 
 # -- quantization ------------------------------------------------------------------------------------------------
@@ -240,7 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write this calibrated resignation threshold into the network's metadata (tabula gtp "
                              "resigns with it by default; see tabula eval's resign_false_T lines)")
     parser.add_argument("--calibration", type=int, default=256, help="positions for calibration (int8, random)")
-    parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto")
+    parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto",
+                        help="auto: the games of --calibration-games on 19x19 where there are any, else random games")
+    parser.add_argument("--calibration-games", default="", metavar="GLOB",
+                        help="SGF archives (tar, zip, folders or files; a glob) whose 19x19 games calibrate "
+                             "(default: none, random games)")
     return parser
 
 
@@ -290,8 +267,8 @@ def _export(args: argparse.Namespace) -> int:
         spec = network.NetSpec(blocks=args.blocks, filters=args.filters, head=args.head, board_size=args.size,
                                aux=args.aux, small_board_value=args.add_small_board_value)
         sizes = _sizes(args, spec)
-        calibration = [calibration_planes(s, min(args.calibration, 128), args.seed, args.calibration_source)
-                       for s in sizes]
+        calibration = [calibration_planes(s, min(args.calibration, 128), args.seed, args.calibration_source,
+                                          args.calibration_games) for s in sizes]
         model = network.random_network(spec, args.seed, calibration)
         provenance = f"random weights, seed {args.seed}, tabula export --random"
     elif args.from_leelaz:
@@ -369,7 +346,8 @@ def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
 def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     metadata = _metadata(source)
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
-    calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source)}
+    calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
+                                            args.calibration_games)}
     quantize_int8(source, out, calibration)
 
 

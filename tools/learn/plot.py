@@ -2,8 +2,8 @@
 
 A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against the samples seen (steps ×
 batch, from RUNDIR/config.json; steps where it is missing), and the auxiliary heads' validation losses where the run
-has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play games, rejected
-candidates as crosses (default RUNDIR/elo.png).
+has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play
+games, rejected candidates as crosses (default RUNDIR/elo.png).
 """
 from __future__ import annotations
 

@@ -221,7 +221,8 @@ def batch_logits(vector: np.ndarray, layout: Layout, data: Indexed, rows: np.nda
     z = np.zeros((count, points + 1))
     z[:, :points] = (vector[np.maximum(pattern, 0)] + vector[layout.self_atari] * (tactics & 1)
                      + vector[layout.save_atari] * (tactics >> 1 & 1))
-    for moves, base in ((data.previous[rows], layout.distance_previous), (data.own_previous[rows], layout.distance_own)):
+    for moves, base in ((data.previous[rows], layout.distance_previous),
+                        (data.own_previous[rows], layout.distance_own)):
         has = np.flatnonzero(moves >= 0)
         z[has[:, None], near[moves[has]]] += vector[base + NEAR_BUCKET]
     previous = data.previous[rows]
@@ -253,7 +254,8 @@ def loss_and_gradient(vector: np.ndarray, layout: Layout, data: Indexed, rows: n
     gradient[layout.save_atari] += float(np.sum(g * (tactics >> 1 & 1)))
     extended = np.concatenate([g, np.zeros((count, 1))], axis=1)
     near = pattern_geometry(int(round(points ** 0.5))).near_flat
-    for moves, base in ((data.previous[rows], layout.distance_previous), (data.own_previous[rows], layout.distance_own)):
+    for moves, base in ((data.previous[rows], layout.distance_previous),
+                        (data.own_previous[rows], layout.distance_own)):
         has = np.flatnonzero(moves >= 0)
         summed = extended[has[:, None], near[moves[has]]].sum(axis=0)
         gradient[base: base + NUM_DISTANCES] += np.bincount(NEAR_BUCKET, weights=summed, minlength=NUM_DISTANCES)
