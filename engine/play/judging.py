@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
 from tabula.engine.rules.game import GameState
 from tabula.engine.rules.playout import seki_stones, string_ownership
 
@@ -38,6 +39,7 @@ JUDGED_AGAIN_FROM_SIZE = 13  # boards from this size up judge near-even strings 
 GROUP_DISTANCE = 2  # near-even strings of one colour this close (in lines, across and along) form a group
 SCORE_CHECK_POINTS = 30.0  # a count this far from the network's score is checked
 SCORE_CHANGE_POINTS = 10.0  # a verdict changes only when it brings the count this much nearer the score
+SEKI_EYE_POINTS = 6  # a region of one colour larger than this is room for two eyes: its strings are not in seki
 
 
 def judge_dead_stones(state: GameState, ownership: Ownership, score: float | None = None) -> list[int]:
@@ -63,6 +65,48 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
             candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
             dead = _fit_score(state, dead, candidates, score)
     return sorted(dead)
+
+
+def seki_for_counting(state: GameState, dead: list[int]) -> list[int]:
+    """Flat points of the live stones in seki as territory counting sees them (``GameState.score``'s ``seki``): the
+    strings of ``seki_stones``, without those that touch a region of their own colour of more than
+    ``SEKI_EYE_POINTS`` points, and then without those left with no opponent string in seki beside them.
+
+    ``seki_stones`` reads a whole territory as one eye, so two walls with their territories behind them and dame
+    between them look like a seki to it; under the seki tax that would cost both sides all their territory. A
+    string with that much room of its own lives by itself."""
+    seki = seki_stones(state, dead)
+    if not seki:
+        return []
+    board = state.without_stones(dead).board if dead else state.board
+    geometry = board.geometry
+    color = board.color
+    neighbors = geometry.neighbors
+    region_size: dict[int, int] = {}  # padded empty point -> points in its region, when one colour borders it
+    for pad in geometry.padded:
+        if color[pad] != EMPTY or pad in region_size:
+            continue
+        region, reaches = [pad], 0
+        seen = {pad}
+        for point in region:
+            for n in neighbors[point]:
+                if color[n] == EMPTY and n not in seen:
+                    seen.add(n)
+                    region.append(n)
+                elif color[n] in (BLACK, WHITE):
+                    reaches |= color[n]
+        size = len(region) if reaches in (BLACK, WHITE) else 0
+        region_size.update((point, size) for point in region)
+    roots = {board.root[geometry.padded[p]] for p in seki}
+    roots = {root for root in roots if all(region_size[lib] <= SEKI_EYE_POINTS for lib in board.liberties[root])}
+    while True:  # each string keeps an opponent in seki beside it, sharing a liberty
+        kept = {root for root in roots
+                if any(color[n] == 3 - color[root] and board.root[n] in roots
+                       for lib in board.liberties[root] for n in neighbors[lib])}
+        if kept == roots:
+            break
+        roots = kept
+    return sorted(geometry.flat[p] for root in roots for p in board.string_stones(root))
 
 
 def _spare_seki(state: GameState, dead: set[int], near: list[list[int]]) -> set[int]:
@@ -154,4 +198,4 @@ def _fit_score(state: GameState, dead: set[int], candidates: list[list[int]], sc
 
 
 __all__ = ["GROUP_DISTANCE", "JUDGED_AGAIN_FROM_SIZE", "NEAR_EVEN", "SCORE_CHECK_POINTS", "SCORE_CHANGE_POINTS",
-           "judge_dead_stones"]
+           "SEKI_EYE_POINTS", "judge_dead_stones", "seki_for_counting"]

@@ -16,11 +16,12 @@ import numpy as np
 
 from tabula.engine.config import EngineConfig, TimeConfig
 from tabula.engine.play.decision import opponent_passed
+from tabula.engine.play.judging import seki_for_counting
 from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
 from tabula.engine.rules import playout, sgf
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
-from tabula.engine.rules.game import GameState, Rules, handicap_points
+from tabula.engine.rules.game import TAX_SEKI, GameState, Rules, format_result, handicap_points
 
 OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
 OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
@@ -224,8 +225,32 @@ class Player:
         for state in self.history:
             self._set_rules_of_state(state)
 
+    def set_rules(self, rules: Rules) -> None:
+        """Play this game and the next ones under ``rules`` (kata-set-rules, kgs-rules; the komi is ``rules``'s).
+        Another ko rule replays the game so far and its undo stack under it; ValueError, and nothing changes, where
+        a move of the game breaks it."""
+        if rules.superko != self.rules.superko:
+            self._replay_under(rules)
+        self.rules = rules
+        self._set_rules_of_state(self.state)
+        for state in self.history:
+            self._set_rules_of_state(state)
+
+    def _replay_under(self, rules: Rules) -> None:
+        """The game, its undo stack and the loaded line played again under ``rules`` (their superko histories)."""
+        line = len(self.state.moves)
+        first_undoable = line - len(self.history)  # the undo stack holds the positions after these moves and on
+        loaded = self.loaded
+        snapshots = range(0, loaded.undoable, UNDO_SNAPSHOT_MOVES) if loaded is not None else range(0)
+        state, copies = self.state.replayed(rules, [*range(first_undoable, line), *snapshots])
+        self.state = state
+        self.history = [copies[number] for number in range(first_undoable, line)]
+        if loaded is not None:
+            self.loaded = _LoadedLine([copies[number] for number in snapshots], loaded.moves, loaded.undoable)
+
     def _set_rules_of_state(self, state: GameState) -> None:
-        # Rules are frozen and shared; komi does not affect legality, so swapping them mid-game is safe.
+        # Rules are frozen and shared; komi, scoring and the handicap bonus do not affect legality, so swapping them
+        # mid-game is safe (another ko rule is replayed first: set_rules).
         state.rules = self.rules
 
     def play(self, color: int, move: int) -> None:
@@ -359,7 +384,7 @@ class Player:
         ``final_status_list dead`` and then ``final_score`` must see the same stones in both (in 100 9x9 games
         against GNU Go, three had answers that did not fit each other when each drew its own)."""
         state = self.state
-        key = (state.size, state.hash, len(state.moves), tuple(state.setup), state.rules.komi)
+        key = (state.size, state.hash, len(state.moves), tuple(state.setup), state.rules)
         if self._dead_judged is None or self._dead_judged[0] != key:
             self._dead_judged = (key, self.generator.dead_stones(state))
         return list(self._dead_judged[1])
@@ -386,16 +411,16 @@ class Player:
         return strings
 
     def final_score(self, remove_dead: bool = True) -> str:
-        """The result of counting now (``B+3.5``, ``W+0.5``, ``0``): area scoring with komi, after removing the
-        stones ``final_status`` calls dead. A resignation, once recorded, is the result."""
+        """The result of counting now (``B+3.5``, ``W+0.5``, ``0``) under the rules (``GameState.score``: area or
+        territory, komi and handicap bonus), after removing the stones ``final_status`` calls dead; with the seki
+        tax (territory scoring), the empty points of a seki count for nobody. A resignation, once recorded, is the
+        result."""
         if self.result.endswith("Resign"):
             return self.result
         state = self.state
-        if remove_dead:
-            dead = [p for string in self.final_status("dead") for p in string]
-            if dead:
-                state = state.without_stones(dead)
-        return state.result_string()
+        dead = [p for string in self.final_status("dead") for p in string] if remove_dead else []
+        seki = seki_for_counting(state, sorted(dead)) if state.rules.tax == TAX_SEKI else []
+        return format_result(state.score(dead, seki))
 
     # -- clocks --------------------------------------------------------------------------------------------------
 

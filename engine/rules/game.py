@@ -1,13 +1,16 @@
-"""A game: the board plus what the rules need of the past — side to move, superko history, passes, komi, handicap,
-scoring — and the recent positions the network reads.
+"""A game: the board plus what the rules need of the past — side to move, superko history, passes, prisoners, komi,
+handicap, scoring — and the recent positions the network reads; the rulesets GTP can name (KataGo's spellings).
 
 Layer: above board. ``GameState`` is changed in place by ``play``; ``copy()`` is cheap (the board copy plus one set
 copy), which is how the search and the GTP undo stack keep positions.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -21,16 +24,174 @@ SITUATIONAL = "situational"
 SIMPLE_KO = "simple"  # only the immediate recapture is forbidden, as GNU Go plays
 
 
+AREA = "area"  # stones plus surrounded points (Tromp-Taylor, Chinese, AGA)
+TERRITORY = "territory"  # surrounded points plus prisoners (Japanese, Korean)
+TAX_NONE = "none"  # the empty points of a seki count like any others
+TAX_SEKI = "seki"  # the empty points of a seki (its eyes included) count for nobody, as Japanese rules say
+BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE = "0", "N", "N-1"  # white's handicap bonus for N handicap stones
+
+
 @dataclass(frozen=True)
 class Rules:
-    """The rules a game is played under. Scoring is always Tromp-Taylor area scoring."""
+    """The rules a game is played under. The default is Tromp-Taylor area scoring with positional superko (suicide
+    is never legal). ``parse_rules`` gives the rulesets GTP's ``kata-set-rules`` names."""
 
     komi: float = 7.5
     superko: str = POSITIONAL  # positional | situational | simple
+    scoring: str = AREA  # area | territory
+    # seki | none; None: seki under territory scoring, none under area scoring (KataGo's defaults). dataclasses.replace
+    # keeps the resolved value, as KataGo's kata-set-rule does.
+    tax: str | None = None
+    white_handicap_bonus: str = BONUS_NONE  # "0", "N" (Chinese) or "N-1" (AGA) points for N handicap stones
+    # Whether passing before the dead stones are captured is fine (KataGo's friendlyPassOk). Tabula reports it and
+    # plays the same either way: it counts as a referee removing dead stones would, and kgs-genmove_cleanup captures.
+    friendly_pass_ok: bool = False
 
     def __post_init__(self) -> None:
         if self.superko not in (POSITIONAL, SITUATIONAL, SIMPLE_KO):
             raise ValueError(f"unknown superko rule {self.superko!r}")
+        if isinstance(self.komi, bool) or not isinstance(self.komi, numbers.Real) or not math.isfinite(self.komi):
+            raise ValueError(f"komi must be a finite number, not {self.komi!r}")
+        if self.scoring not in (AREA, TERRITORY):
+            raise ValueError(f"unknown scoring rule {self.scoring!r}")
+        if self.tax is None:
+            object.__setattr__(self, "tax", TAX_SEKI if self.scoring == TERRITORY else TAX_NONE)
+        if self.tax not in (TAX_NONE, TAX_SEKI):
+            raise ValueError(f"unknown tax rule {self.tax!r}")
+        if self.white_handicap_bonus not in (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE):
+            raise ValueError(f"unknown white handicap bonus {self.white_handicap_bonus!r}")
+        if not isinstance(self.friendly_pass_ok, bool):
+            raise ValueError(f"friendly_pass_ok must be a bool, not {self.friendly_pass_ok!r}")
+
+    def handicap_bonus(self, handicap: int) -> int:
+        """Points white gets for ``handicap`` stones, as KataGo counts them: none for fewer than two stones."""
+        if handicap < 2 or self.white_handicap_bonus == BONUS_NONE:
+            return 0
+        return handicap if self.white_handicap_bonus == BONUS_N else handicap - 1
+
+    def kata_json(self) -> str:
+        """KataGo's ``kata-get-rules`` answer: its JSON object without komi, keys sorted, no spaces."""
+        return json.dumps({
+            "friendlyPassOk": self.friendly_pass_ok,
+            "hasButton": False,
+            "ko": _KO_NAMES[self.superko],
+            "scoring": self.scoring.upper(),
+            "suicide": False,
+            "tax": str(self.tax).upper(),
+            "whiteHandicapBonus": self.white_handicap_bonus,
+        }, sort_keys=True, separators=(",", ":"))
+
+
+class UnsupportedRulesError(ValueError):
+    """Rules that Tabula does not know by that name, or knows and cannot play (suicide, button, group tax)."""
+
+
+_KO_NAMES = {SIMPLE_KO: "SIMPLE", POSITIONAL: "POSITIONAL", SITUATIONAL: "SITUATIONAL"}
+
+
+def _spellings(*names: str) -> list[str]:
+    """KataGo's spellings of a name: ``tromp-taylor`` also as tromp_taylor, tromp taylor and tromptaylor."""
+    return [variant for name in names
+            for variant in {name, name.replace("-", "_"), name.replace("-", " "), name.replace("-", "")}]
+
+
+# KataGo's named rulesets (cpp/game/rules.cpp, parseRulesHelper) as (superko, scoring, white handicap bonus,
+# friendly pass ok). Tabula never allows suicide, so tromp-taylor, new-zealand and goe differ from KataGo's there.
+_NAMED_RULES: dict[str, tuple[str, str, str, bool]] = {}
+for _names, _fields in [
+    (("japanese", "korean"), (SIMPLE_KO, TERRITORY, BONUS_NONE, False)),
+    (("chinese",), (SIMPLE_KO, AREA, BONUS_N, True)),
+    (("chinese-ogs", "chinese-kgs"), (POSITIONAL, AREA, BONUS_N, True)),
+    (("aga", "bga", "french"), (SITUATIONAL, AREA, BONUS_N_MINUS_ONE, True)),
+    (("new-zealand", "nz"), (SITUATIONAL, AREA, BONUS_NONE, True)),
+    (("tromp-taylor",), (POSITIONAL, AREA, BONUS_NONE, False)),
+    (("goe", "ing"), (POSITIONAL, AREA, BONUS_NONE, True)),
+]:
+    for _name in _spellings(*_names):
+        _NAMED_RULES[_name] = _fields
+# Named by KataGo, refused here with the reason.
+_REFUSED_RULES = {name: reason for names, reason in [
+    (("stone-scoring", "ancient-area", "ancient-territory"), "the group tax of stone scoring is not supported"),
+    (("aga-button",), "button go is not supported"),
+] for name in _spellings(*names)}
+
+
+def parse_rules(text: str, komi: float = 7.5) -> Rules:
+    """Rules from KataGo's ``kata-set-rules`` argument, keeping ``komi`` (kata-set-rules does not change it).
+
+    ``text``: a shorthand in any case (``japanese``, ``korean``, ``chinese``, ``chinese-ogs``, ``chinese-kgs``,
+    ``aga``, ``bga``, ``french``, ``new-zealand``, ``nz``, ``tromp-taylor``, ``goe``, ``ing``; ``-`` may also be
+    ``_``, a space or nothing), or a JSON object with KataGo's keys (``ko``, ``scoring`` or ``score``, ``tax``,
+    ``suicide``, ``hasButton``, ``whiteHandicapBonus``, ``friendlyPassOk``), the keys left out as KataGo leaves
+    them (Tromp-Taylor's, the tax following the scoring). Raises UnsupportedRulesError for an unknown name or key,
+    and for what Tabula cannot play: suicide, the button, the group tax of stone scoring, Spight's ko rule."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        return _rules_from_json(stripped, komi)
+    name = stripped.lower()
+    if name in _REFUSED_RULES:
+        raise UnsupportedRulesError(f"{_REFUSED_RULES[name]}: {stripped}")
+    if name not in _NAMED_RULES:
+        raise UnsupportedRulesError(f"unknown rules {stripped!r}")
+    superko, scoring, bonus, friendly = _NAMED_RULES[name]
+    return Rules(komi=komi, superko=superko, scoring=scoring, white_handicap_bonus=bonus, friendly_pass_ok=friendly)
+
+
+def _rules_from_json(text: str, komi: float) -> Rules:
+    try:
+        fields = json.loads(text)
+    except ValueError as error:
+        raise UnsupportedRulesError(f"cannot parse rules JSON: {error}") from error
+    if not isinstance(fields, dict):
+        raise UnsupportedRulesError("rules JSON must be an object")
+    ko_rules = {name: rule for rule, name in _KO_NAMES.items()}
+    rules = Rules(komi=komi)
+    tax = None
+    for key, value in fields.items():
+        if key == "ko" and isinstance(value, str) and value.upper() in ko_rules:
+            rules = replace(rules, superko=ko_rules[value.upper()])
+        elif key in ("scoring", "score") and isinstance(value, str) and value.lower() in (AREA, TERRITORY):
+            rules = replace(rules, scoring=value.lower())
+        elif key == "tax" and isinstance(value, str) and value.lower() in (TAX_NONE, TAX_SEKI):
+            tax = value.lower()
+        elif key == "whiteHandicapBonus" and value in (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE):
+            rules = replace(rules, white_handicap_bonus=value)
+        elif key == "friendlyPassOk" and isinstance(value, bool):
+            rules = replace(rules, friendly_pass_ok=value)
+        elif key == "suicide" and value is False or key == "hasButton" and value is False:
+            pass
+        elif key == "suicide" and value is True:
+            raise UnsupportedRulesError("multi-stone suicide is not supported")
+        elif key == "hasButton" and value is True:
+            raise UnsupportedRulesError("button go is not supported")
+        elif key == "tax" and isinstance(value, str) and value.upper() == "ALL":
+            raise UnsupportedRulesError("the group tax of stone scoring is not supported")
+        elif key == "ko" and isinstance(value, str) and value.upper() == "SPIGHT":
+            raise UnsupportedRulesError("Spight's ko rule is not supported")
+        elif key == "komi":
+            raise UnsupportedRulesError("komi is not a rule here: set it with the komi command")
+        else:
+            raise UnsupportedRulesError(f"unknown rules option {key!r}: {value!r}")
+    return replace(rules, tax=tax or (TAX_SEKI if rules.scoring == TERRITORY else TAX_NONE))
+
+
+def sgf_ruleset(rules: Rules) -> str:
+    """The SGF RU value for ``rules``: ``Japanese`` for territory scoring, ``Chinese`` for area scoring (what
+    ``scoring_from_sgf`` reads back; the ko rule and the handicap bonus are the engine's settings, not the file's)."""
+    return "Japanese" if rules.scoring == TERRITORY else "Chinese"
+
+
+def scoring_from_sgf(ruleset: str) -> str | None:
+    """The scoring an SGF RU value names (territory for Japanese and Korean rules, area for the others Tabula
+    knows), or None for a value it does not know."""
+    name = ruleset.strip().lower()
+    if name in ("japanese", "korean", "jp"):
+        return TERRITORY
+    if name in _NAMED_RULES:
+        return _NAMED_RULES[name][1]
+    if name in ("cn", "tt", "tromptaylor", "tromp/taylor", "goe", "ing"):
+        return AREA
+    return None
 
 
 # The GTP specification's fixed handicap placement, as (x, y) from the bottom-left, for 19x19; other sizes scale.
@@ -73,12 +234,12 @@ def format_result(score: float) -> str:
 class GameState:
     """One position of a game and the history the rules and the network need.
 
-    Fields that change with every move: ``board``, ``to_move``, ``moves``, ``passes``, ``recent`` and ``seen``.
-    ``rules`` and ``handicap`` are fixed for the game.
+    Fields that change with every move: ``board``, ``to_move``, ``moves``, ``passes``, ``recent``, ``seen`` and
+    ``prisoners``. ``rules`` and ``handicap`` are fixed for the game (``replayed`` plays it again under other rules).
     """
 
     __slots__ = ("board", "to_move", "rules", "moves", "passes", "recent", "seen", "handicap", "setup", "stones",
-                 "peak_stones")
+                 "peak_stones", "prisoners")
 
     def __init__(self, size: int = 19, rules: Rules | None = None):
         self.board = Board(size)
@@ -95,6 +256,9 @@ class GameState:
         # adds a stone, so it can repeat a position only if some earlier one had more stones than there are now.
         self.stones = 0
         self.peak_stones = 0
+        # Stones captured in play by (black, white): the prisoners that territory scoring counts. A tuple, so that
+        # copies share it until the next capture.
+        self.prisoners: tuple[int, int] = (0, 0)
 
     @property
     def size(self) -> int:
@@ -113,6 +277,7 @@ class GameState:
         other.seen = set(self.seen)
         other.stones = self.stones
         other.peak_stones = self.peak_stones
+        other.prisoners = self.prisoners
         return other
 
     def with_to_move(self, color: int) -> "GameState":
@@ -126,7 +291,7 @@ class GameState:
 
     def without_stones(self, points: Sequence[int]) -> "GameState":
         """A position with the stones on ``points`` taken off (dead stones a referee removes), for counting only:
-        same size, rules and side to move, the other stones as setup, no history."""
+        same size, rules, handicap, prisoners and side to move, the other stones as setup, no history."""
         counted = GameState(self.size, self.rules)
         removed = set(points)
         board = self.board
@@ -136,6 +301,8 @@ class GameState:
                 # Every string keeps at least the liberties it has here, so no placement captures or is suicide.
                 counted.place_setup(flat, color)
         counted.to_move = self.to_move
+        counted.handicap = self.handicap
+        counted.prisoners = self.prisoners
         return counted
 
     def _superko_key(self, stone_hash: int, to_move: int) -> int:
@@ -191,6 +358,10 @@ class GameState:
             if key is not None:
                 self.seen.add(key)
             self.stones += 1 - len(captured_flat)
+            if captured_flat:
+                black, white = self.prisoners
+                self.prisoners = (black + len(captured_flat), white) if color == BLACK \
+                    else (black, white + len(captured_flat))
             if self.stones > self.peak_stones:
                 self.peak_stones = self.stones
             self.passes = 0
@@ -261,10 +432,71 @@ class GameState:
     def color_at(self, point: int) -> int:
         return self.board.color[self.board.geometry.padded[point]]
 
+    @property
+    def counted_komi(self) -> float:
+        """What the count gives white beyond the board: komi plus the rules' handicap bonus for this game's
+        handicap stones (``Rules.handicap_bonus``; none under the default rules)."""
+        return self.rules.komi + self.rules.handicap_bonus(self.handicap)
+
     def area_score(self) -> float:
-        """Tromp-Taylor score from black's view, komi included: positive means black wins."""
+        """Tromp-Taylor score from black's view, komi (``counted_komi``) included: positive means black wins. The
+        search and self-play count by this whatever the rules; ``score`` counts as the rules say."""
         black, white = self.board.area_score()
-        return black - white - self.rules.komi
+        return black - white - self.counted_komi
+
+    def score(self, dead: Iterable[int] = (), seki: Iterable[int] = ()) -> float:
+        """The count under ``rules`` from black's view, ``counted_komi`` included: positive means black wins.
+
+        ``dead``: flat points of the stones a referee takes off (judged by the caller, engine.play.judging).
+        ``seki``: flat points of the live stones in seki (judged by the caller, engine.rules.playout.seki_stones).
+        Area scoring: stones plus the empty regions that reach one colour only. Territory scoring: those empty
+        regions (the points of the dead stones included) plus prisoners, the stones captured in play and the dead
+        stones taken off. With the seki tax (Japanese rules: the default under territory scoring) an empty region
+        that touches a stone in seki counts for nobody: the eyes of a group in seki are not territory. That is an
+        approximation of the Japanese rules' wording (which also asks whether an eye could be filled), sound for
+        the usual seki shapes: eyes and shared liberties of the strings in seki."""
+        dead_points = sorted(set(dead))
+        counted = self.without_stones(dead_points) if dead_points else self
+        board = counted.board
+        owners = board.area_owners()
+        if self.rules.tax == TAX_SEKI:
+            for pad in _regions_touching(board, [board.geometry.padded[p] for p in seki]):
+                owners[pad] = EMPTY
+        if self.rules.scoring == AREA:
+            return owners.count(BLACK) - owners.count(WHITE) - self.counted_komi
+        color = board.color
+        black_area = sum(1 for pad in board.geometry.padded if owners[pad] == BLACK and color[pad] == EMPTY)
+        white_area = sum(1 for pad in board.geometry.padded if owners[pad] == WHITE and color[pad] == EMPTY)
+        dead_white = sum(1 for p in dead_points if self.color_at(p) == WHITE)
+        dead_black = sum(1 for p in dead_points if self.color_at(p) == BLACK)
+        black_prisoners, white_prisoners = self.prisoners
+        return (black_area + black_prisoners + dead_white) - (white_area + white_prisoners + dead_black) \
+            - self.counted_komi
+
+    def replayed(self, rules: Rules, keep: Iterable[int] = ()) -> tuple["GameState", dict[int, "GameState"]]:
+        """This game played again from its setup stones under ``rules`` (another ko rule rebuilds the superko
+        history): the position now, and copies of the positions after each number of moves in ``keep``.
+
+        Raises ValueError, naming the move, where a move breaks the new rules."""
+        kept = set(keep)
+        state = GameState(self.size, rules)
+        state.to_move = self.moves[0][0] if self.moves else self.to_move  # the superko key of the first position
+        for color, point in self.setup:
+            state.place_setup(point, color)
+        state.handicap = self.handicap
+        copies: dict[int, GameState] = {}
+        for number, (color, move) in enumerate(self.moves):
+            if number in kept:
+                copies[number] = state.copy()
+            try:
+                state.play(move, color)
+            except IllegalMoveError as error:
+                raise ValueError(f"move {number + 1} is illegal under the {rules.superko} ko rule "
+                                 f"({error.reason})") from error
+        if len(self.moves) in kept:
+            copies[len(self.moves)] = state.copy()
+        state.to_move = self.to_move
+        return state, copies
 
     def result_string(self) -> str:
         """The SGF/GTP result of counting this position now, e.g. ``B+3.5`` or ``0``."""
@@ -293,6 +525,55 @@ class GameState:
         moved = f", last {format_vertex(self.moves[-1][1], size)}" if self.moves else ""
         lines.append(f"{'Black' if self.to_move == BLACK else 'White'} to move{moved}, komi {self.rules.komi:g}")
         return "\n".join(lines)
+
+    # -- the game interface (engine.rules.interface.Game and its optional hooks) --------------------------------
+
+    INPUT_ENCODING = "leelaz-18"  # Leela Zero's 18 planes (engine.net.features)
+
+    @property
+    def policy_size(self) -> int:
+        """The points, then the pass: N*N+1."""
+        size = self.board.geometry.size
+        return size * size + 1
+
+    def terminal_value(self) -> float | None:
+        """None until two passes in a row end the game; then the Tromp-Taylor count's result, side to move's view
+        (+1, -1, or 0 for a tie), as the search scores a game it plays to the end."""
+        if self.passes < 2:
+            return None
+        score = self.terminal_score()
+        return 1.0 if score > 0 else -1.0 if score < 0 else 0.0
+
+    def terminal_score(self) -> float:
+        """The Tromp-Taylor margin in points, side to move's view."""
+        return self.area_score() * (1.0 if self.to_move == BLACK else -1.0)
+
+    @staticmethod
+    def own_eye_masks(states: Sequence["GameState"]) -> np.ndarray:
+        """bool [B, N*N]: the points that fill the mover's own single-point eye (``board.own_eye_masks``)."""
+        from tabula.engine.rules.board import own_eye_masks
+
+        return own_eye_masks([state.board for state in states], [state.to_move for state in states])
+
+    @staticmethod
+    def legal_masks(states: Sequence["GameState"]) -> np.ndarray:
+        """bool [B, N*N+1]: ``legal_mask`` of many positions at once (the module's ``legal_masks``)."""
+        return legal_masks(states)
+
+
+def _regions_touching(board: Board, stones: Sequence[int]) -> list[int]:
+    """Padded points of the empty regions that touch any of the padded ``stones``."""
+    color = board.color
+    neighbors = board.geometry.neighbors
+    seen: set[int] = set()
+    stack = [n for pad in stones for n in neighbors[pad] if color[n] == EMPTY]
+    while stack:
+        point = stack.pop()
+        if point in seen:
+            continue
+        seen.add(point)
+        stack.extend(n for n in neighbors[point] if color[n] == EMPTY and n not in seen)
+    return sorted(seen)
 
 
 def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None) -> np.ndarray:
@@ -359,5 +640,7 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
     return masks
 
 
-__all__ = ["GameState", "Rules", "IllegalMoveError", "format_result", "handicap_points", "legal_masks",
-           "HISTORY_LENGTH", "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY"]
+__all__ = ["GameState", "Rules", "IllegalMoveError", "UnsupportedRulesError", "format_result", "handicap_points",
+           "legal_masks", "parse_rules", "sgf_ruleset", "scoring_from_sgf", "HISTORY_LENGTH", "POSITIONAL",
+           "SITUATIONAL", "SIMPLE_KO", "EMPTY", "AREA", "TERRITORY", "TAX_NONE", "TAX_SEKI", "BONUS_NONE", "BONUS_N",
+           "BONUS_N_MINUS_ONE"]

@@ -9,14 +9,14 @@ its two subclasses, which a reader that sorts refusals can tell apart.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from sgfmill import sgf
 
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, WHITE, CoordinateError, from_rowcol, to_rowcol
-from tabula.engine.rules.game import GameState, Rules
+from tabula.engine.rules.game import GameState, Rules, scoring_from_sgf, sgf_ruleset
 
 MAX_MOVES = 10_000  # a longer main line is not a game of Go: refused (reading is O(moves), undo keeps snapshots)
 MAX_NODES = 100_000  # nodes of the main line, moves or not (comments, setup): a bound on the work per file
@@ -50,6 +50,7 @@ class SgfRecord:
     black_name: str = ""
     white_name: str = ""
     result: str = ""
+    ruleset: str = ""  # RU, as written ("Japanese", "Chinese", ...)
 
 
 def read_sgf(data: bytes) -> SgfRecord:
@@ -87,6 +88,8 @@ def _record(game: sgf.Sgf_game) -> SgfRecord:
                        black_name=game.get_player_name("b") or "", white_name=game.get_player_name("w") or "")
     if root.has_property("RE"):
         record.result = str(root.get("RE"))
+    if root.has_property("RU"):
+        record.ruleset = str(root.get("RU"))
     seen_move = False
     has_player_to_move = False
     # main_sequence_iter reads the main line without building the whole tree (a file of many variations).
@@ -141,9 +144,14 @@ def _point(point: tuple[int, int] | None, size: int) -> int:
 def start_position(record: SgfRecord, rules: Rules | None = None) -> GameState:
     """The position before the first move of ``record``: its size, komi and setup stones.
 
-    ``rules`` supplies the superko rule; komi comes from the file. Raises SgfError for an impossible setup.
+    ``rules`` supplies the rules; komi comes from the file, and so does the scoring where the file's RU names one
+    (``scoring_from_sgf``: Japanese and Korean count territory, Chinese, AGA, NZ, ... area). The ko rule and white's
+    handicap bonus stay ``rules``'s. Raises SgfError for an impossible setup.
     """
-    rules = Rules(komi=record.komi, superko=(rules or Rules()).superko)
+    rules = replace(rules or Rules(), komi=record.komi)
+    scoring = scoring_from_sgf(record.ruleset)
+    if scoring is not None and scoring != rules.scoring:
+        rules = replace(rules, scoring=scoring, tax=None)  # the tax that goes with the scoring
     state = GameState(record.size, rules)
     try:
         for color, point in record.setup:
@@ -200,23 +208,25 @@ def write_sgf(state: GameState, black_name: str = "", white_name: str = "", resu
         root["RE"] = result
     first = state.moves[0][0] if state.moves else state.to_move
     return write_game(state.size, state.moves, state.rules.komi, state.rules.superko, setup=state.setup,
-                      handicap=state.handicap, first_to_move=first, root=root, application=(application, "0.1"))
+                      handicap=state.handicap, first_to_move=first, root=root, application=(application, "0.1"),
+                      ruleset=sgf_ruleset(state.rules))
 
 
 def write_game(size: int, moves: Sequence[tuple[int, int]], komi: float, superko: str,
                setup: Sequence[tuple[int, int]] = (), handicap: int = 0, first_to_move: int | None = None,
                root: dict[str, object] | None = None, per_move: Sequence[dict[str, object]] | None = None,
-               final_comment: str = "", application: tuple[str, str] = ("Tabula", "0.1")) -> bytes:
+               final_comment: str = "", application: tuple[str, str] = ("Tabula", "0.1"), ruleset: str = "") -> bytes:
     """One SGF writer for every game Tabula saves (``printsgf``, self-play, ``tabula match``).
 
     ``moves``: (colour, flat move or PASS). ``setup``: (colour, flat point) before the first move; ``PL`` is
     written where the first mover is not the usual one (white after a handicap). ``root``: further root properties
     (PB, PW, RE, GN, DT, TM, OT, C ...). ``per_move``: properties of each move's node (BL/WL, OB/OW, C), aligned
-    with ``moves``. ``final_comment`` is added to the last node's comment (the root's when there are no moves)."""
+    with ``moves``. ``final_comment`` is added to the last node's comment (the root's when there are no moves).
+    ``ruleset``: RU (game.sgf_ruleset); "" writes Chinese, or Japanese for simple ko, as games of area scoring."""
     game = sgf.Sgf_game(size)
     node = game.get_root()
     node.set("KM", float(komi))
-    node.set("RU", "Chinese" if superko != "simple" else "Japanese")
+    node.set("RU", ruleset or ("Chinese" if superko != "simple" else "Japanese"))
     node.set("AP", application)
     if handicap:
         node.set("HA", handicap)
