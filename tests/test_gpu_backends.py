@@ -6,7 +6,9 @@ through a stand-in that fails as a GPU build without its libraries fails. Tests 
 """
 from __future__ import annotations
 
+import json
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -103,8 +105,12 @@ def test_an_unknown_precision_or_a_missing_gpu_is_a_clear_error(tiny_onnx):
 
 
 class FakeOnnxruntime:
-    """onnxruntime as a GPU build shows it: TensorRT and CUDA listed; TensorRT fails to start (its libraries are
-    missing) and CUDA, like a CUDA provider without its libraries, silently runs on the CPU."""
+    """onnxruntime as a GPU build shows it: TensorRT and CUDA listed; by default TensorRT fails to start (its
+    libraries are missing) and CUDA, like a CUDA provider without its libraries, silently runs on the CPU.
+
+    ``trt_error = None`` lets TensorRT start; a provider in ``starting`` starts and says it runs (computing on the
+    CPU underneath); one in ``run_errors`` starts and then fails its first run with that message (TensorRT building
+    an engine for a shape it meets at run time, cuDNN failing to load on the first convolution)."""
 
     TRT_ERROR = "TensorRT EP could not be created: libnvinfer.so.10: cannot open shared file"
 
@@ -112,7 +118,9 @@ class FakeOnnxruntime:
         self.real = real
         self.calls: list[tuple[list[str], list[dict]]] = []
         self.fallback: list[object] = []  # the enable_fallback each session was created with
-        self.trt_error = self.TRT_ERROR
+        self.trt_error: str | None = self.TRT_ERROR
+        self.starting: set[str] = set()
+        self.run_errors: dict[str, str] = {}
         fake = self
 
         class Session(real.InferenceSession):
@@ -120,10 +128,19 @@ class FakeOnnxruntime:
                 providers = list(providers or [CPU])
                 fake.calls.append((providers, list(provider_options or [{}] * len(providers))))
                 fake.fallback.append(kwargs.get("enable_fallback", 1))
-                if providers[0] == TRT:
+                if providers[0] == TRT and fake.trt_error is not None:
                     print("*************** EP Error ***************")  # what onnxruntime prints as it falls back
                     raise RuntimeError(fake.trt_error)
                 super().__init__(path, sess_options=sess_options, providers=[CPU])
+                self.fake_provider = providers[0] if providers[0] in fake.starting | set(fake.run_errors) else CPU
+
+            def get_providers(self):
+                return [self.fake_provider] + ([CPU] if self.fake_provider != CPU else [])
+
+            def run(self, *args, **kwargs):
+                if self.fake_provider in fake.run_errors:
+                    raise RuntimeError(fake.run_errors[self.fake_provider])
+                return super().run(*args, **kwargs)
 
         monkeypatch.setattr(real, "get_available_providers", lambda: [TRT, CUDA, CPU])
         monkeypatch.setattr(real, "InferenceSession", Session)
@@ -170,6 +187,83 @@ def test_any_gpu_provider_error_moves_on_and_nothing_reaches_stdout(tiny_onnx, g
     assert "EP Error" in err
 
 
+def test_cuda_that_starts_runs_when_tensorrt_does_not(tiny_onnx, gpu_build, tmp_path):
+    gpu_build.starting = {CUDA}
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, log=lines.append, cache_dir=str(tmp_path))
+    assert evaluator.provider == CUDA and evaluator.on_gpu
+    assert len(lines) == 1 and f"on {CUDA}; {TRT} failed: TensorRT EP could not be created" in lines[0]
+
+
+def test_a_provider_that_starts_and_fails_its_first_run_moves_on(tiny_onnx, gpu_build, tmp_path):
+    """TensorRT may build its engine only for the first batch it runs, and fail then: the next provider runs."""
+    gpu_build.trt_error = None
+    gpu_build.run_errors = {TRT: "TensorRT EP failed to create engine from network: out of memory"}
+    gpu_build.starting = {CUDA}
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, log=lines.append, cache_dir=str(tmp_path))
+    assert evaluator.provider == CUDA and len(lines) == 1
+    assert f"{TRT} failed: a trial evaluation on" in lines[0] and "out of memory" in lines[0]
+    assert evaluator.run(comparison_planes(evaluator.board_sizes[0]))[0].shape[0] == 16
+
+
+def test_with_a_gpu_every_onnxruntime_provider_failing_leads_to_torch(tiny_onnx, gpu_build, tmp_path, monkeypatch):
+    """The whole chain on a GPU machine: TensorRT fails to start, CUDA silently runs on the CPU, torch on CUDA
+    runs; one line says all of it."""
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    lines = []
+    evaluator = OnnxEvaluator(tiny_onnx, symmetry="identity", log=lines.append, cache_dir=str(tmp_path))
+    assert evaluator.provider == "torch cpu fp32" and evaluator.on_gpu and len(lines) == 1
+    assert f"{TRT} failed" in lines[0] and f"onnxruntime could not start {CUDA}" in lines[0]
+    reference = cpu_reference(tiny_onnx)
+    assert outputs_difference(reference.run, evaluator.run, reference.board_sizes[0]) <= 1e-4
+
+
+class WarningTorchRunner:
+    """torch on a machine whose GPU it cannot use: a warning from torch, then the error."""
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn("CUDA initialization: The NVIDIA driver on your system is too old", UserWarning)
+        raise RuntimeError("torch sees no CUDA device")
+
+
+@pytest.mark.parametrize("torch_failure", ["warns", "missing"])
+def test_when_no_gpu_path_works_the_cpu_runs_with_exactly_one_stderr_line(tiny_onnx, gpu_build, tmp_path,
+                                                                          monkeypatch, capfd, torch_failure):
+    gpu_build.trt_error = None
+    gpu_build.run_errors = {TRT: "TensorRT EP execution context enqueue failed", CUDA: "CUDNN failure 4"}
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    if torch_failure == "warns":
+        monkeypatch.setattr(torch_backend, "TorchRunner", WarningTorchRunner)
+    else:  # no torch at all: the import inside the evaluator fails
+        import tabula.engine.net as net_package
+
+        monkeypatch.delattr(net_package, "torch_backend")
+        monkeypatch.setitem(sys.modules, "tabula.engine.net.torch_backend", None)
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as warned:  # pytest would otherwise keep torch's warning from stderr
+        warnings.simplefilter("always")
+        evaluator = OnnxEvaluator(tiny_onnx, cache_dir=str(tmp_path))  # the default log: stderr
+    assert warned == []
+    assert evaluator.provider == CPU and not evaluator.on_gpu
+    out, err = capfd.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    assert err.startswith("tabula: network") and f"on {CPU}" in err
+    assert f"{TRT} failed: a trial evaluation" in err and f"{CUDA} failed: a trial evaluation" in err
+    assert "torch on CUDA failed: " + ("torch sees no CUDA device" if torch_failure == "warns" else "") in err
+
+
+def test_an_int8_file_on_a_gpu_without_tensorrt_runs_on_the_cpu_and_says_why(monkeypatch):
+    """The torch backend rebuilds fp32 files only: the shipped int8 network stays on the CPU, in one line."""
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    lines = []
+    evaluator = OnnxEvaluator("weights/tabula-6x64-anysize-int8.onnx", log=lines.append)
+    assert evaluator.provider == CPU and len(lines) == 1
+    assert "torch on CUDA failed:" in lines[0] and "only fp32 files convert back" in lines[0]
+
+
 def test_a_corrupt_file_on_a_gpu_build_is_still_a_file_error(tmp_path, gpu_build):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07not a model at all")
@@ -181,9 +275,9 @@ def test_a_corrupt_file_on_a_gpu_build_is_still_a_file_error(tmp_path, gpu_build
 def test_a_provider_asked_for_by_name_that_is_missing_is_an_error(tiny_onnx):
     with pytest.raises(ValueError, match="not available"):
         OnnxEvaluator(tiny_onnx, provider="tensorrt", log=None)
-    with pytest.raises(ValueError, match="unknown provider"):
+    with pytest.raises(ValueError, match="provider.*tpu"):
         OnnxEvaluator(tiny_onnx, provider="tpu", log=None)
-    with pytest.raises(ValueError, match="unknown precision"):
+    with pytest.raises(ValueError, match="precision.*fp8"):
         OnnxEvaluator(tiny_onnx, precision="fp8", log=None)
 
 
@@ -274,13 +368,20 @@ def test_the_gpu_benchmark_commands_need_neither_the_games_nor_sgfmill(tmp_path,
     from tabula.tools.bench import net as bench_net
     from tabula.tools.learn import export
 
-    monkeypatch.setattr(export, "GAMES_GLOB", str(tmp_path / "no-games" / "*.tar.xz"))
     monkeypatch.setitem(sys.modules, "sgfmill", None)  # `from sgfmill import sgf` now raises ImportError
     net = tmp_path / "r.onnx"
     assert export.main(["--random", "--blocks", "1", "--filters", "4", "--calibration", "16", str(net)]) == 0
-    assert bench_net.main([str(net), "--batches", "1,4", "--threads", "1", "--paths", "onnx-fp32",
-                           "--seconds", "0.05", "--rounds", "1", "--accuracy-positions", "8"]) == 0
-    assert "onnx-fp32" in capsys.readouterr().out
+    results = tmp_path / "results.jsonl"
+    assert bench_net.main([str(net), "--batches", "1,4", "--threads", "1", "--paths", "onnx-fp32,torch-cuda-fp16",
+                           "--seconds", "0.05", "--rounds", "1", "--accuracy-positions", "8",
+                           "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "onnx-fp32" in out and "GFLOP per position" in out
+    if not torch.cuda.is_available():
+        assert "# torch-cuda-fp16: not available here: torch sees no CUDA device" in out
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert record["what"] == "net" and record["path"] == "onnx-fp32" and record["gflop_per_position"] > 0
+    assert set(record["positions_per_s"]) == {"1", "4"} and record["best_batch"] in (1, 4)
 
 # -- on a GPU ----------------------------------------------------------------------------------------------------------
 

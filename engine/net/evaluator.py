@@ -15,23 +15,25 @@ import json
 import os
 import sys
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from tabula.engine.config import NetConfig
+from tabula.engine.net.encodings import encoding_named
 from tabula.engine.net.features import (
     INPUT_ENCODING,
     NUM_PLANES,
     NUM_SYMMETRIES,
-    encode_batch,
     inverse_transform_planes,
-    inverse_transform_policy,
     transform_planes,
 )
 from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
-from tabula.engine.rules.game import GameState, legal_masks
+from tabula.engine.rules.game import GameState
+from tabula.engine.rules.interface import batch_legal_masks
 
 SYMMETRY_MODES = ("random", "identity", "average")
 AVERAGE = "average"
@@ -41,8 +43,7 @@ PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
     "cpu": "CPUExecutionProvider",
 }
 TORCH = "torch"  # the torch CUDA backend (engine/net/torch_backend.py), for GPUs that onnxruntime here cannot use
-BACKENDS = ("auto", *PROVIDERS, TORCH)
-PRECISIONS = ("auto", "fp32", "fp16", "bf16")  # of the GPU backends; onnxruntime on the CPU always runs the file's
+# The names a provider is asked for by, engine.config.BACKENDS, are "auto", the PROVIDERS and TORCH.
 DEFAULT_MAX_BATCH = 256
 
 
@@ -52,7 +53,8 @@ class UnsupportedBoardSizeError(ValueError):
 
 @dataclass
 class Evaluation:
-    policy: np.ndarray  # float32 [B, N*N+1], pass last, 0 on illegal moves, rows sum to 1
+    # float32 [B, policy_size] (Go: N*N+1, pass last; gomoku: N*N), 0 on illegal moves, rows sum to 1
+    policy: np.ndarray
     value: np.ndarray  # float32 [B], side to move's view, in [-1, 1]
     # From networks with score and ownership heads (None otherwise), side to move's view:
     score: np.ndarray | None = None  # float32 [B], the final margin in points
@@ -61,7 +63,7 @@ class Evaluation:
 
 class Evaluator(Protocol):
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
-        """Evaluate positions of one board size."""
+        """Evaluate positions of one game and board size (any ``engine.rules.interface.Game``)."""
         ...
 
 
@@ -83,7 +85,7 @@ class UniformEvaluator:
     """A stand-in that needs no network: equal priors over legal moves and a value of 0."""
 
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
-        masks = legal_masks(states).astype(np.float32)
+        masks = batch_legal_masks(states).astype(np.float32)
         return Evaluation(policy=masks / masks.sum(axis=1, keepdims=True),
                           value=np.zeros(len(states), dtype=np.float32))
 
@@ -192,12 +194,8 @@ class OnnxEvaluator:
 
         if symmetry not in SYMMETRY_MODES:
             raise ValueError(f"unknown symmetry mode {symmetry!r} ({', '.join(SYMMETRY_MODES)})")
-        if provider not in BACKENDS:
-            raise ValueError(f"unknown provider {provider!r} ({', '.join(BACKENDS)})")
-        if precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {precision!r} ({', '.join(PRECISIONS)})")
-        if max_batch < 1:
-            raise ValueError("max_batch must be at least 1")
+        # NetConfig's fields, checked where they are declared (ConfigError, a ValueError)
+        NetConfig(threads=threads, provider=provider, precision=precision, max_batch=max_batch)
         self.path = path = os.fspath(path)
         self.symmetry = symmetry
         self._rng = rng if rng is not None else np.random.default_rng()
@@ -226,11 +224,16 @@ class OnnxEvaluator:
                 os.makedirs(cache_dir, exist_ok=True)
             except OSError as e:
                 notes.append(f"no TensorRT engine cache ({e.strerror}: {cache_dir})")
+        if candidates[0] != PROVIDERS["cpu"]:
+            # onnxruntime also logs a GPU provider's failure (a library it cannot load) on stderr, at error level:
+            # the one line below reports it, so its logger keeps to fatal errors (a process-wide setting)
+            ort.set_default_logger_severity(4)
         session = None
         failure = None
         chosen = candidates
         for start in range(len(candidates)):
             chosen = candidates[start:]
+            last = start == len(candidates) - 1
             settings = [provider_options(name, precision, cache_dir, profile) for name in chosen]
             try:
                 # enable_fallback=0: on a provider error onnxruntime would otherwise retry by itself without our
@@ -239,23 +242,30 @@ class OnnxEvaluator:
                 with contextlib.redirect_stdout(sys.stderr):
                     session = ort.InferenceSession(path, sess_options=options, providers=chosen,
                                                    provider_options=settings, enable_fallback=0)
-                break
             except Exception as e:  # onnxruntime raises its own exception types for bad files and providers
                 # A GPU provider fails in too many ways to recognise (missing libraries, TensorRT builder errors,
                 # out of memory): try the next one; only the CPU's failure says that the file itself is bad.
                 failure = e
-                if start == len(candidates) - 1:
+                if last:
                     break
                 notes.append(f"{chosen[0]} failed: {first_line(e)}")
+                continue
+            self._use_session(session)
+            sizes = self._check_interface()  # what is wrong here is wrong with the file, whatever runs it
+            if last:
+                self._trial_runs(sizes)
+                break
+            try:
+                # A GPU provider may start and fail only when it runs (TensorRT builds engines for shapes it meets
+                # at run time, cuDNN loads on the first convolution): try the next one, as above.
+                self._trial_runs(sizes)
+                break
+            except NetworkFileError as e:
+                notes.append(f"{session.get_providers()[0]} failed: {e.problem}")
+                session = None
         if session is None:
             raise NetworkFileError(path, f"onnxruntime cannot load it: {first_line(failure)}")
-        self._session = session
-        self._input_name = session.get_inputs()[0].name
-        self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
-        outputs = {o.name for o in session.get_outputs()}
-        # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
-        self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
-        self.board_sizes: tuple[int, ...] = self._validate()
+        self.board_sizes: tuple[int, ...] = sizes
         # the winrate below which resigning loses few games, as measured for this network (None: never measured)
         self.resign_winrate: float | None = _metadata_float(self.metadata, "resign_winrate")
         self.provider: str = session.get_providers()[0]
@@ -265,7 +275,10 @@ class OnnxEvaluator:
             self.provider += f" {'fp16' if precision == 'auto' else precision}"
         if provider == TORCH or (provider == "auto" and self.provider == PROVIDERS["cpu"] and nvidia_gpu_present()):
             try:
-                self._start_torch(precision, max_batch, batch_hint)
+                # torch warns as it finds a GPU it cannot use (a driver too old, say); the line below says it once
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self._start_torch(precision, max_batch, batch_hint)
             except Exception as e:  # no torch, no CUDA, a driver problem, outputs that disagree: all fall back
                 if provider == TORCH:
                     raise ValueError(f"{path}: the torch backend cannot run it: {first_line(e)}") from None
@@ -336,8 +349,17 @@ class OnnxEvaluator:
     def _fail(self, problem: str) -> NetworkFileError:
         return NetworkFileError(self.path, problem)
 
-    def _validate(self) -> tuple[int, ...]:
-        """Check inputs, outputs and metadata against each other and against one trial run; returns board sizes."""
+    def _use_session(self, session) -> None:
+        """Run the network with this onnxruntime session from now on, and read what its file says of itself."""
+        self._session = session
+        self._input_name = session.get_inputs()[0].name
+        self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
+        outputs = {o.name for o in session.get_outputs()}
+        # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
+        self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
+
+    def _check_interface(self) -> tuple[int, ...]:
+        """Check inputs, outputs and metadata against each other; returns board sizes."""
         session, meta = self._session, self.metadata
         inputs = session.get_inputs()
         if len(inputs) != 1:
@@ -345,16 +367,18 @@ class OnnxEvaluator:
         shape, kind = inputs[0].shape, inputs[0].type
         if kind != "tensor(float)":
             raise self._fail(f"input is {kind}, expected tensor(float)")
-        if len(shape) != 4 or shape[1] != NUM_PLANES:
-            raise self._fail(f"input shape {shape}, expected [batch, {NUM_PLANES}, N, N]")
+        try:
+            # the game's input planes and policy layout (Go: leelaz-18; gomoku: gomoku-4)
+            self.encoding = encoding_named(meta.get("input_encoding", INPUT_ENCODING))
+        except ValueError as e:
+            raise self._fail(str(e)) from None
+        if len(shape) != 4 or shape[1] != self.encoding.planes:
+            raise self._fail(f"input shape {shape}, expected [batch, {self.encoding.planes}, N, N]")
         outputs = {o.name for o in session.get_outputs()}
         if not {"policy", "value"} <= outputs:
             raise self._fail(f"outputs {sorted(outputs)}, expected policy and value")
         if meta.get("tabula_format", METADATA_FORMAT_VERSION) != METADATA_FORMAT_VERSION:
             raise self._fail(f"metadata format {meta['tabula_format']!r}, expected {METADATA_FORMAT_VERSION}")
-        encoding = meta.get("input_encoding", INPUT_ENCODING)
-        if encoding != INPUT_ENCODING:
-            raise self._fail(f"input encoding {encoding!r}, expected {INPUT_ENCODING!r}")
         static = [d for d in shape[2:] if isinstance(d, int)]
         if len(static) == 1 or (len(static) == 2 and static[0] != static[1]):
             raise self._fail(f"input shape {shape} is not square")
@@ -371,20 +395,23 @@ class OnnxEvaluator:
             raise self._fail("the input size is dynamic and the metadata names no board_sizes")
         if not sizes or any(not 2 <= s <= 25 for s in sizes):
             raise self._fail(f"unsupported board sizes {sizes}")
+        return sizes
+
+    def _trial_runs(self, sizes: tuple[int, ...]) -> None:
+        """One empty board of every size through the network: outputs of the right shapes, finite."""
         for size in sizes:
-            planes = np.zeros((1, NUM_PLANES, size, size), dtype=np.float32)
-            planes[:, 16] = 1.0
+            planes = self.encoding.trial_planes(size)
             try:
                 policy, value = self._run(planes)[:2]
             except Exception as e:
                 raise self._fail(f"a trial evaluation on {size}x{size} failed: {str(e).splitlines()[0][:300]}") \
                     from None
-            if policy.shape != (1, size * size + 1) or value.shape != (1,):
+            points = self.encoding.policy_size(size)
+            if policy.shape != (1, points) or value.shape != (1,):
                 raise self._fail(f"on {size}x{size} the outputs have shapes {policy.shape} and {value.shape}, "
-                                 f"expected (1, {size * size + 1}) and (1,)")
+                                 f"expected (1, {points}) and (1,)")
             if not (np.all(np.isfinite(policy)) and np.all(np.isfinite(value))):
                 raise self._fail("the network outputs NaN or infinity")
-        return sizes
 
     # -- evaluation ----------------------------------------------------------------------------------------------
 
@@ -445,22 +472,28 @@ class OnnxEvaluator:
             raise UnsupportedBoardSizeError(
                 f"{os.path.basename(self.path)} plays {', '.join(f'{s}x{s}' for s in self.board_sizes)}, "
                 f"not {size}x{size}")
-        masks = legal_masks(states)
+        encoding = self.encoding
+        if type(states[0]).INPUT_ENCODING != encoding.name:
+            raise ValueError(f"{os.path.basename(self.path)} reads {encoding.name} input planes, and these positions "
+                             f"are encoded as {type(states[0]).INPUT_ENCODING}: a network of another game")
+        encode_batch = encoding.encode_batch
+        masks = batch_legal_masks(states)
         symmetries = None
         if mode == "identity":
-            planes = encode_batch(states)
+            planes = encode_batch(states, None)
         elif mode == "random":
             with self._rng_lock:
                 symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
             planes = encode_batch(states, symmetries)
         else:
-            planes = encode_batch(states)
+            planes = encode_batch(states, None)
             planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
         return _Prepared(planes, masks, symmetries, count, mode)
 
     def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
                 score: np.ndarray | None = None, ownership: np.ndarray | None = None) -> Evaluation:
         masks, count = prepared.masks, prepared.count
+        inverse_transform_policy = self.encoding.inverse_transform_policy
         if prepared.mode == "identity":
             policy = masked_softmax(logits, masks)
         elif prepared.mode == "random":

@@ -151,8 +151,3 @@ class TorchRunner:
         with torch.cuda.graph(graph):
             policy, value = self.model(x)[:2]
         return graph, x, policy, value
-
-
-def cuda_available() -> bool:
-    """Whether torch can run on a CUDA device here."""
-    return torch.cuda.is_available()

@@ -3,13 +3,17 @@ fp32 and int8 and, for comparison, torch fp32 and bf16 autocast, all measured in
 int8 against fp32 on real positions.
 
     tabula bench net /tmp/r6x64.onnx [--batches 1,8,16,32] [--threads 1,2] [--seconds 0.5] [--int8 FILE]
+                                     [--results FILE.jsonl]
 
 WEIGHTS is a Tabula fp32 ONNX file or a Leela Zero weight file. Without ``--int8`` the int8 net is quantized here,
-calibrated on positions other than those measured.
+calibrated on positions other than those measured. Where torch is installed the network's FLOPs per position are
+counted too, and each path's best rate is also given in TFLOP/s. ``--results`` appends one JSON line per path
+measured (and per accuracy compared) to FILE.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -18,11 +22,60 @@ import time
 import numpy as np
 
 from tabula.engine.net.evaluator import OnnxEvaluator, first_line, legal_mask, masked_softmax
-from tabula.engine.net.features import encode_batch
+from tabula.engine.net.features import NUM_PLANES, encode_batch
 
 CPU_PATHS = ("onnx-fp32", "onnx-int8", "torch-fp32", "torch-bf16")
+# Dense bf16 (and fp16) tensor-core peaks in TFLOP/s, no sparsity, from NVIDIA's datasheets, by a part of the name
+# torch gives the device (first match wins: "H100 PCIe" before "H100", which is the SXM part).
+BF16_PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.4), ("H200", 989.4), ("GH200", 989.4),
+                    ("A100", 312.0), ("L40S", 362.0), ("L4", 121.0), ("A10", 125.0))
 GPU_PATHS = ("onnx-cuda", "onnx-tensorrt", *(f"torch-cuda-{p}{e}" for p in ("fp16", "bf16", "fp32")
                                                  for e in ("", "-eager")))
+
+
+def bf16_peak_tflops(device_name: str) -> float | None:
+    """The datasheet's dense bf16 peak of a GPU named so by torch, in TFLOP/s; None for a GPU not in the table."""
+    for part, peak in BF16_PEAK_TFLOPS:
+        if part in device_name:
+            return peak
+    return None
+
+
+def forward_flops(model, size: int) -> int:
+    """Floating-point operations of one position's forward pass through ``model`` (a TabulaNet, every head its
+    ``train_outputs`` runs) on a size x size board: 2 per multiply-add of each convolution and linear layer, from
+    their shapes. Batch norms, activations, additions and pooling (a few per cent) are left out, as MFU counts do.
+    A training step costs about 3 times this per sample (the backward pass twice the forward)."""
+    import torch
+
+    total = [0]
+
+    def conv(module, _inputs, output):
+        kernel = module.in_channels // module.groups * module.kernel_size[0] * module.kernel_size[1]
+        total[0] += 2 * kernel * output[0].numel()  # output[0]: the first position's [C_out, H, W]
+
+    def linear(module, inputs, _output):
+        total[0] += 2 * module.in_features * module.out_features * (inputs[0][0].numel() // module.in_features)
+
+    hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    planes = torch.zeros((1, NUM_PLANES, size, size))
+    planes[:, 16] = 1.0
+    try:
+        with torch.no_grad():
+            model.train_outputs(planes)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return total[0]
+
+
+def append_results(path: str | None, records: list[dict]) -> None:
+    """Append ``records`` to ``path`` as JSON lines at once, so that what was measured stays if the run is cut."""
+    if not path:
+        return
+    with open(path, "a") as handle:
+        handle.writelines(json.dumps(record, sort_keys=True) + "\n" for record in records)
 
 
 def gpu_runner(path: str, fp32: str, max_batch: int):
@@ -50,9 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "onnx-tensorrt, torch-cuda-fp16, torch-cuda-bf16, torch-cuda-fp32, each torch-cuda one "
                              "also with -eager (no CUDA graphs) (GPU)")
     parser.add_argument("--accuracy-positions", type=int, default=512)
+    parser.add_argument("--games", default="", metavar="GLOB",
+                        help="SGF archives (a glob) whose 19x19 games calibrate int8 and are measured (default: none, "
+                             "random games)")
     parser.add_argument("--size", type=int, default=0,
                         help="board size measured (default: the largest the network plays up to 19, or the "
                              "smallest above)")
+    parser.add_argument("--results", help="append each path's figures to this file as JSON lines")
     return parser
 
 
@@ -88,13 +145,7 @@ def main(argv: list[str]) -> int:
     unknown = [repr(p) for p in paths if p not in CPU_PATHS + GPU_PATHS]
     if unknown:
         parser.error(f"unknown path {', '.join(unknown)}; known: {', '.join(CPU_PATHS + GPU_PATHS)}")
-    from tabula.tools.learn.export import (
-        calibration_planes,
-        calibration_size,
-        quantize_int8,
-        random_positions,
-        sgf_positions,
-    )
+    from tabula.tools.learn.export import calibration_planes, calibration_size, positions, quantize_int8
 
     batches = [int(b) for b in args.batches.split(",")]
     thread_counts = [int(t) for t in args.threads.split(",")]
@@ -120,15 +171,11 @@ def main(argv: list[str]) -> int:
         if "onnx-int8" in paths and int8 is None:
             int8 = os.path.join(scratch, "int8.onnx")
             calibrated = calibration_size(list(probe.board_sizes))
-            quantize_int8(fp32, int8, {calibrated: calibration_planes(calibrated, 256, seed=1)})
-        # Measured positions: real games where there are any (19×19), else random games; games after those used
-        # for calibration.
-        try:
-            states = (sgf_positions(max(batches + [args.accuracy_positions]), seed=12345, skip_games=500)
-                      if size == 19 else [])
-        except (OSError, ImportError):  # no archives, or no sgfmill (as on the lent GPU machine)
-            states = []
-        states = states or random_positions(size, max(batches + [args.accuracy_positions]), seed=12345)
+            quantize_int8(fp32, int8, {calibrated: calibration_planes(calibrated, 256, seed=1, games=args.games)})
+        # Measured positions: real games of --games where there are any (19×19), else random games; games after
+        # those used for calibration.
+        states = positions(size, max(batches + [args.accuracy_positions]), seed=12345, games=args.games,
+                           skip_games=500)
         planes = encode_batch(states[: max(batches)])
 
         model = None
@@ -138,6 +185,14 @@ def main(argv: list[str]) -> int:
             from tabula.engine.net import network
 
             model = network.load_onnx(fp32)
+        flops = None  # per position, forward
+        try:
+            from tabula.engine.net import network
+
+            flops = forward_flops(model or network.load_onnx(fp32), size)
+            print(f"# {flops / 1e9:.3f} GFLOP per position (convolutions and linear layers)", flush=True)
+        except (ImportError, ValueError):  # no torch or onnx here, or a file torch cannot rebuild: positions/s only
+            pass
         runners = {}
         for threads in thread_counts:
             for path in paths:
@@ -186,6 +241,19 @@ def main(argv: list[str]) -> int:
         print("\npositions/s  " + " ".join(f"{'b=' + str(b):>8}" for b in batches))
         for (path, threads), values in results.items():
             print(f"{path:<11} t={threads}  " + " ".join(f"{v:8.0f}" for v in values))
+        if flops:
+            print(f"\nTFLOP/s at each path's best batch ({flops / 1e9:.3f} GFLOP per position):")
+            for (path, threads), values in results.items():
+                best = max(range(len(batches)), key=lambda j: values[j])
+                print(f"{path:<11} t={threads}  {values[best] * flops / 1e12:8.2f} at b={batches[best]}")
+        append_results(args.results, [
+            {"what": "net", "weights": args.weights, "network": probe.describe(), "size": size, "path": path,
+             "threads": threads,
+             "positions_per_s": {str(b): round(v, 1) for b, v in zip(batches, values) if v > 0},
+             "best_positions_per_s": round(max(values), 1),
+             "best_batch": batches[max(range(len(batches)), key=lambda j: values[j])],
+             "gflop_per_position": flops / 1e9 if flops else None}
+            for (path, threads), values in results.items() if max(values) > 0])
         if ("onnx-fp32", thread_counts[0]) in results:
             base = results[("onnx-fp32", thread_counts[0])]
             print(f"\nratio to onnx-fp32 t={thread_counts[0]} at the same batch size:")
@@ -212,6 +280,9 @@ def main(argv: list[str]) -> int:
             agree, value_diff, tv = accuracy(sample, reference, outputs)
             print(f"{path} vs onnx-fp32 on {len(sample)} positions: top-1 agreement {agree:.1%}, "
                   f"mean |value diff| {value_diff:.4f}, mean policy total variation {tv:.4f}")
+            append_results(args.results, [{"what": "net-accuracy", "weights": args.weights, "path": path,
+                                           "positions": len(sample), "top1_agreement": agree,
+                                           "mean_value_diff": value_diff, "mean_policy_tv": tv}])
     return 0
 
 

@@ -3,7 +3,7 @@
     tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch-size 8] [--net-threads 0]
                                  [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
                                  [--leelaz LZ_WEIGHTS.txt] [--profile] [--size N] [--opening N]
-                                 [--rollout-mix λ [λ ...]] [--rollout-weights FILE.npz]
+                                 [--rollout-mix λ [λ ...]] [--rollout-weights FILE.npz] [--results FILE.jsonl]
 
 Plays ``--moves`` moves of self-play from the empty board (tree reuse on, as in a game) and reports playouts/s,
 network positions/s, the mean batch, and efficiency = search rate ÷ the raw throughput of the same evaluator
@@ -13,6 +13,7 @@ and reports its n/s and the ratio. ``--profile`` profiles one single-threaded se
 ``--instant-network`` measures the bound the Python side puts on playouts/s (no network cost) and, with one search
 thread, where a playout's time goes. ``--rollout-mix`` measures AlphaGo's mixed evaluation instead: the same
 self-play searched with each λ in turn, round after round, and each λ's playouts/s with its ratio to the first.
+``--results`` appends the figures to FILE as one JSON line, as soon as they are measured.
 """
 from __future__ import annotations
 
@@ -28,10 +29,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from tabula.engine.config import NetConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import BACKENDS, PRECISIONS, ConfigError, Flag, NetConfig, SearchConfig, add_flags, from_flags
 from tabula.engine.net.evaluator import (
-    BACKENDS,
-    PRECISIONS,
     Evaluation,
     OnnxEvaluator,
     PendingEvaluation,
@@ -41,11 +40,13 @@ from tabula.engine.net.evaluator import (
 from tabula.engine.play.search import Rollout, Search
 from tabula.engine.play.search_player import DEFAULT_ROLLOUT_WEIGHTS, WEIGHTS_DIR
 from tabula.engine.rules.game import GameState
+from tabula.tools.bench.net import append_results
 
 LEELAZ = "/usr/games/leelaz"
 # The search measured: tabula gtp's defaults, 800 playouts a move, every one run (no visit limit, no early stop),
 # and every batch full (the bench measures the batch it is given).
 BENCH_SEARCH = SearchConfig(visits=0, playouts=800, early_stop=False, adaptive_batch=False)
+BENCH_NET = NetConfig(provider="cpu")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,11 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: as tabula gtp, "
                              "2 on a GPU and 1 on the CPU)",
     })
-    add_flags(parser, NetConfig(), {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
-                                               "chooses)"}, prefix="net_")
-    parser.add_argument("--provider", default="cpu", choices=BACKENDS,
-                        help="what runs the network (default cpu; auto picks a GPU where there is one)")
-    parser.add_argument("--precision", default="auto", choices=PRECISIONS, help="precision on a GPU")
+    add_flags(parser, BENCH_NET, {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
+                                             "chooses)"}, prefix="net_")
+    add_flags(parser, BENCH_NET, {
+        "provider": Flag("what runs the network (default cpu; auto picks a GPU where there is one)",
+                         name="--provider", choices=BACKENDS),
+        "precision": Flag("precision on a GPU", name="--precision", choices=PRECISIONS),
+    }, prefix="net_")
     parser.add_argument("--instant-network", action="store_true",
                         help="replay the real network's outputs from a first pass, with an instant network call but "
                              "features, symmetries and legal masks paid: the playouts/s no GPU can raise")
@@ -81,12 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="board size (default: 19 where the network plays it, else its largest)")
     parser.add_argument("--opening", type=int, default=0,
                         help="self-play starts after this many moves of the network's most likely move (untimed)")
-    parser.add_argument("--rollout-mix", type=float, nargs="+", default=None, metavar="λ",
+    # dest: not SearchConfig.rollout_mix's name, which from_flags would read as one value
+    parser.add_argument("--rollout-mix", type=float, nargs="+", default=None, metavar="λ", dest="rollout_mixes",
                         help="compare the search's playouts/s at these values of λ (SearchConfig.rollout_mix), "
                              "measured in turn in every round, e.g. 0 0.5")
     parser.add_argument("--rollout-weights", default=str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS),
                         help="the rollout policy of --rollout-mix (default: %(default)s)")
+    parser.add_argument("--results", help="append the figures to this file as a JSON line")
     return parser
+
+
+def settings(args: argparse.Namespace, evaluator) -> dict:
+    """What a ``--results`` line says of the run measured: network, backend and search settings."""
+    return {"weights": args.weights, "network": evaluator.describe(), "provider": evaluator.provider,
+            "on_gpu": evaluator.on_gpu, "size": args.size, "threads": args.threads, "batch": args.batch_size,
+            "in_flight": args.batches_in_flight, "moves": args.moves, "playouts": args.playouts,
+            "rounds": args.rounds, "start_s": round(args.start_s, 2)}
 
 
 class ReplayedNetwork(OnnxEvaluator):
@@ -311,6 +324,9 @@ def instant_network_bound(evaluator: ReplayedNetwork, config: SearchConfig, args
     print(f"  playouts/s, best round  {max(rates):8.1f}   (rounds: {', '.join(f'{r:.0f}' for r in rates)})")
     total = args.rounds * args.moves * args.playouts
     print(f"  positions the recording had not seen: {evaluator.misses} in {total} playouts (answered uniformly)")
+    append_results(args.results, [{"what": "search-instant", **settings(args, evaluator),
+                                   "latency_ms": args.latency_ms, "playouts_per_s": round(max(rates), 1),
+                                   "rounds_playouts_per_s": [round(r, 1) for r in rates], "misses": evaluator.misses}])
     if config.threads == 1:
         # One more pass with clocks on (they cost a little): where a playout's time goes.
         played = self_play(evaluator, config, args.moves, args.playouts, args.seed, search_class=TimedSearch,
@@ -331,12 +347,12 @@ def rollout_mix_rates(evaluator, config: SearchConfig, args: argparse.Namespace,
     from tabula.engine.rollout.rollout import PolicyRollouts
 
     try:
-        rollout = PolicyRollouts.load(args.rollout_weights) if any(mix > 0 for mix in args.rollout_mix) else None
+        rollout = PolicyRollouts.load(args.rollout_weights) if any(mix > 0 for mix in args.rollout_mixes) else None
     except RolloutPolicyError as error:
         raise SystemExit(f"tabula bench search: {error}") from None
-    totals = {mix: [0, 0.0, []] for mix in args.rollout_mix}  # playouts, seconds, each round's rate
+    totals = {mix: [0, 0.0, []] for mix in args.rollout_mixes}  # playouts, seconds, each round's rate
     for round_index in range(args.rounds):
-        for mix in args.rollout_mix:
+        for mix in args.rollout_mixes:
             played = self_play(evaluator, replace(config, rollout_mix=mix), args.moves, args.playouts,
                                args.seed + round_index, start=start, rollout=rollout)
             total = totals[mix]
@@ -346,9 +362,9 @@ def rollout_mix_rates(evaluator, config: SearchConfig, args: argparse.Namespace,
     print(f"search with rollouts mixed in: {args.rounds} rounds x {args.moves} moves x {args.playouts} playouts "
           f"from move {args.opening}, {args.threads} threads, batch {args.batch_size}, {args.batches_in_flight} in "
           f"flight")
-    first = totals[args.rollout_mix[0]]
+    first = totals[args.rollout_mixes[0]]
     for mix, (playouts, seconds, rates) in totals.items():
-        print(f"  λ = {mix:<4g} playouts/s {playouts / seconds:8.1f}   ratio to λ = {args.rollout_mix[0]:g} "
+        print(f"  λ = {mix:<4g} playouts/s {playouts / seconds:8.1f}   ratio to λ = {args.rollout_mixes[0]:g} "
               f"{(playouts / seconds) / (first[0] / first[1]):.3f}   (rounds: {', '.join(f'{r:.1f}' for r in rates)})")
     return 0
 
@@ -358,21 +374,25 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.latency_ms < 0 or (args.latency_ms and not args.instant_network):
         parser.error("--latency-ms is a non-negative wait for --instant-network")
-    if args.batches_in_flight < 0 or args.net_threads < 0:
-        parser.error("--batches-in-flight and --net-threads must be 0 (as tabula gtp chooses) or more")
-    if args.rollout_mix is not None and not all(0.0 <= mix <= 1.0 for mix in args.rollout_mix):
-        parser.error("--rollout-mix values must be in [0, 1]")
-    if args.rollout_mix is not None and args.instant_network:
+    try:
+        for mix in args.rollout_mixes or ():
+            replace(BENCH_SEARCH, rollout_mix=mix)  # SearchConfig checks each value
+    except ConfigError as error:
+        parser.error(f"--rollout-mix: {error.reason}")
+    if args.rollout_mixes is not None and args.instant_network:
         parser.error("--rollout-mix measures the real network's search, not --instant-network's")
     network = ReplayedNetwork if args.instant_network else OnnxEvaluator
     config = from_flags(BENCH_SEARCH, args)
-    args.net_threads = NetConfig(threads=args.net_threads).for_search(config, available_cores()).threads
+    net = from_flags(BENCH_NET, args, prefix="net_").for_search(config, available_cores())
+    args.net_threads = net.threads
+    started = time.perf_counter()
     try:
         evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
-                            threads=args.net_threads, provider=args.provider, precision=args.precision,
+                            threads=net.threads, provider=net.provider, precision=net.precision,
                             batch_hint=args.batch_size, log=None)
     except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
         raise SystemExit(f"tabula bench search: {error}") from None
+    args.start_s = time.perf_counter() - started  # the backend's start: a GPU's checks and CUDA graphs included
     config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
     args.batches_in_flight = config.batches_in_flight
     size = board_size(evaluator, args.size)
@@ -385,11 +405,11 @@ def main(argv: list[str]) -> int:
                      f"{size}x{size}")
     cpu_threads = "" if evaluator.on_gpu else f", net threads {args.net_threads or 'default'}"
     print(f"network {args.weights}: {evaluator.metadata.get('architecture', '?')}, "
-          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}{cpu_threads}; "
-          f"self-play on {size}x{size}")
+          f"{evaluator.metadata.get('precision', 'fp32')}, on {evaluator.provider}{cpu_threads} (started in "
+          f"{args.start_s:.1f} s); self-play on {size}x{size}")
     if args.instant_network:
         return instant_network_bound(evaluator, config, args, start)
-    if args.rollout_mix is not None:
+    if args.rollout_mixes is not None:
         return rollout_mix_rates(evaluator, config, args, start)
     # Rounds alternate search and raw measurements so that load from other processes hits both alike.
     callers = sorted({1, args.threads})
@@ -419,6 +439,13 @@ def main(argv: list[str]) -> int:
         print(f"  raw evaluate, batch {b:2d}, {c} caller{'s' if c > 1 else ' '} {value:8.1f} positions/s")
     print(f"  efficiency = playouts/s / best raw at batch {at}          {playouts_per_s / best_raw:.3f}")
     print(f"  efficiency = network positions/s / best raw at batch {at} {evals_per_s / best_raw:.3f}")
+    append_results(args.results, [{"what": "search", **settings(args, evaluator),
+                                   "playouts_per_s": round(playouts_per_s, 1),
+                                   "positions_per_s": round(evals_per_s, 1), "mean_batch": round(mean_batch, 2),
+                                   "cache_hits": totals["hits"],
+                                   "raw_positions_per_s": {f"b{b}c{c}": round(v, 1)
+                                                           for (b, c), v in sorted(raw_by_callers.items())},
+                                   "efficiency": round(playouts_per_s / best_raw, 3)}])
     if args.leelaz:
         lz, rates = leelaz_rate(args.leelaz, args.threads, args.moves, args.playouts)
         print(f"leelaz 0.17 --cpu-only -t {args.threads}: {lz:.1f} playouts/s (per move n/s: "

@@ -9,6 +9,9 @@ Resuming: batch ``s`` is a pure function of (seed, s) (``PositionSampler.batch_f
 pure function of s, so a checkpoint of model, optimizer, step and torch RNG is the whole state. Checkpoints are
 written atomically (temporary file, fsync, rename); rerunning the same command continues from the last one. Run
 directory: config.json, checkpoint.pt (loads with ``weights_only=True``), metrics.jsonl, model.onnx at the end.
+
+``--synthetic SIZE`` trains on random batches of that board size instead of shards: nothing to learn, but the
+training step costs what it costs on real data, so it measures samples/s where no games are at hand (a lent GPU).
 """
 from __future__ import annotations
 
@@ -27,7 +30,10 @@ import torch
 from torch.nn import functional as F
 
 from tabula.engine.data.shards import Batch, PositionSampler, shard_paths
+from tabula.engine.net.encodings import encoding_of
+from tabula.engine.net.features import INPUT_ENCODING, NUM_PLANES
 from tabula.engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx
+from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -37,14 +43,15 @@ CONFIG = "config.json"
 FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimizer", "steps", "lr", "lr_drops",
                    "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux",
                    "small_board_value", "schedule", "final_lr_fraction", "reply_loss_weight", "score_loss_weight",
-                   "ownership_loss_weight", "ema_decay", "freeze_batchnorm", "train_only")
+                   "ownership_loss_weight", "ema_decay", "freeze_batchnorm", "train_only", "synthetic",
+                   "input_encoding")
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """One training run; saved as config.json in the run directory."""
 
-    data: str  # directory written by `tabula prepare`, or several separated by commas
+    data: str  # directory written by `tabula prepare`, or several separated by commas ("" with synthetic)
     out: str  # run directory
     blocks: int = 6
     filters: int = 64
@@ -88,6 +95,8 @@ class TrainConfig:
     init: str = ""  # start a new run from this checkpoint's weights (not its optimizer); "" : random weights
     keep: str = ""  # also keep each checkpoint (and the metrics) in this directory, e.g. one under git; a run whose
     # --out lost its checkpoint (a new machine) resumes from there
+    synthetic: int = 0  # board size of random batches trained on instead of the shards (throughput only); 0: shards
+    input_encoding: str = "leelaz-18"  # the game's network input (engine.net.encodings): gomoku-4 for gomoku
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -97,7 +106,8 @@ def parse_args(argv: list[str]) -> TrainConfig:
     parser = argparse.ArgumentParser(prog="tabula train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     defaults = {f.name: f.default for f in fields(TrainConfig)}
-    parser.add_argument("--data", required=True, help="directory of shards from `tabula prepare`")
+    parser.add_argument("--data", default="", help="directory of shards from `tabula prepare` (required unless "
+                                                   "--synthetic)")
     parser.add_argument("--out", required=True, help="run directory (created; rerun the command to resume)")
     for name, default in defaults.items():
         if name in ("data", "out", "export", "aux", "freeze_batchnorm", "small_board_value"):
@@ -117,6 +127,10 @@ def parse_args(argv: list[str]) -> TrainConfig:
                              "--help` lists its own options)")
     values = vars(parser.parse_args(argv))
     values.pop("model")
+    if values["synthetic"] and not MIN_SIZE <= values["synthetic"] <= MAX_SIZE:
+        parser.error(f"--synthetic is a board size from {MIN_SIZE} to {MAX_SIZE} (0: train on --data's shards)")
+    if not values["data"] and not values["synthetic"]:
+        parser.error("--data is required (or --synthetic SIZE, random batches for a throughput measurement)")
     return TrainConfig(**values)
 
 
@@ -266,6 +280,28 @@ def batch_tensors(b: Batch) -> dict[str, torch.Tensor]:
             "ownership_weight": torch.from_numpy(b.ownership_weight if b.ownership_weight is not None else zeros)}
 
 
+class SyntheticSampler:
+    """Random batches of one board size in place of shards (``--synthetic``), with a sampler's interface: random
+    stones over the history planes, either side to move, a random move and result. Nothing in them is learnable;
+    they cost the training step what real batches cost, and their loading costs almost nothing."""
+
+    num_games = 0
+    num_positions = 0
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def batch_for_step(self, seed: int, step: int, batch: int) -> Batch:
+        rng = np.random.default_rng([seed, step])
+        size = self.size
+        planes = (rng.random((batch, NUM_PLANES, size, size), dtype=np.float32) < 0.25).astype(np.float32)
+        planes[:, 16:18] = 0.0
+        planes[np.arange(batch), 16 + rng.integers(0, 2, batch)] = 1.0
+        return Batch(planes=planes, policy=rng.integers(0, size * size + 1, batch),
+                     value=rng.choice(np.array([-1.0, 1.0], dtype=np.float32), batch),
+                     value_weight=np.ones(batch, dtype=np.float32))
+
+
 class StepBatches(torch.utils.data.Dataset):
     """Item ``s`` is the whole batch of step ``s`` as a dict of tensors (``batch_tensors``)."""
 
@@ -375,7 +411,7 @@ def _settle_config(config: TrainConfig) -> TrainConfig:
     """Write config.json for a new run, or check the command against the run it continues."""
     try:  # the architecture's own checks (e.g. heads that need the pooled one), before config.json is written
         NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, aux=config.aux,
-                small_board_value=config.small_board_value)
+                small_board_value=config.small_board_value, input_encoding=config.input_encoding)
     except ValueError as error:
         raise SystemExit(f"tabula train: {error}") from None
     os.makedirs(config.out, exist_ok=True)
@@ -450,12 +486,22 @@ def train(config: TrainConfig, log=print,
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     bf16 = use_bf16(config)
-    train_paths = all_shard_paths(config.data, "train")
-    if not train_paths:
-        raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
-    sampler = make_sampler(train_paths)
+    if config.synthetic:
+        if config.input_encoding != INPUT_ENCODING:
+            raise SystemExit(f"tabula train: --synthetic makes Go positions ({INPUT_ENCODING} planes), not "
+                             f"{config.input_encoding}")
+        train_paths, sampler = [], SyntheticSampler(config.synthetic)
+    else:
+        train_paths = all_shard_paths(config.data, "train")
+        if not train_paths:
+            raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
+        sampler = make_sampler(train_paths)
+        game = getattr(sampler, "game", None)  # the shards' game, where the sampler knows it
+        if game is not None and encoding_of(game.new_state(sampler.size)).name != config.input_encoding:
+            raise SystemExit(f"tabula train: the shards are games of {game.name}, whose network input is not "
+                             f"--input-encoding {config.input_encoding}")
     spec = NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, board_size=sampler.size,
-                   aux=config.aux, small_board_value=config.small_board_value)
+                   aux=config.aux, small_board_value=config.small_board_value, input_encoding=config.input_encoding)
     # What the batches of a resumed run depend on besides (seed, step): the same games in the same order.
     data_fingerprint = f"{len(train_paths)} shards, {sampler.num_games} games, {sampler.num_positions} positions"
 
@@ -542,7 +588,9 @@ def train(config: TrainConfig, log=print,
     old_handler = signal.signal(signal.SIGTERM, on_signal) if _main_thread() else None
     validation = Validation(config)
     cpu_started = time.process_time()  # the training's own cost: loading the data and the validation set is not
-    log(f"tabula train: {sampler.num_games} games, {sampler.num_positions} positions; {config.blocks}x"
+    source = (f"random {config.synthetic}x{config.synthetic} batches (--synthetic)" if config.synthetic
+              else f"{sampler.num_games} games, {sampler.num_positions} positions")
+    log(f"tabula train: {source}; {config.blocks}x"
         f"{config.filters} {config.head}{' aux' if config.aux else ''} net, {'bf16' if bf16 else 'fp32'} on "
         f"{device}, {validation.size} validation positions")
 
