@@ -12,12 +12,15 @@
 | | `playout.py` | random playouts (the baseline player, ownership estimates, dead stones); liberty states |
 | | `sgf.py` | the one SGF reader and writer (sgfmill): games to and from SGF |
 | | `gomoku.py` | `GomokuState`: freestyle n-in-a-row on W×H boards, the second game behind the game interface |
+| | `interface.py` | the `Game` protocol the search, self-play and the trainer run on, and its optional hooks |
+| | `games.py` | `GameSpec`: the game chosen at an entry point (Go, gomoku), its positions, records and SGF |
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |
 | | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
+| | `encodings.py` | the input encodings by name (`leelaz-18`, `gomoku-4`): planes, policy layout, encoder |
 | `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances, for many boards at once |
 | | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
 | | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area; their ownership |

@@ -26,10 +26,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from tabula.engine.data.records import DRAW, RESIGN, SCORE, Record, area_labels
+from tabula.engine.data.records import DRAW, OTHER, RESIGN, SCORE, Record, area_labels
 from tabula.engine.data.shards import MAGIC, SUFFIX, Batch, PositionSampler, ShardError, write_shard
 from tabula.engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
 from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.engine.rules.games import GameSpec
 
 PREFIX = "train-"  # the supervised trainer's split name: the window directory is a shard directory
 REPLAY_VERSION = 1
@@ -43,7 +44,7 @@ class SelfPlayGame:
     ``moves``: (colour, flat move or PASS). ``targets[i]``: the visit distribution of the search before move ``i`` as
     (policy indices int [k], pass = N*N; visits int [k]), or None where the move is no policy target (a fast search
     under playout-cap randomization). ``values[i]``: the search's value of move ``i`` from the mover's view, in
-    [-1, 1]. ``winner``: BLACK, WHITE or 0 (draw).
+    [-1, 1]. ``winner``: BLACK, WHITE or 0 (draw). ``game``: which game (Go, or gomoku and its n in a row).
     """
 
     size: int
@@ -58,15 +59,18 @@ class SelfPlayGame:
     net: str = ""  # the network that played it
     seconds: float = 0.0  # wall time of the game
     extra: dict = field(default_factory=dict)
+    game: GameSpec = field(default_factory=GameSpec)
 
     def record(self, name: str = "") -> Record:
         """The game as the trainer's shards keep it. A game counted at its end (not resigned) also gives the
         auxiliary heads their targets: self-play counts Tromp-Taylor, so the final position's area owners and
-        margin are exact, dead stones and all (the search captures them before passing)."""
-        kind = RESIGN if self.result.endswith("+R") else DRAW if self.winner == 0 else SCORE
+        margin are exact, dead stones and all (the search captures them before passing). A game that is not
+        scored in points (gomoku) has its result alone."""
+        kind = RESIGN if self.result.endswith("+R") else DRAW if self.winner == 0 else \
+            SCORE if self.game.scored else OTHER
         record = Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
                         result_kind=kind, value_weight=1.0)
-        if kind != RESIGN:
+        if kind != RESIGN and self.game.scored:
             record.ownership = area_labels(record.replay().board)
             record.margin = float(record.ownership.sum()) - self.komi
         return record
@@ -98,7 +102,8 @@ def _encode_extras(game: SelfPlayGame) -> dict:
     values = np.asarray(game.values, dtype=np.float16)
     blob = counts.astype("<u2").tobytes() + index.astype("<u2").tobytes() + visits.astype("<u2").tobytes() \
         + values.astype("<f2").tobytes()
-    return {"replay": {"version": REPLAY_VERSION, "moves": n, "entries": int(len(index)),
+    return {"game": game.game.to_dict(),
+            "replay": {"version": REPLAY_VERSION, "moves": n, "entries": int(len(index)),
                        "arrays": base64.b64encode(lzma.compress(blob, preset=6)).decode("ascii"),
                        "result": game.result, "resign_enabled": game.resign_enabled,
                        "resign_threshold": game.resign_threshold, "net": game.net,
@@ -151,7 +156,7 @@ def read_game(path: str) -> SelfPlayGame:
     return SelfPlayGame(size=size, komi=float(row["komi"]), moves=moves, targets=targets, values=values.tolist(),
                         winner=int(row["winner"]), result=meta["result"], resign_enabled=meta["resign_enabled"],
                         resign_threshold=meta["resign_threshold"], net=meta.get("net", ""),
-                        seconds=meta.get("seconds", 0.0))
+                        seconds=meta.get("seconds", 0.0), game=GameSpec.from_dict(header.get("game")))
 
 
 # -- the store ------------------------------------------------------------------------------------------------------
@@ -349,6 +354,9 @@ class MixedSizeSampler:
         self.samplers: dict[int, ReplaySampler] = {size: s for size, s in built.items() if s.num_targets > 0}
         if not self.samplers:
             raise ShardError("the window holds no recorded positions")
+        if len({s.game for s in built.values()}) > 1:
+            raise ShardError(f"the window holds games of {sorted({s.game.name for s in built.values()})}")
+        self.game = next(iter(self.samplers.values())).game  # the window's one game (engine.rules.games)
         self.sizes = list(self.samplers)
         targets = np.array([s.num_targets for s in self.samplers.values()], dtype=np.float64)
         self.size_probabilities = targets / targets.sum()
@@ -388,6 +396,9 @@ class AnchoredSampler:
             raise ValueError(f"anchor fraction {fraction}: needs 0 <= fraction < 1")
         self.window = MixedSizeSampler(window_paths)
         self.anchor = PositionSampler(anchor_paths)
+        if self.anchor.game != self.window.game:
+            raise ShardError(f"anchor records of {self.anchor.game.name} for a window of {self.window.game.name}")
+        self.game = self.window.game
         self.fraction = fraction
         self.size = self.window.size
         self.num_games = self.window.num_games + self.anchor.num_games

@@ -23,9 +23,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from tabula.engine.data.records import Record
-from tabula.engine.net.features import NUM_SYMMETRIES, encode_batch, symmetry_tables, transform_planes
+from tabula.engine.net.encodings import encoding_of
+from tabula.engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
-from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
+from tabula.engine.rules.games import GameSpec
+from tabula.engine.rules.interface import Game
 
 MAGIC = b"TABSHARD"
 VERSION = 2
@@ -193,18 +195,22 @@ class PositionSampler:
     """Every position of the games in some shards, drawn uniformly; torch-free, so it runs in any worker process.
 
     A position is (game, k): the board before the game's k-th move, whose target is that move. Memory is the
-    shards' arrays (2 bytes a move) plus one int64 per game.
+    shards' arrays (2 bytes a move) plus one int64 per game. The shards are of one game (their header's ``game``,
+    engine.rules.games.GameSpec; Go where it names none), whose positions and input planes they become.
     """
 
     def __init__(self, paths: Iterable[str]):
-        games_list, moves_list, owners_list, size = [], [], [], None
+        games_list, moves_list, owners_list, size, game = [], [], [], None, None
         base = owner_base = 0
         for path in paths:
             header, games, moves, owners = read_shard(path, with_owners=True)
             if size is None:
                 size = header["size"]
+                game = GameSpec.from_dict(header.get("game"))
             elif header["size"] != size:
                 raise ShardError(f"{path}: board size {header['size']}, other shards {size}")
+            elif GameSpec.from_dict(header.get("game")) != game:
+                raise ShardError(f"{path}: a game of {header.get('game')}, other shards {game}")
             games = games.copy()
             games["offset"] += base
             games["owner_row"] = np.where(games["owner_row"] >= 0, games["owner_row"] + owner_base, -1)
@@ -216,6 +222,7 @@ class PositionSampler:
         if size is None:
             raise ShardError("no shards given")
         self.size: int = size
+        self.game: GameSpec = game
         self.games = np.concatenate(games_list) if games_list else np.zeros(0, GAME_DTYPE)
         self.moves = np.concatenate(moves_list) if moves_list else np.zeros(0, np.uint16)
         self.owners = np.concatenate(owners_list) if owners_list else np.zeros((0, size * size), np.int8)
@@ -237,11 +244,11 @@ class PositionSampler:
         games = np.searchsorted(self.starts, positions, side="right") - 1
         return games, positions - self.starts[games]
 
-    def state(self, game: int, k: int) -> tuple[GameState, int, float, float]:
+    def state(self, game: int, k: int) -> tuple[Game, int, float, float]:
         """(position before move k, its target policy index, value target from the mover's view, value weight)."""
         row = self.games[game]
         size = self.size
-        state = GameState(size, Rules(komi=float(row["komi"]), superko=SIMPLE_KO))
+        state = self.game.record_state(size, float(row["komi"]))
         offset, setup = int(row["offset"]), int(row["setup"])
         for code in self.moves[offset: offset + setup]:
             color, point = decode_move(int(code), size)
@@ -271,7 +278,7 @@ class PositionSampler:
             targets.append(target)
             values.append(value)
             weights.append(weight)
-        planes = encode_batch(states)
+        planes = encoding_of(states[0]).encode_batch(states, None)
         policy = np.asarray(targets, dtype=np.int64)
         reply, reply_weight = self._replies(games, ks)
         # +1 where the mover is black: margins and owners are stored from black's view

@@ -9,7 +9,9 @@ heads share one residual trunk (3×3 input conv, then blocks of conv-BN-ReLU-con
   come from global mean and max pooling, so one net plays 9×9, 13×13 and 19×19.
 
 ``forward(planes float32 [B, 18, N, N]) -> (policy logits float32 [B, N*N+1] pass last, value float32 [B] tanh)``;
-the value is from the side to move's view. A pooled net with ``aux`` heads adds two outputs, ``score`` float32 [B]
+the value is from the side to move's view. That is Go's; a network of another game (``NetSpec.input_encoding``,
+``engine.net.encodings``: gomoku's ``gomoku-4``) reads that encoding's planes and has no pass logit when the game has
+no pass. A pooled net with ``aux`` heads adds two outputs, ``score`` float32 [B]
 (the final margin in points, side to move's view) and ``ownership`` float32 [B, N*N] (tanh, +1: the side to move
 will own the point), and trains a third, the opponent's reply (KataGo's auxiliary policy), which is not exported.
 Checkpoints load with ``weights_only=True`` only: weights are data.
@@ -27,7 +29,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tabula.engine.net.features import INPUT_ENCODING, NUM_PLANES
+from tabula.engine.net.encodings import Encoding, encoding_named
+from tabula.engine.net.features import INPUT_ENCODING
 from tabula.engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
 from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
 
@@ -53,6 +56,7 @@ class NetSpec:
     value_perspective: str = SIDE_TO_MOVE  # side_to_move | black (imported ELF nets)
     aux: bool = False  # pooled head only: score, ownership and opponent-reply heads
     small_board_value: bool = False  # pooled head only: the value head's small-board term (PooledHead)
+    input_encoding: str = INPUT_ENCODING  # the game's input planes and policy layout (engine.net.encodings)
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -65,6 +69,14 @@ class NetSpec:
             raise ValueError("auxiliary heads need the pooled head")
         if self.small_board_value and self.head != POOLED:
             raise ValueError("the small-board value term needs the pooled head")
+        encoding = self.encoding  # ValueError for an unknown name
+        if (self.aux or self.small_board_value) and not encoding.scored:
+            raise ValueError(f"score, ownership and small-board value heads are for Go, not {self.input_encoding}")
+
+    @property
+    def encoding(self) -> Encoding:
+        """The input encoding (planes, policy layout); ValueError for an unknown name."""
+        return encoding_named(self.input_encoding)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,7 +121,7 @@ class AgzHead(nn.Module):
         super().__init__()
         points = spec.board_size * spec.board_size
         self.policy_conv = ConvBN(spec.filters, 2, 1)
-        self.policy_fc = nn.Linear(2 * points, points + 1)
+        self.policy_fc = nn.Linear(2 * points, spec.encoding.policy_size(spec.board_size))
         self.value_conv = ConvBN(spec.filters, 1, 1)
         self.value_fc1 = nn.Linear(points, spec.value_hidden)
         self.value_fc2 = nn.Linear(spec.value_hidden, 1)
@@ -133,7 +145,8 @@ class PooledHead(nn.Module):
         channels = spec.head_channels
         self.policy_conv = ConvBN(spec.filters, channels, 1)
         self.policy_points = nn.Conv2d(channels, 1, 1)
-        self.policy_pass = nn.Linear(2 * channels, 1)
+        # the pass logit, from the pooled policy features (None: a game without a pass)
+        self.policy_pass = nn.Linear(2 * channels, 1) if spec.encoding.has_pass else None
         self.value_conv = ConvBN(spec.filters, channels, 1)
         self.value_fc1 = nn.Linear(3 * channels, spec.value_hidden)
         self.value_fc2 = nn.Linear(spec.value_hidden, 1)
@@ -155,7 +168,8 @@ class PooledHead(nn.Module):
         Raw outputs: value before tanh, ownership before tanh, score in tens of points."""
         p = F.relu(self.policy_conv(x))
         pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
-        out = {"policy": torch.cat([self.policy_points(p).flatten(1), self.policy_pass(pooled)], dim=1)}
+        points = self.policy_points(p).flatten(1)
+        out = {"policy": points if self.policy_pass is None else torch.cat([points, self.policy_pass(pooled)], dim=1)}
         v = F.relu(self.value_conv(x))
         mean = v.mean(dim=(2, 3))
         # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
@@ -183,7 +197,8 @@ class TabulaNet(nn.Module):
     def __init__(self, spec: NetSpec):
         super().__init__()
         self.spec = spec
-        self.input = ConvBN(NUM_PLANES, spec.filters, 3)
+        self.size_planes = spec.encoding.size_planes
+        self.input = ConvBN(spec.encoding.planes, spec.filters, 3)
         self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
         self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
 
@@ -195,8 +210,12 @@ class TabulaNet(nn.Module):
             return {"policy": policy, "value": value}
         # Planes 16 and 17 together are all ones: their sum is the number of points, without reading the shape.
         # Rounded, because an int8 file quantizes the planes (a 1 comes back as 0.99999994), and the small-board
-        # value term must be exactly zero on 19×19.
-        size = torch.round(torch.sqrt(planes[:, 16:18].sum(dim=(1, 2, 3))))[:, None]
+        # value term must be exactly zero on 19×19. An encoding without such planes sums a plane of ones.
+        if self.size_planes is not None:
+            ones = planes[:, self.size_planes[0]:self.size_planes[1]]
+        else:
+            ones = torch.ones_like(planes[:, :1])
+        size = torch.round(torch.sqrt(ones.sum(dim=(1, 2, 3))))[:, None]
         black = planes[:, 16].amax(dim=(1, 2))[:, None] if self.spec.small_board_value else None
         return self.head(x, size, black)
 
@@ -287,7 +306,8 @@ def random_network(spec: NetSpec, seed: int, calibration: Sequence[np.ndarray] =
 def _scale_outputs(model: TabulaNet, calibration: Sequence[np.ndarray]) -> None:
     with torch.no_grad():
         policy = model(torch.from_numpy(np.ascontiguousarray(calibration[0])))[0]
-        spread = float(policy[:, :-1].std(dim=1).mean())
+        points = policy[:, :-1] if model.spec.encoding.has_pass else policy  # the pass logit left out
+        spread = float(points.std(dim=1).mean())
         head = model.head
         last = head.policy_fc if isinstance(head, AgzHead) else head.policy_points
         if spread > 0:
@@ -309,13 +329,15 @@ def _scale_outputs(model: TabulaNet, calibration: Sequence[np.ndarray]) -> None:
 def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
                   precision: str = "fp32") -> dict[str, str]:
     """The metadata every Tabula ONNX file carries; ``OnnxEvaluator`` reads and checks it."""
+    encoding = model.spec.encoding
     return {
         "tabula_format": METADATA_FORMAT_VERSION,
         "architecture": json.dumps(model.spec.to_dict(), sort_keys=True),
         "board_sizes": ",".join(str(s) for s in board_sizes),
-        "input_encoding": INPUT_ENCODING,
-        "input": "planes float32 [batch, 18, N, N], y = 0 the bottom row",
-        "policy": "logits float32 [batch, N*N+1], point y*N+x, pass last",
+        "input_encoding": encoding.name,
+        "input": f"planes float32 [batch, {encoding.planes}, N, N], y = 0 the bottom row",
+        "policy": ("logits float32 [batch, N*N+1], point y*N+x, pass last" if encoding.has_pass
+                   else "logits float32 [batch, N*N], point y*N+x"),
         "value": "tanh float32 [batch], side to move's view, in [-1, 1]",
         **({"score": "float32 [batch], the final margin in points, side to move's view",
             "ownership": "tanh float32 [batch, N*N], +1 owned by the side to move at the end"}
@@ -326,9 +348,10 @@ def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
 
 
 def default_board_sizes(spec: NetSpec) -> list[int]:
-    """The sizes a network is declared to play: its own for the agz head; for the pooled head every size a GTP
-    client can ask for (2 to 25), since its convolutions and pooling apply to any board."""
-    return [spec.board_size] if spec.head == AGZ else list(range(2, 26))
+    """The sizes a network is declared to play: its own for the agz head; for the pooled head every size its game
+    is played on (Go: 2 to 25, every size a GTP client can ask for; gomoku 5 to 20), since its convolutions and
+    pooling apply to any board."""
+    return [spec.board_size] if spec.head == AGZ else list(spec.encoding.board_sizes)
 
 
 def export_onnx(model: TabulaNet, path: str | os.PathLike, provenance: str,
@@ -347,8 +370,7 @@ def export_onnx(model: TabulaNet, path: str | os.PathLike, provenance: str,
         raise ValueError(f"an agz net plays only {spec.board_size}x{spec.board_size}")
     size = sizes[-1]
     dynamic = {0: "batch"} if spec.head == AGZ else {0: "batch", 2: "height", 3: "width"}
-    example = torch.zeros(2, NUM_PLANES, size, size)
-    example[:, 16] = 1.0
+    example = torch.from_numpy(np.repeat(spec.encoding.trial_planes(size), 2, axis=0))  # empty boards
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # The TorchScript exporter is fast and, without constant folding, keeps parameter names (batch norms are
@@ -379,9 +401,12 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
     import onnxruntime as ort
 
     rng = np.random.default_rng(size)
-    planes = (rng.random((3, NUM_PLANES, size, size)) < 0.3).astype(np.float32)
-    planes[:, 16:18] = 0.0
-    planes[:, 16 + rng.integers(0, 2, 3)] = 1.0
+    encoding = model.spec.encoding
+    planes = (rng.random((3, encoding.planes, size, size)) < 0.3).astype(np.float32)
+    if encoding.size_planes is not None:  # as the encoding has them: one of the two planes all ones
+        first, end = encoding.size_planes
+        planes[:, first:end] = 0.0
+        planes[:, first + rng.integers(0, end - first, 3)] = 1.0
     with torch.no_grad():
         expected = model(torch.from_numpy(planes))
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
@@ -488,8 +513,8 @@ def from_leelaz(weights: LeelazWeights) -> TabulaNet:
 def to_leelaz(model: TabulaNet) -> LeelazWeights:
     """Leela Zero weights computing what ``model`` computes (agz head only)."""
     spec = model.spec
-    if spec.head != AGZ:
-        raise ValueError("only the agz head has a Leela Zero equivalent")
+    if spec.head != AGZ or spec.input_encoding != INPUT_ENCODING:
+        raise ValueError("only Go networks with the agz head have a Leela Zero equivalent")
     head = model.head
 
     def array(t: torch.Tensor) -> np.ndarray:

@@ -41,6 +41,7 @@ from tabula.engine.play.result import Candidate, SearchResult
 from tabula.engine.play.tree import EXPANDED, PENDING, TERMINAL, UNEXPANDED, Expansion, Node, Path, Tree, expansions
 from tabula.engine.rules.coords import BLACK, PASS
 from tabula.engine.rules.game import GameState
+from tabula.engine.rules.interface import Game
 
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
@@ -51,7 +52,7 @@ _UNBOUNDED = 1 << 62  # a run's playout target when only time or a stop event en
 # calling worker's own; the call holds the GIL, and may take milliseconds a position. Its third argument says when
 # the run is over (its time is up or it was stopped): the rollouts still being played end there with NaN, and those
 # leaves back up the network's value alone, so that a 19×19 batch of rollouts does not make the move late.
-Rollout = Callable[[Sequence[GameState], np.random.Generator, Callable[[], bool]], np.ndarray]
+Rollout = Callable[[Sequence[Game], np.random.Generator, Callable[[], bool]], np.ndarray]
 
 
 @dataclass
@@ -62,7 +63,7 @@ class _Leaf:
 
     node: Node
     path: Path
-    state: GameState
+    state: Game
     key: tuple[int, int]
     expansion: Expansion | None = None
 
@@ -72,7 +73,7 @@ class _Run:
     """The limits and counters of one ``Search.run``; counters change under the tree lock."""
 
     target: int  # playouts to start (_UNBOUNDED: no limit)
-    deadline: float  # time.monotonic() limit (inf: none)
+    deadline: float  # a limit on the Search's clock (inf: none)
     stop: threading.Event
     early_stop: bool
     start: float
@@ -98,30 +99,38 @@ class _InFlight:
 
 
 def terminal_outcome(state: GameState) -> tuple[float, float]:
-    """The value and score of a finished game by Tromp-Taylor count: +1, -1 or 0, and the margin in points, both
-    from the side to move's view."""
+    """The value and score of a Go game counted now by Tromp-Taylor: +1, -1 or 0, and the margin in points, both
+    from the side to move's view (what ``GameState.terminal_value`` and ``terminal_score`` give a finished game)."""
     score = state.area_score() * (1.0 if state.to_move == BLACK else -1.0)
     return (1.0 if score > 0 else -1.0 if score < 0 else 0.0), score
+
+
+def _terminal_score(state: Game) -> float:
+    """The final margin of a finished game, side to move's view, where the game has a score (the optional
+    ``terminal_score`` hook, Go's count); else 0."""
+    score = getattr(state, "terminal_score", None)
+    return score() if score is not None else 0.0
 
 
 class Search:
     """A PUCT search over one game, reusable from move to move.
 
     ``run`` searches a position (reusing the matching part of the previous tree) and returns a ``SearchResult``;
-    ``stop`` ends a running search from another thread. The evaluator, configuration and random generator are
-    passed in; nothing is read from globals. ``rollout`` is needed when ``config.rollout_mix`` > 0, and not called
-    otherwise.
+    ``stop`` ends a running search from another thread. The evaluator, configuration, random generator and clock
+    are passed in; nothing is read from globals. ``rollout`` is needed when ``config.rollout_mix`` > 0, and not
+    called otherwise. ``clock`` (seconds, monotonic) times the runs: their deadlines, progress reports and
+    ``elapsed_s``; tests pass a fake one.
     """
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
-                 rng: np.random.Generator | None = None, rollout: Rollout | None = None):
+                 rng: np.random.Generator | None = None, rollout: Rollout | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         # Fixed for the Search's life.
         self.evaluator = evaluator
         self.config = config or SearchConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
-        mix = self.config.rollout_mix
-        if not 0.0 <= mix <= 1.0:
-            raise ValueError(f"rollout_mix must be in [0, 1], not {mix}")
+        self.clock = clock
+        mix = self.config.rollout_mix  # in [0, 1]: SearchConfig checks it
         if mix > 0.0 and rollout is None:
             raise ValueError(f"rollout_mix {mix} needs a rollout policy")
         self._rollout = rollout if mix > 0.0 else None  # None: the network's value alone, no rollout code runs
@@ -135,7 +144,7 @@ class Search:
 
     # -- positioning ---------------------------------------------------------------------------------------------
 
-    def set_position(self, state: GameState) -> bool:
+    def set_position(self, state: Game) -> bool:
         """Make ``state`` the root, reusing the subtree that matches its move sequence. Returns whether it did
         (``Tree.set_position``)."""
         with self._lock:
@@ -148,7 +157,7 @@ class Search:
 
     # -- running -------------------------------------------------------------------------------------------------
 
-    def run(self, state: GameState, *, visits: int | None = None, playouts: int | None = None,
+    def run(self, state: Game, *, visits: int | None = None, playouts: int | None = None,
             time_s: float | None = None, noise: bool = False, allowed: Collection[int] | None = None,
             early_stop: bool | None = None, stop: threading.Event | None = None,
             on_progress: Callable[[list[Candidate]], None] | None = None,
@@ -158,7 +167,7 @@ class Search:
         Args:
             visits: stop when the root has this many visits, reused ones included (None: config; 0: no limit).
             playouts: stop after this many new playouts (None: config; 0: no limit).
-            time_s: wall-clock budget in seconds (None: none).
+            time_s: budget in seconds on the search's clock, wall-clock time unless a test gives another (None: none).
             noise: mix Dirichlet noise into the root priors (self-play).
             allowed: root moves this run may choose (flat points or PASS); None allows every legal move.
             early_stop: stop once the most visited move cannot be overtaken (None: config).
@@ -172,7 +181,7 @@ class Search:
         if not visits and not playouts and time_s is None and stop is None:
             raise ValueError("a search needs a visit, playout or time limit, or a stop event")
         with self._run_lock:
-            start = time.monotonic()
+            start = self.clock()
             self.set_position(state)
             stop = stop or threading.Event()
             reused = self.tree.root.visits
@@ -197,7 +206,7 @@ class Search:
                 hits = self.tree.cache.hits
             return SearchResult(
                 move=candidates[0].move if candidates else PASS, candidates=candidates,
-                root_visits=self.tree.root.visits, playouts=run.finished, elapsed_s=time.monotonic() - start,
+                root_visits=self.tree.root.visits, playouts=run.finished, elapsed_s=self.clock() - start,
                 batches=run.batches, evaluated=run.evaluated, cache_hits=hits, collisions=run.collisions,
                 reused_visits=reused, stopped_early=run.stopped_early)
 
@@ -215,6 +224,9 @@ class Search:
         """Expand the root if needed, block superko-illegal edges, mix in noise and restrict the root's moves."""
         tree = self.tree
         root, state = tree.root, tree.root_state
+        legal = state.legal_mask()  # bool [policy_size], in policy order
+        if not legal.any():  # never in Go, whose pass is always legal
+            raise ValueError("no legal move to search: the game is over")
         if root.status != EXPANDED:
             # The first evaluation of the root is a visit like any other (and may come from the cache).
             leaf = self._descend(run)
@@ -224,18 +236,17 @@ class Search:
             tree.root_pending = np.zeros(len(root.moves), dtype=np.int32)
         if self.config.root_symmetries and not root.averaged and root.status == EXPANDED:
             self._average_root()
-        pass_index = state.size * state.size
-        legal = np.zeros(pass_index + 1, dtype=bool)
-        legal[state.legal_moves()] = True
-        legal[pass_index] = True
+        pass_index = state.size * state.size  # in a game with a pass (Go's), its policy index
         with self._lock:
             illegal = ~legal[root.moves]
             if illegal.any():
                 root.blocked = illegal if root.blocked is None else root.blocked | illegal
             if allowed is not None:
-                wanted = np.zeros(pass_index + 1, dtype=bool)
+                wanted = np.zeros(len(legal), dtype=bool)
                 for move in allowed:
-                    wanted[pass_index if move == PASS else move] = True
+                    index = pass_index if move == PASS else move
+                    if 0 <= index < len(wanted):
+                        wanted[index] = True
                 run.root_mask = wanted[root.moves] & legal[root.moves]
                 if not run.root_mask.any():
                     run.root_mask = None  # nothing allowed is legal: fall back to everything
@@ -265,12 +276,12 @@ class Search:
                    for i in range(max(1, self.config.threads))]
         for thread in threads:
             thread.start()
-        next_report = time.monotonic() + interval_s
+        next_report = self.clock() + interval_s
         for thread in threads:
             while thread.is_alive():
-                wait = 0.05 if on_progress is None else max(0.0, min(0.05, next_report - time.monotonic()))
+                wait = 0.05 if on_progress is None else max(0.0, min(0.05, next_report - self.clock()))
                 thread.join(wait)
-                if on_progress is not None and time.monotonic() >= next_report:
+                if on_progress is not None and self.clock() >= next_report:
                     next_report += interval_s
                     on_progress(self.candidates())
 
@@ -283,7 +294,7 @@ class Search:
         """Whether no new descents should start (called under the lock)."""
         if run.stop.is_set() or run.error is not None or run.started >= run.target:
             return True
-        now = time.monotonic()
+        now = self.clock()
         if now >= run.deadline or self.tree.nodes >= self.config.max_nodes:
             return True
         if run.early_stop and run.finished >= 16:
@@ -411,11 +422,13 @@ class Search:
         if node.status == PENDING:
             tree.undo(path)
             return _COLLISION
-        if state.passes >= 2 and path:
-            node.status = TERMINAL
-            node.value, node.score = terminal_outcome(state)
-            tree.backup(path, node, node.value, node.score)
-            return _DONE
+        if path:
+            value = state.terminal_value()  # Go: two passes, counted; gomoku: a row, or a full board
+            if value is not None:
+                node.status = TERMINAL
+                node.value, node.score = value, _terminal_score(state)
+                tree.backup(path, node, node.value, node.score)
+                return _DONE
         key = (state.size, state.hash)  # empty boards of every size share hash 0
         expansion = tree.cache.get(key)
         if expansion is not None and self._rollout is None:
@@ -459,7 +472,7 @@ class Search:
         """float64 [len(leaves)]: one rollout's result from each leaf, NaN where the run ended first; ValueError for
         an answer of the wrong shape."""
         def over() -> bool:
-            return run.stop.is_set() or time.monotonic() >= run.deadline
+            return run.stop.is_set() or self.clock() >= run.deadline
 
         results = np.asarray(self._rollout([leaf.state for leaf in leaves], rng, over), dtype=np.float64)
         if results.shape != (len(leaves),):
@@ -510,7 +523,7 @@ class Search:
                 run.evaluated += len(fresh)
             self._wake.notify_all()
 
-    def _expansions(self, states: list[GameState], evaluation: Evaluation) -> list[Expansion]:
+    def _expansions(self, states: list[Game], evaluation: Evaluation) -> list[Expansion]:
         """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
         found = expansions(states, evaluation, self.config.eye_filter)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says

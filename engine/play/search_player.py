@@ -9,6 +9,7 @@ import importlib.resources
 import logging
 import random
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -39,8 +40,9 @@ class SearchGenerator:
     """Implements ``engine.play.player.MoveGenerator`` with a PUCT search.
 
     Fixed for its life: ``search`` (the tree, reused from move to move), ``config`` (the search's), ``play`` and the
-    ``decider`` that applies it. ``last_search`` is the search behind the latest generated move (chat, analysis).
-    Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be called from any thread.
+    ``decider`` that applies it; ``clock`` (seconds) times the searches. ``last_search`` is the search behind the
+    latest generated move (chat, analysis). Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be
+    called from any thread.
     """
 
     name = "search"
@@ -48,12 +50,13 @@ class SearchGenerator:
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
                  rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
                  play: PlayConfig | None = None, resign_by_size: dict[int, float] | None = None,
-                 rollout: Rollout | None = None, judging_rollouts: Callable[[], JudgingRollouts] | None = None):
+                 rollout: Rollout | None = None, judging_rollouts: Callable[[], JudgingRollouts] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         self.config = config or SearchConfig()
         self.play = play or PlayConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
-        self.search = Search(evaluator, self.config, self.rng, rollout)
+        self.search = Search(evaluator, self.config, self.rng, rollout, clock=clock)
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
         # the resignation threshold of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}

@@ -15,9 +15,9 @@ import numpy as np
 
 from tabula.engine.config import SearchConfig
 from tabula.engine.net.evaluator import Evaluation
-from tabula.engine.rules.board import IllegalMoveError, own_eye_masks
+from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, PASS
-from tabula.engine.rules.game import GameState
+from tabula.engine.rules.interface import Game, game_key
 
 # A node's status: not yet evaluated, at the network, expanded, or a finished game.
 UNEXPANDED, PENDING, EXPANDED, TERMINAL = range(4)
@@ -78,28 +78,32 @@ class Expansion:
     """What a network evaluation gives a position's node, as the table keeps it: its children and their priors,
     and its value."""
 
-    moves: np.ndarray  # int16 [k] policy indices with nonzero prior, pass always included
+    moves: np.ndarray  # int16 [k] policy indices with nonzero prior, a pass always included where the game has one
     prior: np.ndarray  # float32 [k]
     value: float  # side to move's view
     score: float = 0.0  # side to move's view, points (0 from networks without a score head)
     ownership: np.ndarray | None = None  # float16 [N*N], black's view
 
 
-def expansions(states: list[GameState], evaluation: Evaluation, eye_filter: bool) -> list[Expansion]:
+def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool) -> list[Expansion]:
     """The network's answer for each of ``states`` as the tree expands it: the children are the moves with a
-    nonzero prior, and pass. ``eye_filter``: without the moves that fill the mover's own single-point eyes.
-    Raises ValueError for an answer of the wrong shape."""
+    nonzero prior, and the pass in a game that has one. ``eye_filter``: without the moves that fill the mover's own
+    single-point eyes, in a game that has them (the state class's ``own_eye_masks``). Raises ValueError for an
+    answer of the wrong shape."""
     policy = np.asarray(evaluation.policy, dtype=np.float32)
     values = np.asarray(evaluation.value, dtype=np.float32)
-    points = states[0].size ** 2
-    if policy.shape != (len(states), points + 1) or values.shape != (len(states),):
+    first = states[0]
+    width = first.policy_size
+    if policy.shape != (len(states), width) or values.shape != (len(states),):
         raise ValueError(f"the evaluator answered {len(states)} positions with policy {policy.shape} and value "
-                         f"{values.shape}, expected ({len(states)}, {points + 1}) and ({len(states)},)")
-    if eye_filter:
-        policy = _without_own_eyes(policy, states)
+                         f"{values.shape}, expected ({len(states)}, {width}) and ({len(states)},)")
+    own_eyes = getattr(type(first), "own_eye_masks", None) if eye_filter else None
+    if own_eyes is not None:
+        policy = _without_own_eyes(policy, own_eyes(states))
     # Found for the whole batch at once.
     present = policy > 0.0
-    present[:, -1] = True
+    if width > first.size * first.size:
+        present[:, -1] = True  # the pass
     rows, columns = np.nonzero(present)
     priors = policy[rows, columns]
     columns = columns.astype(np.int16)
@@ -117,14 +121,13 @@ def expansions(states: list[GameState], evaluation: Evaluation, eye_filter: bool
     return found
 
 
-def _without_own_eyes(policy: np.ndarray, states: list[GameState]) -> np.ndarray:
-    """``policy`` (float32 [B, N*N+1]) with the moves that fill the mover's own single-point eyes removed, and the
-    rows that lost one renormalised.
+def _without_own_eyes(policy: np.ndarray, eyes: np.ndarray) -> np.ndarray:
+    """``policy`` (float32 [B, N*N+1], Go's) with the moves that fill the mover's own single-point eyes (``eyes``,
+    bool [B, N*N]) removed, and the rows that lost one renormalised.
 
     A network that has not learned the endgame fills its own eyes and dies; no strong move does it (an eye point
     touches no opponent stone, so filling it never captures). Pass keeps its prior, and takes everything when
     nothing else is left, as the random player passes."""
-    eyes = own_eye_masks([state.board for state in states], [state.to_move for state in states])
     changed = (eyes & (policy[:, :-1] > 0)).any(axis=1)
     if not changed.any():
         return policy
@@ -181,7 +184,7 @@ class TranspositionTable:
 class _Link:
     """A kept ancestor of the root: its position and the edges from it to the next kept root (or the root)."""
 
-    state: GameState
+    state: Game
     node: Node
     edges: list[tuple[Node, int]] = field(default_factory=list)
 
@@ -201,7 +204,7 @@ class Tree:
         self.config = config
         self.cache = TranspositionTable(config.cache_entries)
         self.root = Node()
-        self.root_state: GameState | None = None
+        self.root_state: Game | None = None
         self.virtual_loss = config.virtual_loss
         self.root_pending: np.ndarray | None = None
         self.nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
@@ -209,11 +212,11 @@ class Tree:
         # visits, value sum, square sum, score sum, score square sum backed up through the root since it became root
         self._gain = [0, 0.0, 0.0, 0.0, 0.0]
         self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
-        self._rules = None
+        self._rules = None  # the game and rules of the cached network results (the class, and its ``rules``)
 
     # -- positioning and reuse -----------------------------------------------------------------------------------
 
-    def set_position(self, state: GameState) -> bool:
+    def set_position(self, state: Game) -> bool:
         """Make ``state`` the root, reusing the subtree that matches its move sequence. Returns whether it did.
 
         Matches the current root or a kept ancestor (undo, or a GUI re-sending the game) whose moves are a prefix
@@ -221,9 +224,10 @@ class Tree:
         """
         self.restore_root_prior()
         self._flush_gain()
-        if state.rules != self._rules:
+        rules = (type(state), getattr(state, "rules", None))
+        if rules != self._rules:
             self.cache.clear()  # test evaluators score with komi; the network's cache stays valid otherwise
-            self._rules = state.rules
+            self._rules = rules
         chain = self._ancestors + ([_Link(self.root_state, self.root)] if self.root_state is not None else [])
         if not self.config.reuse_tree:
             chain = []
@@ -247,11 +251,10 @@ class Tree:
         self._set_root(Node(), state)
         return False
 
-    def _walk(self, link: _Link, state: GameState) -> Path | None:
+    def _walk(self, link: _Link, state: Game) -> Path | None:
         """Edges from ``link``'s node to ``state``'s position, or None when the tree cannot reach it."""
         old = link.state
-        if (old.size != state.size or old.rules != state.rules or old.setup != state.setup
-                or old.handicap != state.handicap or len(old.moves) > len(state.moves)
+        if (len(old.moves) > len(state.moves) or game_key(old) != game_key(state)
                 or state.moves[:len(old.moves)] != old.moves):
             return None
         node, to_move, edges = link.node, old.to_move, []
@@ -275,7 +278,7 @@ class Tree:
         limit = self.config.reuse_undo_plies
         return [link for link in chain if root_moves - len(link.state.moves) <= limit]
 
-    def _set_root(self, node: Node, state: GameState) -> None:
+    def _set_root(self, node: Node, state: Game) -> None:
         previous, self.root = self.root, node
         self.refresh(previous)  # its unvisited children lose the root's first-play reduction
         self.root_state = state.copy()
@@ -332,7 +335,7 @@ class Tree:
         same position over the 8 symmetries."""
         root, state = self.root, self.root_state
         # The averaged policy has the same support (legal non-eye moves and pass); keep the root's edges.
-        lookup = np.zeros(state.size * state.size + 1, dtype=np.float32)
+        lookup = np.zeros(state.policy_size, dtype=np.float32)
         lookup[averaged.moves] = averaged.prior
         prior = lookup[root.moves]
         total = float(prior.sum())
@@ -344,7 +347,7 @@ class Tree:
 
     # -- one playout: select, expand, back up --------------------------------------------------------------------
 
-    def descend(self, root_mask: np.ndarray | None) -> tuple[Node, Path, GameState] | None:
+    def descend(self, root_mask: np.ndarray | None) -> tuple[Node, Path, Game] | None:
         """Walk from the root by PUCT to a node that is not expanded, adding virtual loss along the way: that node,
         the path to it and its position. ``root_mask`` (bool [k]): the root edges that may be chosen (None: all).
         None when an edge proved illegal (superko): it is blocked and the virtual loss taken back; try again."""
@@ -352,7 +355,7 @@ class Tree:
         vl = self.virtual_loss
         root = node = self.root
         state = self.root_state.copy()
-        pass_index = state.size * state.size
+        pass_index = state.size * state.size  # never a child in a game without a pass
         path: Path = []
         c_puct = config.c_puct
         update = self.update

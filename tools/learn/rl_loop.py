@@ -1,6 +1,8 @@
 """`tabula rl`: the AlphaGo Zero loop from random weights — self-play into a replay window, the supervised trainer on
 that window, ONNX export, gating against the best network, an Elo history — started, stopped and resumed from one
-directory. One board size, or several in turn (``--sizes 9,13``) with one pooled-head network.
+directory. One board size, or several in turn (``--sizes 9,13``) with one pooled-head network. Go by default; gomoku
+with ``--game gomoku --n-in-row 5`` (the loop, the search and the trainer are the same; the network reads the game's
+input planes, engine/net/encodings.py).
 
 Layer: tools. Self-play and gating games run on ``tools.learn.selfplay`` workers (local processes or Ray); training is
 ``tools.learn.train.train`` unchanged, given ``engine.data.replay.MixedSizeSampler`` (batches of one board size each,
@@ -26,6 +28,7 @@ directory without ``state.json`` (a new machine) is restored from there, and sel
     tabula rl --dir runs/rl9 --plot             (elo.png; the same as `tabula plot runs/rl9`)
     tabula rl --dir runs/rl9more --start-from weights/tabula-4x32-rl9.onnx ...   (continue a network by self-play)
     tabula rl --dir runs/any --start-from weights/tabula-6x64-anysize.onnx --sizes 9,13 ...   (games of each in turn)
+    tabula rl --dir runs/gomoku9 --game gomoku --size 9 --n-in-row 5 ...        (freestyle five in a row on 9x9)
 """
 from __future__ import annotations
 
@@ -153,6 +156,13 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
     return RLConfig(**saved["rl"]), SelfPlayConfig.from_dict(saved["selfplay"])
 
 
+def input_encoding(selfplay: SelfPlayConfig) -> str:
+    """The network input of the run's game (engine.net.encodings), as its positions name it."""
+    from tabula.engine.net.encodings import encoding_of
+
+    return encoding_of(selfplay.game_spec.new_state(selfplay.sizes[0])).name
+
+
 def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
     """Several board sizes need one network that plays them all: the pooled head; and the architecture's own checks
     (the auxiliary heads and the small-board value term need the pooled head too) hold."""
@@ -163,7 +173,7 @@ def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
                          f"pooled, or --start-from a pooled network): the {rl.head} head plays one board size")
     try:
         NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, aux=rl.aux,
-                small_board_value=rl.small_board_value)
+                small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay))
     except ValueError as error:
         raise SystemExit(f"tabula rl: {error}") from None
 
@@ -204,7 +214,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
                        init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "", head=rl.head,
-                       aux=rl.aux, small_board_value=rl.small_board_value)
+                       aux=rl.aux, small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay))
 
 
 def trained_steps(directory: str) -> int:
@@ -250,10 +260,10 @@ def export_candidate(directory: str, path: str, generation: int) -> None:
 INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, where the trainer's first chunk begins
 
 
-def start_network_spec(path: str, sizes: tuple[int, ...]):
+def start_network_spec(path: str, sizes: tuple[int, ...], encoding: str = "leelaz-18"):
     """The architecture of a ``--start-from`` network, checked against the run: one that plays every one of
     ``sizes`` (an AlphaGo Zero head made for the one size, or a pooled head whose file lists them all), valued from
-    the side to move's view."""
+    the side to move's view, of the run's game (its input ``encoding``)."""
     from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
     from tabula.engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
 
@@ -262,6 +272,9 @@ def start_network_spec(path: str, sizes: tuple[int, ...]):
         spec = NetSpec.from_dict(json.loads(evaluator.metadata["architecture"]))
     except (NetworkFileError, KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
+    if spec.input_encoding != encoding:
+        raise SystemExit(f"tabula rl: --start-from {path} reads {spec.input_encoding} input planes; the run's game "
+                         f"reads {encoding}")
     sizes_text = f"{spec.board_size}x{spec.board_size}" if spec.head == AGZ else "its sizes"
     plays = set(sizes) <= ({spec.board_size} if spec.head == AGZ else set(evaluator.board_sizes))
     if not plays or spec.value_perspective != SIDE_TO_MOVE:
@@ -272,12 +285,12 @@ def start_network_spec(path: str, sizes: tuple[int, ...]):
     return spec
 
 
-def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...]) -> RLConfig:
+def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...], encoding: str = "leelaz-18") -> RLConfig:
     """A run that starts from a network takes that network's architecture: blocks, filters, head, auxiliary heads,
-    small-board value term."""
+    small-board value term. ``encoding``: the run's game's network input, which the network must read."""
     if not rl.start_from:
         return rl
-    spec = start_network_spec(rl.start_from, sizes)
+    spec = start_network_spec(rl.start_from, sizes, encoding)
     if rl.small_board_value and not spec.small_board_value:
         raise SystemExit(f"tabula rl: --start-from {rl.start_from} has no small-board value term; add it with "
                          f"`tabula export --add-small-board-value {rl.start_from} OUT.onnx` and start from OUT.onnx")
@@ -285,10 +298,10 @@ def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...]) -> RLConfig:
                                small_board_value=spec.small_board_value)
 
 
-def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
+def initial_network(path: str, rl: RLConfig, size: int, directory: str, encoding: str = "leelaz-18") -> None:
     """Generation 0: the ``--start-from`` network (copied, and its weights saved where the trainer starts), or the
     trainer's own starting weights (same seed, same initialisation), exported. ``size``: the agz head's one board
-    size (the pooled head plays every size)."""
+    size (the pooled head plays every size); ``encoding``: the game's network input."""
     import torch
 
     from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
@@ -305,7 +318,7 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str) -> None:
         return
     torch.manual_seed(rl.seed)
     model = TabulaNet(NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, board_size=size,
-                              aux=rl.aux, small_board_value=rl.small_board_value)).eval()
+                              aux=rl.aux, small_board_value=rl.small_board_value, input_encoding=encoding)).eval()
     tmp = path + ".tmp.onnx"
     export_onnx(model, tmp, "tabula rl: random initial weights")
     os.replace(tmp, path)
@@ -450,7 +463,7 @@ class Loop:
                 return json.load(handle)
         best = os.path.join(self.nets, "gen-0000.onnx")
         if not os.path.exists(best):
-            initial_network(best, self.rl, self.selfplay.sizes[0], self.directory)
+            initial_network(best, self.rl, self.selfplay.sizes[0], self.directory, input_encoding(self.selfplay))
         state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
                  "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
                  "train_target": 0, "train_generation": 0}
@@ -711,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
     rl = from_flags(saved[0] if saved else RLConfig, args)
     selfplay = selfplay_from_flags(parser, saved[1] if saved else SelfPlayConfig, args)
     if not saved:
-        rl = adopt_start_network(rl, selfplay.sizes)
+        rl = adopt_start_network(rl, selfplay.sizes, input_encoding(selfplay))
     Loop(args.dir, rl, selfplay).run()
     return 0
 

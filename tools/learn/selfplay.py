@@ -32,7 +32,7 @@ from tabula.engine.play.decision import MoveDecider
 from tabula.engine.play.result import Candidate
 from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE
-from tabula.engine.rules.game import GameState, Rules
+from tabula.engine.rules.games import GameSpec, result_of
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,21 @@ class SelfPlayConfig:
     no_resign_fraction: float = 0.1  # games played to the end to calibrate the threshold
     max_moves_factor: float = 2.0  # a game is scored after this many × N² moves
     batch_size: int = 8  # leaves per network call (one search thread)
+    game: str = "go"  # go | gomoku (engine.rules.games)
+    n_in_row: int = 5  # gomoku: n or more stones in a row win
 
     def __post_init__(self) -> None:
         # config.json holds the sizes as a JSON list: as a tuple, a saved configuration equals the one it was
         object.__setattr__(self, "sizes", tuple(int(s) for s in self.sizes))
         if not self.sizes or not all(2 <= s <= 25 for s in self.sizes):
             raise ValueError(f"board sizes {self.sizes}: one or more, each from 2 to 25")
+        for size in self.sizes:
+            self.game_spec.check_size(size)  # ValueError for an unknown game or a board it is not played on
+
+    @property
+    def game_spec(self) -> GameSpec:
+        """The game the games are of."""
+        return GameSpec(self.game, self.n_in_row)
 
     @classmethod
     def from_dict(cls, data: dict) -> "SelfPlayConfig":
@@ -205,8 +214,6 @@ class SelfPlayTask:
 def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame, bytes]:
     """One self-play game: (the game with its targets, its SGF). ``evaluator``: use this one instead of the task's
     network (tests)."""
-    from tabula.engine.rules.sgf import write_sgf
-
     config = task.config
     rng = np.random.default_rng(task.seed)
     evaluator = evaluator or _evaluator(task.net, int(rng.integers(1 << 62)))
@@ -214,7 +221,8 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     fast = Search(evaluator, config.search_config(config.fast_visits, noise=False), rng) \
         if config.fast_visits > 0 and config.full_fraction < 1.0 else None
     size = task.size
-    state = GameState(size, Rules(komi=config.komi))
+    game_spec = config.game_spec
+    state = game_spec.new_state(size, config.komi)
     targets: list[tuple[np.ndarray, np.ndarray] | None] = []
     values: list[float] = []
     resign = task.resign_threshold if task.resign_enabled else 0.0
@@ -222,7 +230,7 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     max_moves = int(config.max_moves_factor * size * size)
     winner, result_text = 0, ""
     start = time.monotonic()
-    while not state.is_game_over() and len(state.moves) < max_moves:
+    while state.terminal_value() is None and len(state.moves) < max_moves:
         color = state.to_move
         is_full = fast is None or rng.random() < config.full_fraction
         search = full if is_full else fast
@@ -237,14 +245,12 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
         values.append(decision.value)
         state.play(decision.move)
     if not result_text:
-        score = state.area_score()
-        winner = BLACK if score > 0 else WHITE if score < 0 else 0
-        result_text = state.result_string()
+        winner, result_text = result_of(state)
     game = SelfPlayGame(size=size, komi=config.komi, moves=list(state.moves), targets=targets, values=values,
                         winner=winner, result=result_text, resign_enabled=task.resign_enabled,
                         resign_threshold=task.resign_threshold, net=task.net.name,
-                        seconds=time.monotonic() - start)
-    sgf = write_sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
+                        seconds=time.monotonic() - start, game=game_spec)
+    sgf = game_spec.sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
     return game, sgf
 
 
@@ -270,7 +276,7 @@ def play_gating_game(task: GatingTask) -> dict:
     nets = {task.candidate_color: task.candidate, 3 - task.candidate_color: task.best}
     searches = {color: Search(_evaluator(net, int(rng.integers(1 << 62))), search_config, rng)
                 for color, net in nets.items()}
-    state = GameState(task.size, Rules(komi=config.komi))
+    state = config.game_spec.new_state(task.size, config.komi)
     max_moves = int(config.max_moves_factor * task.size * task.size)
     # A fixed, safe resignation: the side to move sure of its loss (winrate under 2.5%, a value under -0.95) for
     # three moves in a row; gating needs only the winner. The first moves are drawn so that the games differ.
@@ -279,7 +285,7 @@ def play_gating_game(task: GatingTask) -> dict:
                                    random.Random(task.seed))
                 for color in (BLACK, WHITE)}
     winner, result_text = 0, ""
-    while not state.is_game_over() and len(state.moves) < max_moves:
+    while state.terminal_value() is None and len(state.moves) < max_moves:
         color = state.to_move
         move = deciders[color].decide(state, searches[color].run(state)).move
         if move == RESIGN:
@@ -287,9 +293,7 @@ def play_gating_game(task: GatingTask) -> dict:
             break
         state.play(move)
     if not result_text:
-        score = state.area_score()
-        winner = BLACK if score > 0 else WHITE if score < 0 else 0
-        result_text = state.result_string()
+        winner, result_text = result_of(state)
     return {"game": task.index, "size": task.size, "candidate_color": task.candidate_color, "winner": winner,
             "moves": len(state.moves), "result": result_text}
 
