@@ -69,12 +69,22 @@ def search_session(size: int = 9, evaluator=None, clock=time.monotonic, **search
     return Session(player=Player(generator, size=size), config=config)
 
 
-def stream(session: Session, line: str, seconds: float) -> list[str]:
-    """Run a streaming command, send 'the next input line' after ``seconds``, return the reply's lines."""
+def complete_info_lines(out: list[str]) -> int:
+    """Info lines written so far, a line still being written not counted."""
+    return sum(line.startswith("info") for line in "".join(out).split("\n")[:-1])
+
+
+def stream(session: Session, line: str, seconds: float = 0.0, info_lines: int = 0) -> list[str]:
+    """Run a streaming command, send 'the next input line' once it has written ``info_lines`` info lines (counted,
+    so that a loaded machine only makes the test slower) and ``seconds`` have passed; return the reply's lines."""
     out: list[str] = []
     thread = threading.Thread(target=session.handle, args=(line, out.append))
     thread.start()
     time.sleep(seconds)
+    waited = 0
+    while complete_info_lines(out) < info_lines and thread.is_alive() and waited < 6000:  # 60 s: a guard
+        time.sleep(0.01)
+        waited += 1
     session.interrupt.set()
     thread.join(10)
     assert not thread.is_alive()
@@ -96,7 +106,7 @@ def check_lz_lines(lines: list[str]) -> list[list[dict]]:
 def test_lz_analyze_streams_lines_until_input():
     session = search_session()
     session.dispatch("play b E5")
-    lines = stream(session, "lz-analyze w 10", 0.45)
+    lines = stream(session, "lz-analyze w 10", info_lines=3)
     parsed = check_lz_lines(lines)
     assert len(parsed) >= 2
     assert sum(int(m["visits"]) for m in parsed[-1]) > sum(int(m["visits"]) for m in parsed[0])
@@ -105,7 +115,7 @@ def test_lz_analyze_streams_lines_until_input():
 
 def test_sabaki_analyze_and_ids():
     session = search_session()
-    lines = stream(session, "7 analyze B 10", 0.3)
+    lines = stream(session, "7 analyze B 10", info_lines=1)
     assert lines[0] == "=7"
     check_lz_lines(["="] + lines[1:])
 
@@ -230,7 +240,7 @@ def parse_kata_line(line: str, size: int) -> tuple[list[dict], list[float] | Non
 def test_kata_analyze_reports_score_lead_and_ownership_from_the_side_to_moves_view():
     session = lead_session()
     session.dispatch("play b E5")
-    lines = stream(session, "kata-analyze w interval 10 ownership true", 0.4)
+    lines = stream(session, "kata-analyze w interval 10 ownership true", info_lines=1)
     assert lines[0] == "=" and lines[-2:] == ["", ""] and len(lines) >= 4
     moves, ownership = parse_kata_line(lines[-3], 9)
     assert moves and ownership is not None
@@ -244,7 +254,7 @@ def test_kata_analyze_reports_score_lead_and_ownership_from_the_side_to_moves_vi
 def test_kata_analyze_without_ownership_maxmoves_and_unknown_keys():
     session = lead_session()
     lines = stream(session, "kata-analyze b 10 maxmoves 2 ownershipStdev true pvVisits true avoid w D4 1 "
-                   "minmoves 5", 0.3)
+                   "minmoves 5", info_lines=1)
     assert lines[0] == "="
     for line in lines[1:-2]:
         moves, ownership = parse_kata_line(line, 9)
@@ -270,13 +280,13 @@ def test_kata_genmove_analyze_ends_with_play():
 
 
 def test_sabaki_analyze_lines_carry_score_lead_where_the_network_has_one():
-    lines = stream(lead_session(), "analyze b 10", 0.3)
+    lines = stream(lead_session(), "analyze b 10", info_lines=1)
     for line in lines[1:-2]:
         for m in parse_info_line(line):
             assert float(m["scoreLead"]) == pytest.approx(4.5, abs=0.01) and m["winrate"].isdigit()
     # lz-analyze stays Leela Zero's format (Lizzie), and networks without a score head send no scoreLead
-    check_lz_lines(stream(lead_session(), "lz-analyze b 10", 0.3))
-    check_lz_lines(stream(search_session(), "analyze b 10", 0.3))
+    check_lz_lines(stream(lead_session(), "lz-analyze b 10", info_lines=1))
+    check_lz_lines(stream(search_session(), "analyze b 10", info_lines=1))
 
 
 def test_kata_analyze_with_a_network_that_has_score_and_ownership_heads(tiny_aux_onnx):
