@@ -164,6 +164,13 @@ class GomokuState:
 
     # -- copies and keys -----------------------------------------------------------------------------------------
 
+    def with_to_move(self, color: int) -> "GomokuState":
+        """This position with ``color`` to move (the move generator asks for the mover): itself, or an
+        IllegalMoveError, since gomoku has no pass that would give the other colour the move."""
+        if color != self.to_move:
+            raise IllegalMoveError("not this colour's turn")
+        return self
+
     def copy(self) -> "GomokuState":
         other = GomokuState.__new__(GomokuState)
         other.geometry = self.geometry

@@ -1,0 +1,63 @@
+"""tabula arena: in-process games of gomoku between a network's search, pure MCTS and a random player."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tabula.engine.rules.gomoku import GomokuState
+from tabula.tools.compete.arena import ArenaConfig, main, parse_player, play_game
+
+
+@pytest.fixture(scope="module")
+def tiny_gomoku_net(tmp_path_factory) -> Path:
+    from tabula.engine.net.network import POOLED, NetSpec, export_onnx, random_network
+
+    spec = NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8, value_hidden=16, input_encoding="gomoku-4")
+    path = tmp_path_factory.mktemp("net") / "tiny_gomoku.onnx"
+    export_onnx(random_network(spec, seed=3), path, provenance="tests: random seed 3", board_sizes=[7])
+    return path
+
+
+def test_a_game_is_played_to_its_end_and_replays_from_its_seed(tiny_gomoku_net):
+    config = ArenaConfig(players=(f"net:{tiny_gomoku_net}", "pure:50"), size=7, n_in_row=4, visits=16)
+    record = play_game(config, 1)
+    assert (record["black"], record["white"]) == (1, 0)  # odd games: the second player takes black
+    assert record["winner"] in ("B", "W", "0") and record["moves"] >= 7
+    assert play_game(config, 1)["sgf"] == record["sgf"]
+    assert record["sgf"].startswith("(;GM[4]")
+
+
+def test_the_command_alternates_colours_and_writes_games_and_results(tmp_path, capsys):
+    out = tmp_path / "arena"
+    assert main(["pure:200", "random", "--size", "7", "--n-in-row", "4", "--games", "4", "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["black"] for r in records] == [0, 1, 0, 1]
+    assert len(list((out / "games").glob("*.sgf"))) == 4
+    assert "pure:200 scores" in table and "%" in table
+    # pure MCTS with 200 playouts beats random play at four in a row on 7x7
+    assert sum(r["winner"] == ("B" if r["black"] == 0 else "W") for r in records) >= 3
+
+
+def test_bad_players_and_settings_are_clear_errors(tmp_path, capsys):
+    for spec in ("pure:0", "pure:x", "net:", "alpha"):
+        with pytest.raises(ValueError):
+            parse_player(spec)
+    with pytest.raises(SystemExit):
+        main(["pure:10", "random", "--size", "4"])
+    with pytest.raises(SystemExit):
+        main([f"net:{tmp_path / 'missing.onnx'}", "random"])
+    assert "no such network file" in capsys.readouterr().err
+
+
+def test_the_network_player_moves_for_the_side_to_move_only(tiny_gomoku_net):
+    from tabula.tools.compete.arena import NetworkPlayer
+
+    player = NetworkPlayer(str(tiny_gomoku_net), visits=8, c_puct=0.0, seed=1)
+    state = GomokuState(7, n_in_row=4)
+    move = player.choose(state)
+    assert move in state.legal_moves()
+    with pytest.raises(ValueError):
+        state.with_to_move(3 - state.to_move)
