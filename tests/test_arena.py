@@ -53,11 +53,27 @@ def test_bad_players_and_settings_are_clear_errors(tmp_path, capsys):
 
 
 def test_the_network_player_moves_for_the_side_to_move_only(tiny_gomoku_net):
-    from tabula.tools.compete.arena import NetworkPlayer
+    from tabula.tools.compete.arena import network_player
 
-    player = NetworkPlayer(str(tiny_gomoku_net), visits=8, c_puct=0.0, seed=1)
+    player = network_player(str(tiny_gomoku_net), visits=8, c_puct=0.0, seed=1)
     state = GomokuState(7, n_in_row=4)
     move = player.choose(state)
     assert move in state.legal_moves()
     with pytest.raises(ValueError):
         state.with_to_move(3 - state.to_move)
+
+
+def test_tabula_gomocup_plays_with_a_network(tiny_gomoku_net):
+    """`tabula gomocup --player network --weights FILE`: the network's search behind the Gomocup protocol."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tabula.tools.cli", "gomocup", "--player", "network", "--weights",
+                           str(tiny_gomoku_net), "--visits", "16", "--seed", "2"],
+                          input="START 7\nBEGIN\nTURN 0,0\nEND\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    replies = done.stdout.split()
+    assert replies[0] == "OK" and len(replies) == 3
+    for reply in replies[1:]:
+        x, y = map(int, reply.split(","))
+        assert 0 <= x < 7 and 0 <= y < 7 and (x, y) != (0, 0)

@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TextIO
 
 from tabula.engine.play.pure_mcts import DEFAULT_PLAYOUTS, MoveChooser, PureMCTS, RandomPlayer
@@ -54,6 +55,8 @@ class GomocupConfig:
 
     player: str = "pure"  # a key of PLAYERS
     playouts: int = DEFAULT_PLAYOUTS  # pure MCTS playouts per move, at most (the clock may stop it sooner)
+    weights: str = ""  # network: a gomoku ONNX file (tabula rl --game gomoku)
+    visits: int = 400  # network: visits a move, at most (the clock may stop it sooner)
     seed: int | None = None  # None: a fresh seed each run
     lag_buffer_s: float = 0.5  # kept back from every turn and from the match time for transport and start-up
 
@@ -62,6 +65,10 @@ class GomocupConfig:
             raise ValueError(f"unknown player {self.player!r}; choose from {', '.join(sorted(PLAYERS))}")
         if self.playouts < 1:
             raise ValueError(f"--playouts must be at least 1, not {self.playouts}")
+        if self.visits < 1:
+            raise ValueError(f"--visits must be at least 1, not {self.visits}")
+        if self.player == "network" and not self.weights:
+            raise ValueError("--player network needs --weights FILE.onnx (a gomoku network)")
         if not (math.isfinite(self.lag_buffer_s) and 0.0 <= self.lag_buffer_s <= 60.0):
             raise ValueError(f"--lag-buffer must be within 0..60 seconds, not {self.lag_buffer_s}")
 
@@ -70,7 +77,22 @@ class GomocupConfig:
 PLAYERS: dict[str, Callable[[GomocupConfig, random.Random], MoveChooser]] = {
     "pure": lambda config, rng: PureMCTS(playouts=config.playouts, rng=rng),
     "random": lambda config, rng: RandomPlayer(rng),
+    "network": lambda config, rng: _network_player(config, rng),
 }
+
+
+def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
+    """The network's search through the move generator tabula gtp uses (the search, then MoveDecider)."""
+    import numpy as np
+
+    from tabula.engine.config import PlayConfig, SearchConfig
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.play.search_player import SearchGenerator
+
+    seed = rng.getrandbits(63)
+    evaluator = OnnxEvaluator(config.weights, rng=np.random.default_rng(seed))
+    return SearchGenerator(evaluator, SearchConfig(visits=config.visits), rng=np.random.default_rng(seed),
+                           play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
 
 
 # -- pure parsing -------------------------------------------------------------------------------------------------
@@ -505,7 +527,10 @@ def parse_args(argv: list[str]) -> GomocupConfig:
                                                  "protocol on stdin/stdout; logs go to stderr.")
     parser.add_argument("--player", default=defaults.player, choices=sorted(PLAYERS),
                         help="pure: UCT with random rollouts (the AlphaZero chapter's pure MCTS); random: a uniformly "
-                             "random move (default: %(default)s)")
+                             "random move; network: the search over --weights (default: %(default)s)")
+    parser.add_argument("--weights", default=defaults.weights, help="a gomoku ONNX network, for --player network")
+    parser.add_argument("--visits", type=int, default=defaults.visits,
+                        help="the network's visits a move, at most (default: %(default)s)")
     parser.add_argument("--playouts", type=int, default=defaults.playouts,
                         help="pure MCTS playouts per move, at most; the time limits may stop it sooner "
                              "(default: %(default)s)")
@@ -517,9 +542,13 @@ def parse_args(argv: list[str]) -> GomocupConfig:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
-        return GomocupConfig(player=args.player, playouts=args.playouts, seed=args.seed, lag_buffer_s=args.lag_buffer)
+        config = GomocupConfig(player=args.player, playouts=args.playouts, weights=args.weights, visits=args.visits,
+                               seed=args.seed, lag_buffer_s=args.lag_buffer)
     except ValueError as error:
         parser.error(str(error))
+    if config.weights and not Path(config.weights).is_file():
+        parser.error(f"--weights {config.weights}: no such file")
+    return config
 
 
 def main(argv: list[str] | None = None) -> int:

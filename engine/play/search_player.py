@@ -89,6 +89,11 @@ class SearchGenerator:
         self._log(state, result, move)
         return move
 
+    def choose(self, state, budget_s: float | None = None) -> int:
+        """A move for the side to move (``engine.play.pure_mcts.MoveChooser``: how the arena and the Gomocup front
+        end ask any player): ``generate`` for that colour."""
+        return self.generate(state, state.to_move, budget_s)
+
     def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
         """kgs-genmove_cleanup: capture the opponent's dead stones first and pass only when none are left.
 

@@ -65,30 +65,23 @@ def parse_player(spec: str) -> tuple[str, str]:
     raise ValueError(f"bad player {spec!r}: net:FILE.onnx, pure:PLAYOUTS or random")
 
 
-class NetworkPlayer:
+def network_player(path: str, visits: int, c_puct: float, seed: int) -> MoveChooser:
     """A network's search as a ``MoveChooser``: the move generator ``tabula gtp`` plays through (the search, then
     ``MoveDecider``), one search thread, the best move (no temperature, no resignation)."""
+    from tabula.engine.config import PlayConfig, SearchConfig
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.play.search_player import SearchGenerator
 
-    def __init__(self, path: str, visits: int, c_puct: float, seed: int):
-        from tabula.engine.config import PlayConfig, SearchConfig
-        from tabula.engine.net.evaluator import OnnxEvaluator
-        from tabula.engine.play.search_player import SearchGenerator
-
-        search = SearchConfig(visits=visits, threads=1)
-        if c_puct:
-            search = SearchConfig(visits=visits, threads=1, c_puct=c_puct)
-        evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed), threads=1, provider="cpu", log=None)
-        self.generator = SearchGenerator(evaluator, search, rng=np.random.default_rng(seed),
-                                         play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
-
-    def choose(self, state, budget_s: float | None = None) -> int:
-        return self.generator.generate(state, state.to_move, budget_s)
+    search = SearchConfig(visits=visits, threads=1, **({"c_puct": c_puct} if c_puct else {}))
+    evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed), threads=1, provider="cpu", log=None)
+    return SearchGenerator(evaluator, search, rng=np.random.default_rng(seed),
+                           play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
 
 
 def make_player(spec: str, config: ArenaConfig, seed: int) -> MoveChooser:
     kind, argument = parse_player(spec)
     if kind == "net":
-        return NetworkPlayer(argument, config.visits, config.c_puct, seed)
+        return network_player(argument, config.visits, config.c_puct, seed)
     if kind == "pure":
         return PureMCTS(playouts=int(argument), rng=random.Random(seed))
     return RandomPlayer(random.Random(seed))
