@@ -12,7 +12,7 @@ import sys
 
 from tabula.engine.config import BACKENDS, PRECISIONS, EngineConfig, Flag, add_flags, from_flags
 from tabula.engine.play.player import GENERATORS, Player
-from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules, UnsupportedRulesError, parse_rules
 
 from .commands import Session, serve
 
@@ -28,14 +28,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tabula gtp", description="Play Go over the Go Text Protocol (stdio).")
     # Every option that sets a configuration field is made from the field (engine.config.add_flags), which checks its
     # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
-    # add_flags takes a comma-separated list) are written here.
+    # add_flags takes a comma-separated list) and --rules (a name or JSON, checked by parse_rules) are written here.
     add_flags(parser, defaults, {
         "player": Flag("move generator (default: %(default)s)", choices=tuple(sorted(GENERATORS))),
         "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
                            name="--size"),
     })
     add_flags(parser, defaults.rules, {"komi": "initial komi"})
-    parser.add_argument("--superko", default=defaults.rules.superko, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO])
+    parser.add_argument("--rules", default=None, type=_rules_argument, metavar="RULES",
+                        help="the ruleset, as kata-set-rules takes it: japanese, korean, chinese, aga, tromp-taylor, "
+                             "... or KataGo's JSON (default: area scoring, positional superko)")
+    parser.add_argument("--superko", default=None, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO],
+                        help=f"the ko rule (default {defaults.rules.superko}, or the one --rules names)")
     add_flags(parser, defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
     parser.add_argument("--weights", action="append", default=[], metavar="FILE",
                         help="ONNX network file; repeat for networks of other board sizes (the first that plays a "
@@ -91,11 +95,25 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _rules_argument(text: str) -> str:
+    """--rules as given, once parse_rules accepts it (an unknown or unplayable ruleset is argparse's error)."""
+    try:
+        parse_rules(text)
+    except UnsupportedRulesError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _rules(args: argparse.Namespace) -> Rules:
+    rules = parse_rules(args.rules, args.komi) if args.rules else Rules(komi=args.komi)
+    return dataclasses.replace(rules, superko=args.superko) if args.superko else rules
+
+
 def build_config(args: argparse.Namespace) -> EngineConfig:
     """The one place argv becomes configuration (its values were checked as the options were parsed)."""
     defaults = EngineConfig()
     return EngineConfig(
-        rules=Rules(komi=args.komi, superko=args.superko),
+        rules=_rules(args),
         search=from_flags(defaults.search, args),
         play=from_flags(defaults.play, args),
         time=from_flags(defaults.time, args),

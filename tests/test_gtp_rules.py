@@ -147,3 +147,16 @@ def test_sgf_ruleset_is_written_and_read(tmp_path: Path):
     assert reply(fresh, f"loadsgf {unknown}") == "="
     assert rules_of(fresh)["scoring"] == "TERRITORY"  # a ruleset Tabula does not know leaves the rules as they were
     assert "RU[Chinese]" in reply(make_session(), "printsgf")  # the default: area scoring
+
+
+def test_the_rules_flag_sets_the_ruleset_and_a_bad_one_is_a_one_line_error(capsys):
+    from tabula.gtp.__main__ import build_config, parse_args
+
+    rules = build_config(parse_args(["--rules", "japanese", "--komi", "6.5"])).rules
+    assert (rules.scoring, rules.komi, rules.superko) == ("territory", 6.5, "simple")
+    assert build_config(parse_args(["--rules", "japanese", "--superko", "positional"])).rules.superko == "positional"
+    default = build_config(parse_args([])).rules
+    assert (default.scoring, default.superko) == ("area", "positional")
+    with pytest.raises(SystemExit):
+        parse_args(["--rules", "bogus"])
+    assert "unknown rules 'bogus'" in capsys.readouterr().err
