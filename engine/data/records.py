@@ -6,7 +6,10 @@ raises on a bad record: each one is dropped with a reason that ``FilterReport`` 
 * ``B+T``/``W+T`` (time) and ``B+F``/``W+F`` (forfeit, the opponent left) keep their moves for the policy target but
   carry no value target (``value_weight`` 0): who ran out of time says little about the position.
 * Handicap games are dropped by default (``handicap="drop"``); with ``handicap="policy"`` they are kept for the policy
-  target only, for the same reason.
+  target only, for the same reason: their result says who played better than the handicap expected, a gap of
+  strength the position does not show. ``handicap="value"`` keeps their results as value (and score) targets too,
+  for a network that sees the stones and the komi (leelaz-18+komi) and is meant to learn what a handicap is worth
+  between such players; self-play's handicap games, between equals, are the cleaner source of that.
 * Draws (``0``, ``Draw``, ``Jigo``) keep a value target of 0. ``Void``, ``?`` and a missing ``RE`` are "no result".
 """
 from __future__ import annotations
@@ -62,13 +65,13 @@ class RecordFilter:
 
     size: int = 19  # only this board size
     min_moves: int = 30  # games with fewer moves (passes included) are "too short"
-    handicap: str = "drop"  # drop | policy (keep moves, no value target)
+    handicap: str = "drop"  # drop | policy (keep moves, no value target) | value (keep the result as well)
     require_result: bool = True  # drop games whose result is missing or "Void"/"?"
     superko: str = SIMPLE_KO  # replay rule: records come from Japanese/Korean-rule servers with no superko
 
     def __post_init__(self) -> None:
-        if self.handicap not in ("drop", "policy"):
-            raise ValueError(f"handicap must be 'drop' or 'policy', not {self.handicap!r}")
+        if self.handicap not in ("drop", "policy", "value"):
+            raise ValueError(f"handicap must be 'drop', 'policy' or 'value', not {self.handicap!r}")
 
 
 @dataclass
@@ -235,7 +238,8 @@ def _parse_record(name: str, data: bytes, rules: RecordFilter) -> Record:
     if game.setup or game.handicap:
         if rules.handicap == "drop":
             raise RecordError(REASON_HANDICAP, f"HA[{game.handicap}] {len(game.setup)} setup stones")
-        value_weight = 0.0
+        if rules.handicap == "policy":
+            value_weight = 0.0
     if len(game.moves) < rules.min_moves:
         raise RecordError(REASON_SHORT, f"{len(game.moves)} moves")
     record = Record(name=name, size=game.size, komi=game.komi, moves=game.moves, setup=game.setup,

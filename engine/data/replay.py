@@ -45,6 +45,8 @@ class SelfPlayGame:
     (policy indices int [k], pass = N*N; visits int [k]), or None where the move is no policy target (a fast search
     under playout-cap randomization). ``values[i]``: the search's value of move ``i`` from the mover's view, in
     [-1, 1]. ``winner``: BLACK, WHITE or 0 (draw). ``game``: which game (Go, or gomoku and its n in a row).
+    ``setup``: (colour, point) of the stones placed before the first move (handicap stones, white moving first),
+    ``handicap`` their number; ``komi`` the game's own (self-play may draw it per game).
     """
 
     size: int
@@ -60,6 +62,8 @@ class SelfPlayGame:
     seconds: float = 0.0  # wall time of the game
     extra: dict = field(default_factory=dict)
     game: GameSpec = field(default_factory=GameSpec)
+    setup: list[tuple[int, int]] = field(default_factory=list)
+    handicap: int = 0
 
     def record(self, name: str = "") -> Record:
         """The game as the trainer's shards keep it. A game counted at its end (not resigned) also gives the
@@ -68,8 +72,8 @@ class SelfPlayGame:
         scored in points (gomoku) has its result alone."""
         kind = RESIGN if self.result.endswith("+R") else DRAW if self.winner == 0 else \
             SCORE if self.game.scored else OTHER
-        record = Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), winner=self.winner,
-                        result_kind=kind, value_weight=1.0)
+        record = Record(name=name, size=self.size, komi=self.komi, moves=list(self.moves), setup=list(self.setup),
+                        handicap=self.handicap, winner=self.winner, result_kind=kind, value_weight=1.0)
         if kind != RESIGN and self.game.scored:
             record.ownership = area_labels(record.replay().board)
             record.margin = float(record.ownership.sum()) - self.komi
@@ -145,7 +149,9 @@ def read_game(path: str) -> SelfPlayGame:
         raise ShardError(f"{path}: a shard without self-play targets")
     size = header["size"]
     row = games[0]
-    moves = [decode_move(int(c), size) for c in codes[int(row["offset"]) + int(row["setup"]):]]
+    first = int(row["offset"]) + int(row["setup"])
+    setup = [decode_move(int(c), size) for c in codes[int(row["offset"]):first]]
+    moves = [decode_move(int(c), size) for c in codes[first:]]
     counts, index, visits, values = _decode_extras(meta)
     targets: list[tuple[np.ndarray, np.ndarray] | None] = []
     at = 0
@@ -156,7 +162,8 @@ def read_game(path: str) -> SelfPlayGame:
     return SelfPlayGame(size=size, komi=float(row["komi"]), moves=moves, targets=targets, values=values.tolist(),
                         winner=int(row["winner"]), result=meta["result"], resign_enabled=meta["resign_enabled"],
                         resign_threshold=meta["resign_threshold"], net=meta.get("net", ""),
-                        seconds=meta.get("seconds", 0.0), game=GameSpec.from_dict(header.get("game")))
+                        seconds=meta.get("seconds", 0.0), game=GameSpec.from_dict(header.get("game")), setup=setup,
+                        handicap=int(row["handicap"]))
 
 
 # -- the store ------------------------------------------------------------------------------------------------------
@@ -336,7 +343,7 @@ class ReplaySampler(PositionSampler):
         return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy, value=plain.value,
                      value_weight=plain.value_weight, reply=reply, reply_weight=plain.reply_weight,
                      score=plain.score, score_weight=plain.score_weight, ownership=np.ascontiguousarray(ownership),
-                     ownership_weight=plain.ownership_weight)
+                     ownership_weight=plain.ownership_weight, komi=plain.komi)
 
 
 class MixedSizeSampler:

@@ -24,7 +24,7 @@ import numpy as np
 
 from tabula.engine.data.records import Record
 from tabula.engine.net.encodings import encoding_of
-from tabula.engine.net.features import NUM_SYMMETRIES, symmetry_tables, transform_planes
+from tabula.engine.net.features import NUM_SYMMETRIES, komi_points, symmetry_tables, transform_planes
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tabula.engine.rules.games import GameSpec
 from tabula.engine.rules.interface import Game
@@ -177,6 +177,11 @@ class Batch:
     opponent's answer to the move played (KataGo's auxiliary policy; weight 0 after the game's last move);
     ``score`` float32 [B], the counted margin from the side to move's view; ``ownership`` int8 [B, N*N], the final
     owner of each point from the side to move's view (+1 its own), under the same symmetry as the planes.
+
+    ``komi`` float32 [B]: the game's komi from the side to move's view in points (``features.komi_points``: white's
+    counted komi, negated for black to move; None for a game without komi), which a network that sees the komi
+    reads as a plane added to ``planes`` (``features.with_komi_plane``), so that samplers and stored validation
+    planes stay those of the game's own encoding.
     """
 
     planes: np.ndarray
@@ -189,6 +194,7 @@ class Batch:
     score_weight: np.ndarray | None = None
     ownership: np.ndarray | None = None
     ownership_weight: np.ndarray | None = None
+    komi: np.ndarray | None = None
 
 
 class PositionSampler:
@@ -253,6 +259,8 @@ class PositionSampler:
         for code in self.moves[offset: offset + setup]:
             color, point = decode_move(int(code), size)
             state.place_setup(point, color)
+        if setup and int(row["handicap"]):
+            state.handicap = int(row["handicap"])  # the rules' handicap bonus, if any, is part of the komi seen
         begin = offset + setup
         for code in self.moves[begin: begin + k]:
             color, move = decode_move(int(code), size)
@@ -279,6 +287,7 @@ class PositionSampler:
             values.append(value)
             weights.append(weight)
         planes = encoding_of(states[0]).encode_batch(states, None)
+        komi = np.asarray([komi_points(s) for s in states], dtype=np.float32) if self.game.scored else None
         policy = np.asarray(targets, dtype=np.int64)
         reply, reply_weight = self._replies(games, ks)
         # +1 where the mover is black: margins and owners are stored from black's view
@@ -302,7 +311,8 @@ class PositionSampler:
         return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy,
                      value=np.asarray(values, dtype=np.float32), value_weight=np.asarray(weights, dtype=np.float32),
                      reply=reply, reply_weight=reply_weight, score=score, score_weight=score_weight,
-                     ownership=np.ascontiguousarray(ownership), ownership_weight=has_owners.astype(np.float32))
+                     ownership=np.ascontiguousarray(ownership), ownership_weight=has_owners.astype(np.float32),
+                     komi=komi)
 
     def _replies(self, games: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The policy index of the move after move k (int64 [B]; pass where there is none) and its weight."""

@@ -4,6 +4,10 @@
 Layer: net (numpy only). Go's ``leelaz-18`` is ``engine.net.features``; gomoku's ``gomoku-4`` is
 ``engine.net.gomoku_features``, read on first use. Both games use the 8 dihedral symmetries of a square board; the
 policy has a pass entry (its last) only where ``has_pass``.
+
+A state class names one encoding, its own; an encoding may read the states of another's name (``state_encoding``):
+Go's ``GameState`` is encoded under ``leelaz-18`` and, for a network that sees the komi, ``leelaz-18+komi`` (a komi
+plane added). Which one is the network's choice, by its metadata.
 """
 from __future__ import annotations
 
@@ -35,6 +39,15 @@ class Encoding:
     # The game is scored in points with territory (Go): the networks' score, ownership and small-board value
     # heads, and the records' margins and final owners, have a meaning.
     scored: bool = False
+    # The encoding named by the states this encoding reads (their class's INPUT_ENCODING); "": this one's name.
+    state_encoding: str = ""
+    # The constant plane of the side to move's komi (features.KOMI_PLANE), read by the networks' komi terms; None:
+    # the network does not see the komi.
+    komi_plane: int | None = None
+
+    def accepts(self, state) -> bool:
+        """Whether positions of ``state``'s class can be encoded under this encoding."""
+        return type(state).INPUT_ENCODING == (self.state_encoding or self.name)
 
     def policy_size(self, size: int) -> int:
         return size * size + (1 if self.has_pass else 0)
@@ -46,6 +59,9 @@ class Encoding:
 
 LEELAZ = Encoding(features.INPUT_ENCODING, features.NUM_PLANES, True, features.encode_batch,
                   features.inverse_transform_policy, lambda size: _go_state(size), size_planes=(16, 18), scored=True)
+LEELAZ_KOMI = Encoding(features.KOMI_INPUT_ENCODING, features.NUM_PLANES + 1, True, features.encode_batch_with_komi,
+                       features.inverse_transform_policy, lambda size: _go_state(size), size_planes=(16, 18),
+                       scored=True, state_encoding=features.INPUT_ENCODING, komi_plane=features.KOMI_PLANE)
 
 
 def _go_state(size: int):
@@ -62,13 +78,15 @@ def _all() -> dict[str, Encoding]:
     gomoku = Encoding(gomoku_features.INPUT_ENCODING, gomoku_features.NUM_PLANES, False,
                       gomoku_features.encode_batch, gomoku_features.inverse_transform_policy,
                       lambda size: GomokuState(size), board_sizes=tuple(range(MIN_SIDE, MAX_SIDE + 1)))
-    return {encoding.name: encoding for encoding in (LEELAZ, gomoku)}
+    return {encoding.name: encoding for encoding in (LEELAZ, LEELAZ_KOMI, gomoku)}
 
 
 def encoding_named(name: str) -> Encoding:
     """The encoding called ``name``; ValueError naming the known ones otherwise."""
     if name == LEELAZ.name:
         return LEELAZ
+    if name == LEELAZ_KOMI.name:
+        return LEELAZ_KOMI
     found = _all().get(name)
     if found is None:
         raise ValueError(f"unknown input encoding {name!r} (known: {', '.join(sorted(_all()))})")
@@ -76,7 +94,7 @@ def encoding_named(name: str) -> Encoding:
 
 
 def encoding_of(state) -> Encoding:
-    """The encoding a position's class names (``INPUT_ENCODING``)."""
+    """The encoding a position's class names (``INPUT_ENCODING``): Go's is ``leelaz-18``."""
     return encoding_named(type(state).INPUT_ENCODING)
 
 
@@ -84,4 +102,4 @@ def names() -> list[str]:
     return sorted(_all())
 
 
-__all__ = ["Encoding", "LEELAZ", "encoding_named", "encoding_of", "names"]
+__all__ = ["Encoding", "LEELAZ", "LEELAZ_KOMI", "encoding_named", "encoding_of", "names"]

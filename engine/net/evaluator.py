@@ -23,7 +23,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 
 from tabula.engine.config import NetConfig
-from tabula.engine.net.encodings import encoding_named
+from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.features import (
     INPUT_ENCODING,
     NUM_PLANES,
@@ -127,9 +127,11 @@ def default_cache_dir() -> str:
 
 
 def provider_options(provider: str, precision: str, cache_dir: str,
-                     profile: tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None) -> dict[str, object]:
-    """onnxruntime options for one provider. ``profile``: ((batch, size) at min, opt, max) of the input ``planes``,
-    for TensorRT, which otherwise builds a new engine whenever a larger batch arrives."""
+                     profile: tuple[tuple[int, int], tuple[int, int], tuple[int, int]] | None,
+                     planes: int = NUM_PLANES) -> dict[str, object]:
+    """onnxruntime options for one provider. ``profile``: ((batch, size) at min, opt, max) of the input ``planes``
+    (``planes`` of them: 18, or 19 with the komi plane), for TensorRT, which otherwise builds a new engine whenever a
+    larger batch arrives."""
     if provider != PROVIDERS["tensorrt"]:
         return {}
     options: dict[str, object] = {
@@ -143,7 +145,7 @@ def provider_options(provider: str, precision: str, cache_dir: str,
         options["trt_bf16_enable"] = True
     if profile is not None:
         for key, (batch, size) in zip(("min", "opt", "max"), profile):
-            options[f"trt_profile_{key}_shapes"] = f"planes:{batch}x{NUM_PLANES}x{size}x{size}"
+            options[f"trt_profile_{key}_shapes"] = f"planes:{batch}x{planes}x{size}x{size}"
     return options
 
 
@@ -168,7 +170,9 @@ class OnnxEvaluator:
 
     Args:
         path: an ONNX file with one input ``planes`` float32 [batch, 18, N, N] and outputs ``policy`` (logits,
-            [batch, N*N+1]) and ``value`` (tanh, [batch], side to move's view), as ``tabula export`` writes.
+            [batch, N*N+1]) and ``value`` (tanh, [batch], side to move's view), as ``tabula export`` writes; the
+            planes are those its metadata's ``input_encoding`` names (19 for ``leelaz-18+komi``: the position's komi
+            as well, from ``GameState.rules``).
         symmetry: ``random`` (each position under one of the 8 symmetries, drawn from ``rng``), ``identity``,
             or ``average`` (the mean of all 8: eight times the work).
         rng: numpy Generator for random symmetries; a fresh one when None.
@@ -217,6 +221,7 @@ class OnnxEvaluator:
         candidates = choose_providers("cpu" if provider == TORCH else provider, ort.get_available_providers())
         notes: list[str] = []  # why a backend preferred to the one that runs does not run
         profile = None
+        self._planes = NUM_PLANES  # the input's planes, as _tensorrt_profile reads them from the file
         cache_dir = cache_dir or default_cache_dir()
         if PROVIDERS["tensorrt"] in candidates:
             profile = self._tensorrt_profile(ort, max_batch, batch_hint)
@@ -234,7 +239,7 @@ class OnnxEvaluator:
         for start in range(len(candidates)):
             chosen = candidates[start:]
             last = start == len(candidates) - 1
-            settings = [provider_options(name, precision, cache_dir, profile) for name in chosen]
+            settings = [provider_options(name, precision, cache_dir, profile, self._planes) for name in chosen]
             try:
                 # enable_fallback=0: on a provider error onnxruntime would otherwise retry by itself without our
                 # options and announce it with print(), and stdout is the GTP channel. Anything it still prints
@@ -298,6 +303,8 @@ class OnnxEvaluator:
             probe = ort.InferenceSession(self.path, providers=[PROVIDERS["cpu"]])
             meta = probe.get_modelmeta().custom_metadata_map
             static = probe.get_inputs()[0].shape[2]
+            if isinstance(probe.get_inputs()[0].shape[1], int):
+                self._planes = probe.get_inputs()[0].shape[1]
             sizes = ([int(s) for s in meta["board_sizes"].split(",")] if "board_sizes" in meta
                      else [static] if isinstance(static, int) else [])
         except Exception:
@@ -318,7 +325,7 @@ class OnnxEvaluator:
                                            precision="fp16" if precision == "auto" else precision,
                                            max_batch=max_batch)
         for size in self.board_sizes:
-            difference = outputs_difference(self.run, runner.run, size)
+            difference = outputs_difference(self.run, runner.run, size, self.encoding)
             if difference > GPU_TOLERANCE:
                 raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
         runner.prepare(self.board_sizes, batch_hint)
@@ -473,7 +480,7 @@ class OnnxEvaluator:
                 f"{os.path.basename(self.path)} plays {', '.join(f'{s}x{s}' for s in self.board_sizes)}, "
                 f"not {size}x{size}")
         encoding = self.encoding
-        if type(states[0]).INPUT_ENCODING != encoding.name:
+        if not encoding.accepts(states[0]):
             raise ValueError(f"{os.path.basename(self.path)} reads {encoding.name} input planes, and these positions "
                              f"are encoded as {type(states[0]).INPUT_ENCODING}: a network of another game")
         encode_batch = encoding.encode_batch
@@ -618,19 +625,26 @@ class NetworkSet:
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
 
 
-def comparison_planes(size: int, count: int = 16, seed: int = 0) -> np.ndarray:
-    """float32 [count, 18, size, size]: random stones and histories, either side to move; for comparing backends."""
+def comparison_planes(size: int, count: int = 16, seed: int = 0, encoding: Encoding | None = None) -> np.ndarray:
+    """float32 [count, 18, size, size]: random stones and histories, either side to move; for comparing backends.
+    With an ``encoding`` that has a komi plane, the komi of each drawn around 7 points (``encoding.planes`` planes)."""
     rng = np.random.default_rng(seed + size)
     planes = (rng.random((count, NUM_PLANES, size, size)) < 0.25).astype(np.float32)
     planes[:, 16:18] = 0.0
     planes[np.arange(count), 16 + rng.integers(0, 2, count)] = 1.0
+    if encoding is not None and encoding.komi_plane is not None:
+        from tabula.engine.net.features import with_komi_plane
+
+        komi = np.round(rng.normal(7.0, 3.0, count) * 2.0) / 2.0 * np.where(planes[:, 16, 0, 0] > 0, -1.0, 1.0)
+        planes = with_komi_plane(planes, komi)
     return planes
 
 
 def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                       other: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], size: int) -> float:
+                       other: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], size: int,
+                       encoding: Encoding | None = None) -> float:
     """Largest difference between two raw runners' move probabilities (softmax over all points) and values."""
-    planes = comparison_planes(size)
+    planes = comparison_planes(size, encoding=encoding)
     (ref_logits, ref_value), (logits, value) = reference(planes), other(planes)
     everything = np.ones(ref_logits.shape, dtype=bool)
     probabilities = np.abs(masked_softmax(ref_logits, everything) - masked_softmax(logits, everything)).max()

@@ -4,6 +4,11 @@ Layer: above game, below evaluator; numpy only. Planes are float32 ``[18, N, N]`
 ``y = 0`` the bottom row (GTP row 1), so that a plane flattened is in flat-point order ``y * N + x``, Leela Zero's
 order. Planes 0–7: the side to move's stones now and 1..7 moves ago; 8–15: the opponent's; 16: ones if black is to
 move; 17: ones if white is to move. Positions before the game's first move are empty.
+
+``leelaz-18+komi`` (``encode_batch_with_komi``) adds plane 18, constant: the side to move's komi over
+``KOMI_SCALE`` (KataGo feeds komi/20 to its global inputs): what the count gives white beyond the board
+(``GameState.counted_komi``: komi and any handicap bonus), positive for white to move and negative for black, so
+that the plane says how many points the rules give the side to move, in either colour's turn.
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ NUM_PLANES = 2 * HISTORY_LENGTH + 2  # 18
 NUM_SYMMETRIES = 8
 IDENTITY = 0
 INPUT_ENCODING = "leelaz-18"  # the name written into network metadata
+KOMI_INPUT_ENCODING = "leelaz-18+komi"  # the 18 planes and a komi plane (a network that sees the komi)
+KOMI_PLANE = NUM_PLANES  # 18: the komi plane's index in leelaz-18+komi
+KOMI_SCALE = 20.0  # points of komi per unit of the komi plane
 
 
 @lru_cache(maxsize=None)
@@ -68,6 +76,28 @@ def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = No
     planes[:, 16] = black
     planes[:, 17] = ~black
     return planes.reshape(count, NUM_PLANES, size, size)
+
+
+def komi_points(state: GameState) -> float:
+    """The side to move's komi in points: ``counted_komi`` (komi and handicap bonus) for white to move, its
+    negation for black; what the komi plane carries, times ``KOMI_SCALE``."""
+    komi = float(state.counted_komi)
+    return komi if state.to_move != BLACK else -komi
+
+
+def with_komi_plane(planes: np.ndarray, komi: np.ndarray) -> np.ndarray:
+    """float32 [B, 19, N, N]: ``planes`` (float32 [B, 18, N, N], any symmetry, since a constant plane has none) and
+    the komi plane of ``komi`` (float [B], the side to move's komi in points, ``komi_points``)."""
+    count, _, size, _ = planes.shape
+    out = np.empty((count, NUM_PLANES + 1, size, size), dtype=np.float32)
+    out[:, :NUM_PLANES] = planes
+    out[:, KOMI_PLANE] = (np.asarray(komi, dtype=np.float32) / np.float32(KOMI_SCALE))[:, None, None]
+    return out
+
+
+def encode_batch_with_komi(states: Sequence[GameState], symmetries: np.ndarray | None = None) -> np.ndarray:
+    """float32 [B, 19, N, N]: ``encode_batch``'s planes and the komi plane (``leelaz-18+komi``)."""
+    return with_komi_plane(encode_batch(states, symmetries), np.array([komi_points(s) for s in states]))
 
 
 def encode(state: GameState) -> np.ndarray:
@@ -148,6 +178,7 @@ def inverse_transform_policy(policy: np.ndarray, symmetry: int | np.ndarray) -> 
     return _apply(symmetry_tables(_policy_size(policy))[1], policy, symmetry)
 
 
-__all__ = ["NUM_PLANES", "NUM_SYMMETRIES", "IDENTITY", "INPUT_ENCODING", "encode", "encode_batch",
+__all__ = ["NUM_PLANES", "NUM_SYMMETRIES", "IDENTITY", "INPUT_ENCODING", "KOMI_INPUT_ENCODING", "KOMI_PLANE",
+           "KOMI_SCALE", "komi_points", "with_komi_plane", "encode_batch_with_komi", "encode", "encode_batch",
            "symmetric_point", "symmetry_tables", "transform_planes", "inverse_transform_planes",
            "transform_policy", "inverse_transform_policy"]

@@ -14,6 +14,7 @@ the value is from the side to move's view. That is Go's; a network of another ga
 no pass. A pooled net with ``aux`` heads adds two outputs, ``score`` float32 [B]
 (the final margin in points, side to move's view) and ``ownership`` float32 [B, N*N] (tanh, +1: the side to move
 will own the point), and trains a third, the opponent's reply (KataGo's auxiliary policy), which is not exported.
+A pooled Go net of ``leelaz-18+komi`` sees the komi (``TabulaNet``, ``PooledHead``, ``with_komi_input``).
 Checkpoints load with ``weights_only=True`` only: weights are data.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from tabula.engine.net.encodings import Encoding, encoding_named
-from tabula.engine.net.features import INPUT_ENCODING
+from tabula.engine.net.features import INPUT_ENCODING, KOMI_INPUT_ENCODING, KOMI_SCALE
 from tabula.engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
 from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
 
@@ -57,6 +58,9 @@ class NetSpec:
     aux: bool = False  # pooled head only: score, ownership and opponent-reply heads
     small_board_value: bool = False  # pooled head only: the value head's small-board term (PooledHead)
     input_encoding: str = INPUT_ENCODING  # the game's input planes and policy layout (engine.net.encodings)
+    # leelaz-18+komi only: the komi (points, white's) at which the score head's fixed komi path adds nothing, the
+    # komi a network extended by with_komi_input had learned its score at (PooledHead)
+    komi_reference: float = 7.5
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -72,6 +76,8 @@ class NetSpec:
         encoding = self.encoding  # ValueError for an unknown name
         if (self.aux or self.small_board_value) and not encoding.scored:
             raise ValueError(f"score, ownership and small-board value heads are for Go, not {self.input_encoding}")
+        if encoding.komi_plane is not None and self.head != POOLED:
+            raise ValueError(f"the komi input ({self.input_encoding}) needs the pooled head")
 
     @property
     def encoding(self) -> Encoding:
@@ -79,7 +85,10 @@ class NetSpec:
         return encoding_named(self.input_encoding)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if self.encoding.komi_plane is None:
+            del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
+        return data
 
     def same_weights(self, other: "NetSpec") -> bool:
         """Whether the weights of one load into the other: the same architecture, the board size aside for the
@@ -138,7 +147,17 @@ class PooledHead(nn.Module):
     network does not see the komi, and 7.5 points weigh far more on 9×9 than on the 19×19 records its value learned
     from (it overrated black's chances on 9×9 by 12 to 19 points). The term is zero on 19×19 and larger boards, so
     a network trained on 19×19 keeps its 19×19 values bit for bit while the term, zero-initialised and trained alone
-    on small-board self-play, learns their komi (docs/TRAINING.md)."""
+    on small-board self-play, learns their komi (docs/TRAINING.md).
+
+    With a komi input (``leelaz-18+komi``): ``value_komi``, a linear map of the side to move's komi k (points / 20)
+    and k × (size - 14) / 10 into the value's hidden layer (so into the score too), zero-initialised, and a fixed
+    path that adds (komi - reference) points to the score. Why fixed: the score target is the final margin with the
+    komi in it (records' ``RE``, self-play's count), so it moves point for point with the komi while the stones do
+    not; a learned path would have to learn the identity from data, through a ReLU layer, at every size. With the
+    identity given, the learned part predicts the margin on the board, which the komi moves only through play,
+    and the ``komi_reference`` (the side to move's view of the komi the network had learned its score at, 7.5) makes
+    the path zero there, so an extended network keeps its outputs at that komi exactly. The value has no such path:
+    how many points make a win more likely depends on the position, which is what ``value_komi`` learns."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -160,11 +179,17 @@ class PooledHead(nn.Module):
         if spec.small_board_value:
             self.value_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
             nn.init.zeros_(self.value_small_boards.weight)
+        self.value_komi = None
+        self.komi_reference = spec.komi_reference
+        if spec.encoding.komi_plane is not None:
+            self.value_komi = nn.Linear(2, spec.value_hidden, bias=False)
+            nn.init.zeros_(self.value_komi.weight)
 
-    def forward(self, x: torch.Tensor, size: torch.Tensor,
-                black: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
+                komi_plane: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """``size``: float [B, 1], the board's side length; ``black``: float [B, 1], 1 when black is to move, else 0
-        (needed by the small-board term only).
+        (needed by the small-board and komi terms only); ``komi_plane``: float [B, N, N], the input's komi plane
+        (the komi input's networks only).
         Raw outputs: value before tanh, ownership before tanh, score in tens of points."""
         p = F.relu(self.policy_conv(x))
         pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
@@ -179,6 +204,13 @@ class PooledHead(nn.Module):
             smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
             hidden = hidden + self.value_small_boards(torch.cat([mean, black, torch.ones_like(black)], dim=1)
                                                       * smallness)
+        komi = None
+        if self.value_komi is not None:
+            # Read here, in the head, which int8 files keep in fp32 (tools/learn/export.py, after_heads): the komi's
+            # path to the score is then exact, not clipped to the range calibration saw in the trunk.
+            k = komi_plane.mean(dim=(1, 2))[:, None]  # the side to move's komi / KOMI_SCALE
+            komi = k * KOMI_SCALE
+            hidden = hidden + self.value_komi(torch.cat([k, k * (size - 14.0) / 10.0], dim=1))
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -186,6 +218,9 @@ class PooledHead(nn.Module):
             # ownership reads the value branch's per-point features: who owns a point is what the value sums up
             out["ownership"] = self.ownership_points(v).flatten(1)
             out["score"] = self.score_fc(hidden)[:, 0]
+            if self.value_komi is not None:  # the fixed komi path (see the class): exactly 0 at the reference komi
+                reference = self.komi_reference * (1.0 - 2.0 * black)  # the side to move's view of it
+                out["score"] = out["score"] + ((komi - reference) / SCORE_SCALE)[:, 0]
         return out
 
 
@@ -198,13 +233,30 @@ class TabulaNet(nn.Module):
         super().__init__()
         self.spec = spec
         self.size_planes = spec.encoding.size_planes
-        self.input = ConvBN(spec.encoding.planes, spec.filters, 3)
+        self.komi_plane = spec.encoding.komi_plane
+        # The komi plane has a convolution of its own, zero-initialised, added after the batch norm (before the
+        # ReLU): a network extended with it (with_komi_input) computes exactly what it computed, since adding zeros
+        # changes no bit, where one wider convolution could sum in another order; and the input ConvBN stays one
+        # that folds (torch_backend.fold_batch_norms). The plane is within about ±0.5, the scale the batch norm
+        # gives the rest, so the convolution needs no normalisation of its own.
+        self.input_komi = None
+        if self.komi_plane is not None:
+            self.input = ConvBN(self.komi_plane, spec.filters, 3)
+            self.input_komi = nn.Conv2d(1, spec.filters, 3, padding=1, bias=False)
+            nn.init.zeros_(self.input_komi.weight)
+        else:
+            self.input = ConvBN(spec.encoding.planes, spec.filters, 3)
         self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
         self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
 
     def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:
         """Raw head outputs: policy and reply logits, value and ownership before tanh, score in tens of points."""
-        x = self.tower(F.relu(self.input(planes)))
+        if self.input_komi is None:
+            x = self.input(planes)
+        else:
+            k = self.komi_plane
+            x = self.input(planes[:, :k]) + self.input_komi(planes[:, k:k + 1])
+        x = self.tower(F.relu(x))
         if self.spec.head == AGZ:
             policy, value = self.head(x)
             return {"policy": policy, "value": value}
@@ -216,8 +268,11 @@ class TabulaNet(nn.Module):
         else:
             ones = torch.ones_like(planes[:, :1])
         size = torch.round(torch.sqrt(ones.sum(dim=(1, 2, 3))))[:, None]
-        black = planes[:, 16].amax(dim=(1, 2))[:, None] if self.spec.small_board_value else None
-        return self.head(x, size, black)
+        komi_plane = planes[:, self.komi_plane] if self.komi_plane is not None else None
+        needs_black = self.spec.small_board_value or komi_plane is not None
+        # rounded: an int8 file's 1 is 0.99999994
+        black = torch.round(planes[:, 16].amax(dim=(1, 2)))[:, None] if needs_black else None
+        return self.head(x, size, black, komi_plane)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.train_outputs(planes)
@@ -253,6 +308,24 @@ def load_checkpoint(path: str | os.PathLike, averaged: bool = True) -> TabulaNet
     except Exception as e:  # torch raises many types for bad files; one typed error names the file
         raise NetworkFileError(path, f"not a Tabula checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
     return model.eval()
+
+
+def with_komi_input(model: TabulaNet, komi_reference: float = 7.5) -> TabulaNet:
+    """``model`` (a pooled Go network of ``leelaz-18``) reading ``leelaz-18+komi``: its weights, and zero ones for
+    the komi plane's convolution and the value's komi term, so that it computes what it computed (and at
+    ``komi_reference``, the komi it had learned at, the same score; the score moves point for point with the komi
+    from there: PooledHead) until they are trained."""
+    spec = model.spec
+    if spec.head != POOLED:
+        raise ValueError("the komi input needs the pooled head")
+    if spec.input_encoding == KOMI_INPUT_ENCODING:
+        raise ValueError("the network already has the komi input")
+    if spec.input_encoding != INPUT_ENCODING:
+        raise ValueError(f"the komi input is Go's ({INPUT_ENCODING} networks), not {spec.input_encoding}'s")
+    grown = TabulaNet(replace(spec, input_encoding=KOMI_INPUT_ENCODING, komi_reference=float(komi_reference)))
+    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and sorted(missing) == ["head.value_komi.weight", "input_komi.weight"], (missing, unexpected)
+    return grown.eval()
 
 
 def with_small_board_value(model: TabulaNet) -> TabulaNet:
@@ -335,7 +408,9 @@ def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
         "architecture": json.dumps(model.spec.to_dict(), sort_keys=True),
         "board_sizes": ",".join(str(s) for s in board_sizes),
         "input_encoding": encoding.name,
-        "input": f"planes float32 [batch, {encoding.planes}, N, N], y = 0 the bottom row",
+        "input": f"planes float32 [batch, {encoding.planes}, N, N], y = 0 the bottom row"
+                 + (f"; plane {encoding.komi_plane}: the side to move's komi / {KOMI_SCALE:g}, white to move +, black -"
+                    if encoding.komi_plane is not None else ""),
         "policy": ("logits float32 [batch, N*N+1], point y*N+x, pass last" if encoding.has_pass
                    else "logits float32 [batch, N*N], point y*N+x"),
         "value": "tanh float32 [batch], side to move's view, in [-1, 1]",
@@ -533,5 +608,6 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
-           "load_checkpoint", "random_network", "export_onnx", "load_onnx", "onnx_metadata", "compare_with_onnx",
-           "from_leelaz", "to_leelaz", "default_board_sizes", "set_metadata"]
+           "load_checkpoint", "with_komi_input", "with_small_board_value", "random_network", "export_onnx",
+           "load_onnx", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz", "default_board_sizes",
+           "set_metadata"]

@@ -18,7 +18,6 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from tabula.engine.net import network
-from tabula.engine.net.features import NUM_PLANES
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the
@@ -134,7 +133,7 @@ class TorchRunner:
         return self._graphs[key]
 
     def _capture(self, batch: int, size: int) -> tuple:
-        x = torch.zeros((batch, NUM_PLANES, size, size), device=self.device, dtype=self.dtype)
+        x = torch.zeros((batch, self.model.spec.encoding.planes, size, size), device=self.device, dtype=self.dtype)
         x = x.contiguous(memory_format=torch.channels_last)
         x[:, 16] = 1.0  # a valid empty board, so that warm-up and padding rows compute ordinary numbers
         # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy

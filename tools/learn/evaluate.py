@@ -14,6 +14,10 @@ result in which the eventual winner's own winrate (the network's value) stayed u
 of its moves in a row, after the first quarter of the board's points: the games that resigning at T would have
 thrown away (AlphaGo Zero keeps this under 5%). The model card quotes them; ``--resign-winrate`` defaults follow.
 
+``--komi K`` reads every record as played at komi K (a network that sees the komi then sees K): with the
+``white_score_lead`` line, the mean of the score head's final margin from white's view over every position, it
+measures how the predicted lead moves with the komi (point for point, for a network that has learned it).
+
 ``--visits N`` also searches every ``--every``-th position with N visits at the default search settings, as
 ``tabula gtp`` plays (a random symmetry per leaf, the root averaged over all 8), and reports how often the search's
 move is the move played (``search_top1``) beside the raw policy's on the same positions (``policy_top1_searched``):
@@ -134,6 +138,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     add_flags(parser, EVAL_SEARCH, {"visits": "also search positions with this many visits (0: no search)",
                                      "threads": "search threads (with --visits)"})
     parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
+    parser.add_argument("--komi", type=float, default=None,
+                        help="read every record at this komi instead of its own (a network that sees the komi)")
     return parser.parse_args(argv)
 
 
@@ -186,12 +192,16 @@ def main(argv: list[str] | None = None) -> int:
     weights: list[float] = []
     where: list[tuple[int, int, int]] = []
     movers: list[int] = []
+    white_lead = [0.0, 0]  # the score head's final margin from white's view: sum, positions
     started = time.time()
 
     def flush() -> None:
         if not states:
             return
         evaluation = evaluator.evaluate(states)
+        if evaluation.score is not None:
+            white_lead[0] += float(np.sum(evaluation.score * np.where(np.asarray(movers) == WHITE, 1.0, -1.0)))
+            white_lead[1] += len(states)
         scores.add(evaluation.policy, evaluation.value, np.asarray(targets), np.asarray(values, dtype=np.float32),
                    np.asarray(weights, dtype=np.float32), where, np.asarray(movers))
         where.clear()
@@ -206,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         scores.games += 1
         scores.resign_games += record.value_weight > 0 and record.winner != 0
-        state = GameState(record.size, Rules(komi=record.komi, superko=SIMPLE_KO))
+        komi = record.komi if args.komi is None else args.komi
+        state = GameState(record.size, Rules(komi=komi, superko=SIMPLE_KO))
         for color, point in record.setup:
             state.place_setup(point, color)
         for color, move in record.moves:
@@ -232,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     flush()
     print(reader.report.format(), file=sys.stderr)
     print(f"tabula eval: {time.time() - started:.1f} s", file=sys.stderr)
-    print("\n".join(scores.lines() + (searches.lines() if searches is not None else [])))
+    lines = scores.lines() + (searches.lines() if searches is not None else [])
+    if white_lead[1]:
+        lines.append(f"white_score_lead: {white_lead[0] / white_lead[1]:.3f}")
+    print("\n".join(lines))
     return 0
 
 

@@ -7,6 +7,8 @@ networks; quantize ONNX to int8.
     tabula export IN.pt OUT.onnx
     tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms)
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
+    tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
+        the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ from glob import glob
 
 import numpy as np
 
-from tabula.engine.net.features import encode_batch
+from tabula.engine.net.features import INPUT_ENCODING
 from tabula.engine.rules.coords import PASS
-from tabula.engine.rules.game import GameState
+from tabula.engine.rules.game import GameState, Rules
 
 # -- positions for calibration and accuracy checks ----------------------------------------------------------------
 
@@ -97,10 +99,24 @@ def positions(size: int, count: int, seed: int, games: str = "", source: str = "
     return random_positions(size, count, seed, moves.stop if moves else None, moves.start if moves else 0)
 
 
-def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "") -> np.ndarray:
-    """float32 [count, 18, N, N] of ``positions``: from the real games of ``games`` on 19×19 where there are any,
-    otherwise random games."""
-    return encode_batch(positions(size, count, seed, games, source))
+def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "",
+                       encoding: str = INPUT_ENCODING) -> np.ndarray:
+    """float32 [count, C, N, N] of ``positions`` under the network's input ``encoding``: from the real games of
+    ``games`` on 19×19 where there are any, otherwise random games. A komi plane's komi is drawn, in half points
+    from -20 to 20 (the ends always among them), so that the int8 trunk's reading of the plane (its convolution)
+    covers that range, to about 0.16 points; the heads, which read the komi for the value and score, stay fp32."""
+    from tabula.engine.net.encodings import encoding_named
+
+    chosen = encoding_named(encoding)
+    states = positions(size, count, seed, games, source)
+    if chosen.komi_plane is not None:
+        rng = np.random.default_rng([seed, 20])
+        komi = rng.integers(-40, 41, len(states)) / 2.0
+        ends = np.array([20.0, -20.0, -20.0, 20.0])[:len(komi)]  # the plane's range: 20 for or against the mover
+        komi[:len(ends)] = ends
+        for state, value in zip(states, komi):
+            state.rules = Rules(komi=float(value), superko=state.rules.superko)
+    return chosen.encode_batch(states, None)
 
 
 # -- quantization ------------------------------------------------------------------------------------------------
@@ -209,6 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--add-small-board-value", action="store_true",
                         help="IN OUT: add the pooled value head's small-board term, zero (the same outputs until "
                              "self-play trains it: tabula rl --start-from OUT --train-only head.value_small_boards)")
+    parser.add_argument("--add-komi-input", action="store_true",
+                        help="IN OUT: a pooled Go network made to see the komi (leelaz-18+komi: a komi plane, zero "
+                             "weights from it, and the score's fixed komi path), the same outputs at --komi-reference "
+                             "until trained (tabula train --input-encoding leelaz-18+komi --init OUT.pt, with "
+                             "--checkpoint-out OUT.pt here)")
+    parser.add_argument("--komi-reference", type=float, default=7.5,
+                        help="with --add-komi-input: the komi the network learned its score at (default 7.5)")
     parser.add_argument("--resign-winrate", type=float, default=None,
                         help="write this calibrated resignation threshold into the network's metadata (tabula gtp "
                              "resigns with it by default; see tabula eval's resign_false_T lines)")
@@ -253,6 +276,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.add_small_board_value and args.to_leelaz:
         raise SystemExit("tabula export: --add-small-board-value writes ONNX of a pooled network, not Leela Zero "
                          "weights")
+    if args.add_komi_input and (args.to_leelaz or args.from_leelaz or args.random):
+        raise SystemExit("tabula export: --add-komi-input takes IN OUT, a pooled Tabula network: Leela Zero weights "
+                         "have no komi input")
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
@@ -284,7 +310,8 @@ def _export(args: argparse.Namespace) -> int:
         if len(paths) != 2:
             raise SystemExit("tabula export IN OUT.onnx")
         source = paths[0]
-        if source.endswith(".onnx") and args.quantize == "int8" and not args.add_small_board_value:
+        if source.endswith(".onnx") and args.quantize == "int8" and not (args.add_small_board_value
+                                                                          or args.add_komi_input):
             _write_quantized(source, out, args)
             return 0
         model = _load_any(source)
@@ -295,6 +322,9 @@ def _export(args: argparse.Namespace) -> int:
                 raise SystemExit(f"tabula export: {source} already has the small-board value term")
             model = network.with_small_board_value(model)
             provenance += ", with a zero small-board value term"
+        if args.add_komi_input:
+            model = network.with_komi_input(model, args.komi_reference)
+            provenance += f", with a zero komi input (score reference komi {args.komi_reference:g})"
 
     if args.leelaz_out:
         write_leelaz(network.to_leelaz(model), args.leelaz_out)
@@ -347,7 +377,7 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     metadata = _metadata(source)
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
-                                            args.calibration_games)}
+                                            args.calibration_games, metadata.get("input_encoding", INPUT_ENCODING))}
     quantize_int8(source, out, calibration)
 
 

@@ -30,8 +30,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--games-per-shard", type=int, default=25000)
     parser.add_argument("--size", type=int, default=19, help="keep only games on this board size")
     parser.add_argument("--min-moves", type=int, default=30, help="drop games shorter than this")
-    parser.add_argument("--handicap", choices=("drop", "policy"), default="drop",
-                        help="handicap games: drop them, or keep their moves with no value target")
+    parser.add_argument("--handicap", choices=("drop", "policy", "value"), default="drop",
+                        help="handicap games: drop them, keep their moves with no value target, or keep their "
+                             "results as value targets too (for a network that sees the komi)")
     parser.add_argument("--keep-unknown-results", action="store_true",
                         help="keep games without a result, for the policy target only")
     parser.add_argument("--ownership-playouts", type=int, default=8,

@@ -121,6 +121,9 @@ class RLConfig:
     aux: bool = False  # pooled head: score, ownership and opponent-reply heads, trained on the games' final counts
     small_board_value: bool = False  # pooled head: the value's small-board term (engine.net.network.PooledHead)
     keep: str = ""  # also keep what resumes the run in this directory, e.g. one under git ("": nowhere)
+    # the network's input encoding (engine.net.encodings): "" the game's own (Go: leelaz-18, or the --start-from
+    # network's); leelaz-18+komi: a Go network that sees the komi (a --start-from network without it is extended)
+    input_encoding: str = ""
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
@@ -156,10 +159,13 @@ def saved_config(directory: str) -> tuple[RLConfig, SelfPlayConfig] | None:
     return RLConfig(**saved["rl"]), SelfPlayConfig.from_dict(saved["selfplay"])
 
 
-def input_encoding(selfplay: SelfPlayConfig) -> str:
-    """The network input of the run's game (engine.net.encodings), as its positions name it."""
+def input_encoding(selfplay: SelfPlayConfig, rl: RLConfig | None = None) -> str:
+    """The run's network input (engine.net.encodings): ``rl.input_encoding`` where given, else that of the run's
+    game, as its positions name it."""
     from tabula.engine.net.encodings import encoding_of
 
+    if rl is not None and rl.input_encoding:
+        return rl.input_encoding
     return encoding_of(selfplay.game_spec.new_state(selfplay.sizes[0])).name
 
 
@@ -172,8 +178,10 @@ def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
         raise SystemExit(f"tabula rl: --sizes {','.join(map(str, selfplay.sizes))} needs the pooled head (--head "
                          f"pooled, or --start-from a pooled network): the {rl.head} head plays one board size")
     try:
-        NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, aux=rl.aux,
-                small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay))
+        spec = NetSpec(blocks=rl.blocks, filters=rl.filters, head=rl.head, aux=rl.aux,
+                       small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay, rl))
+        if not spec.encoding.accepts(selfplay.game_spec.new_state(selfplay.sizes[0])):
+            raise ValueError(f"--input-encoding {spec.input_encoding} is not an input of {selfplay.game}'s positions")
     except ValueError as error:
         raise SystemExit(f"tabula rl: {error}") from None
 
@@ -214,7 +222,8 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),
                        checkpoint_every=1 << 40, checkpoint_minutes=1e9, chunk_steps=rl.train_steps, export=False,
                        init=os.path.join(directory, INIT_CHECKPOINT) if rl.start_from else "", head=rl.head,
-                       aux=rl.aux, small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay))
+                       aux=rl.aux, small_board_value=rl.small_board_value,
+                       input_encoding=input_encoding(selfplay, rl))
 
 
 def trained_steps(directory: str) -> int:
@@ -263,7 +272,8 @@ INIT_CHECKPOINT = "start.pt"  # in the run directory: --start-from's weights, wh
 def start_network_spec(path: str, sizes: tuple[int, ...], encoding: str = "leelaz-18"):
     """The architecture of a ``--start-from`` network, checked against the run: one that plays every one of
     ``sizes`` (an AlphaGo Zero head made for the one size, or a pooled head whose file lists them all), valued from
-    the side to move's view, of the run's game (its input ``encoding``)."""
+    the side to move's view, of the run's game (its positions' input ``encoding``, or one that reads them: Go's
+    leelaz-18+komi)."""
     from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
     from tabula.engine.net.network import AGZ, SIDE_TO_MOVE, NetSpec
 
@@ -272,7 +282,7 @@ def start_network_spec(path: str, sizes: tuple[int, ...], encoding: str = "leela
         spec = NetSpec.from_dict(json.loads(evaluator.metadata["architecture"]))
     except (NetworkFileError, KeyError, TypeError, ValueError) as e:
         raise SystemExit(f"tabula rl: --start-from {path}: {e}") from None
-    if spec.input_encoding != encoding:
+    if (spec.encoding.state_encoding or spec.input_encoding) != encoding:
         raise SystemExit(f"tabula rl: --start-from {path} reads {spec.input_encoding} input planes; the run's game "
                          f"reads {encoding}")
     sizes_text = f"{spec.board_size}x{spec.board_size}" if spec.head == AGZ else "its sizes"
@@ -294,8 +304,20 @@ def adopt_start_network(rl: RLConfig, sizes: tuple[int, ...], encoding: str = "l
     if rl.small_board_value and not spec.small_board_value:
         raise SystemExit(f"tabula rl: --start-from {rl.start_from} has no small-board value term; add it with "
                          f"`tabula export --add-small-board-value {rl.start_from} OUT.onnx` and start from OUT.onnx")
+    wanted = rl.input_encoding or spec.input_encoding
+    if wanted != spec.input_encoding and not extends_with_komi(spec.input_encoding, wanted, spec.head):
+        raise SystemExit(f"tabula rl: --start-from {rl.start_from} reads {spec.input_encoding} input planes, not "
+                         f"--input-encoding {wanted}")
     return dataclasses.replace(rl, blocks=spec.blocks, filters=spec.filters, head=spec.head, aux=spec.aux,
-                               small_board_value=spec.small_board_value)
+                               small_board_value=spec.small_board_value,
+                               input_encoding="" if wanted == encoding else wanted)
+
+
+def extends_with_komi(start: str, wanted: str, head: str) -> bool:
+    """Whether a start network of input ``start`` becomes one of ``wanted`` by ``network.with_komi_input``."""
+    from tabula.engine.net.features import INPUT_ENCODING, KOMI_INPUT_ENCODING
+
+    return start == INPUT_ENCODING and wanted == KOMI_INPUT_ENCODING and head == "pooled"
 
 
 def initial_network(path: str, rl: RLConfig, size: int, directory: str, encoding: str = "leelaz-18") -> None:
@@ -304,12 +326,21 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str, encoding
     size (the pooled head plays every size); ``encoding``: the game's network input."""
     import torch
 
-    from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint
+    from tabula.engine.net.network import NetSpec, TabulaNet, export_onnx, load_onnx, save_checkpoint, with_komi_input
 
     if rl.start_from:
         start = os.path.join(directory, INIT_CHECKPOINT)
-        save_checkpoint(load_onnx(rl.start_from), start + ".tmp")
+        model = load_onnx(rl.start_from)
+        extend = extends_with_komi(model.spec.input_encoding, encoding, model.spec.head)
+        if extend:
+            model = with_komi_input(model)
+        save_checkpoint(model, start + ".tmp")
         os.replace(start + ".tmp", start)
+        if extend:
+            export_onnx(model, path + ".tmp.onnx", f"{os.path.basename(rl.start_from)} with a zero komi input",
+                        _declared_sizes(rl.start_from))
+            os.replace(path + ".tmp.onnx", path)
+            return
         with open(rl.start_from, "rb") as source, open(path + ".tmp.onnx", "wb") as target:
             target.write(source.read())
             target.flush()
@@ -322,6 +353,14 @@ def initial_network(path: str, rl: RLConfig, size: int, directory: str, encoding
     tmp = path + ".tmp.onnx"
     export_onnx(model, tmp, "tabula rl: random initial weights")
     os.replace(tmp, path)
+
+
+def _declared_sizes(path: str) -> list[int] | None:
+    """The board sizes an ONNX file's metadata declares (None: the default)."""
+    import onnx
+
+    declared = {p.key: p.value for p in onnx.load(path).metadata_props}.get("board_sizes", "")
+    return [int(s) for s in declared.split(",")] if declared else None
 
 
 # -- keeping a run where a new machine finds it -----------------------------------------------------------------
@@ -463,7 +502,8 @@ class Loop:
                 return json.load(handle)
         best = os.path.join(self.nets, "gen-0000.onnx")
         if not os.path.exists(best):
-            initial_network(best, self.rl, self.selfplay.sizes[0], self.directory, input_encoding(self.selfplay))
+            initial_network(best, self.rl, self.selfplay.sizes[0], self.directory,
+                            input_encoding(self.selfplay, self.rl))
         state = {"generation": 1, "best": os.path.relpath(best, self.directory), "best_generation": 0,
                  "best_elo": 0.0, "resign_threshold": 0.0, "selfplay_target": self.rl.games_per_generation,
                  "train_target": 0, "train_generation": 0}

@@ -32,6 +32,7 @@ from tabula.engine.play.decision import MoveDecider
 from tabula.engine.play.result import Candidate
 from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE
+from tabula.engine.rules.game import handicap_points
 from tabula.engine.rules.games import GameSpec, result_of
 
 
@@ -57,6 +58,12 @@ class SelfPlayConfig:
     batch_size: int = 8  # leaves per network call (one search thread)
     game: str = "go"  # go | gomoku (engine.rules.games)
     n_in_row: int = 5  # gomoku: n or more stones in a row win
+    # Go: each game's komi drawn from a normal distribution around ``komi`` with this standard deviation, rounded to
+    # a half point as real komi are (KataGo draws komi so that a network learns every komi, near the fair one
+    # most); 0: every game at ``komi``
+    komi_spread: float = 0.0
+    handicap_fraction: float = 0.0  # Go: the share of games with 2 to max_handicap handicap stones and komi 0.5
+    max_handicap: int = 4  # Go: the most handicap stones (where the board has a fixed placement for them)
 
     def __post_init__(self) -> None:
         # config.json holds the sizes as a JSON list: as a tuple, a saved configuration equals the one it was
@@ -65,6 +72,14 @@ class SelfPlayConfig:
             raise ValueError(f"board sizes {self.sizes}: one or more, each from 2 to 25")
         for size in self.sizes:
             self.game_spec.check_size(size)  # ValueError for an unknown game or a board it is not played on
+        if not (math.isfinite(self.komi_spread) and self.komi_spread >= 0):
+            raise ValueError(f"komi spread {self.komi_spread}: a standard deviation in points, 0 or more")
+        if not 0.0 <= self.handicap_fraction <= 1.0:
+            raise ValueError(f"handicap fraction {self.handicap_fraction}: from 0 to 1")
+        if not 2 <= self.max_handicap <= 9:
+            raise ValueError(f"max handicap {self.max_handicap}: from 2 to 9 stones")
+        if (self.komi_spread > 0 or self.handicap_fraction > 0) and not self.game_spec.scored:
+            raise ValueError(f"komi and handicap are Go's, not {self.game}'s")
 
     @property
     def game_spec(self) -> GameSpec:
@@ -83,6 +98,23 @@ class SelfPlayConfig:
         """The board size of game ``number`` (a task's number, which never repeats): the sizes in turn, so that a
         resumed run continues the cycle where it stopped."""
         return self.sizes[number % len(self.sizes)]
+
+    def game_start(self, size: int, seed: int) -> tuple[float, int]:
+        """(komi, handicap stones) of the game of ``seed`` on ``size``: ``komi`` and none, or drawn from the game's
+        own random stream (``komi_spread``, ``handicap_fraction``), so that its other draws stay as they were. A
+        handicap the board has no fixed placement for (``handicap_points``) is played as an even game."""
+        if self.komi_spread <= 0 and self.handicap_fraction <= 0:
+            return self.komi, 0
+        rng = np.random.default_rng([seed, 0x6B6F6D69])  # "komi"
+        if self.handicap_fraction > 0 and rng.random() < self.handicap_fraction:
+            stones = int(rng.integers(2, self.max_handicap + 1))
+            try:
+                handicap_points(size, stones)
+                return 0.5, stones
+            except ValueError:
+                pass
+        komi = self.komi + (rng.normal(0.0, self.komi_spread) if self.komi_spread > 0 else 0.0)
+        return round(komi * 2.0) / 2.0, 0
 
     def play_config(self, resign_winrate: float) -> PlayConfig:
         """How a self-play move is chosen from its search: drawn by visits for the first moves, passes and
@@ -222,7 +254,10 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
         if config.fast_visits > 0 and config.full_fraction < 1.0 else None
     size = task.size
     game_spec = config.game_spec
-    state = game_spec.new_state(size, config.komi)
+    komi, handicap = config.game_start(size, task.seed)
+    state = game_spec.new_state(size, komi)
+    if handicap:
+        state.place_handicap(handicap_points(size, handicap))
     targets: list[tuple[np.ndarray, np.ndarray] | None] = []
     values: list[float] = []
     resign = task.resign_threshold if task.resign_enabled else 0.0
@@ -246,10 +281,11 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
         state.play(decision.move)
     if not result_text:
         winner, result_text = result_of(state)
-    game = SelfPlayGame(size=size, komi=config.komi, moves=list(state.moves), targets=targets, values=values,
+    game = SelfPlayGame(size=size, komi=komi, moves=list(state.moves), targets=targets, values=values,
                         winner=winner, result=result_text, resign_enabled=task.resign_enabled,
                         resign_threshold=task.resign_threshold, net=task.net.name,
-                        seconds=time.monotonic() - start, game=game_spec)
+                        seconds=time.monotonic() - start, game=game_spec, setup=list(getattr(state, "setup", ())),
+                        handicap=getattr(state, "handicap", 0))
     sgf = game_spec.sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
     return game, sgf
 

@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Callable
 
 import numpy as np
@@ -30,9 +30,9 @@ import torch
 from torch.nn import functional as F
 
 from tabula.engine.data.shards import Batch, PositionSampler, shard_paths
-from tabula.engine.net.encodings import encoding_of
-from tabula.engine.net.features import INPUT_ENCODING, NUM_PLANES
-from tabula.engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx
+from tabula.engine.net.encodings import Encoding, encoding_named
+from tabula.engine.net.features import INPUT_ENCODING, KOMI_SCALE, NUM_PLANES
+from tabula.engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx, with_komi_input
 from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
 
 CHECKPOINT = "checkpoint.pt"
@@ -96,7 +96,8 @@ class TrainConfig:
     keep: str = ""  # also keep each checkpoint (and the metrics) in this directory, e.g. one under git; a run whose
     # --out lost its checkpoint (a new machine) resumes from there
     synthetic: int = 0  # board size of random batches trained on instead of the shards (throughput only); 0: shards
-    input_encoding: str = "leelaz-18"  # the game's network input (engine.net.encodings): gomoku-4 for gomoku
+    input_encoding: str = "leelaz-18"  # the game's network input (engine.net.encodings): gomoku-4 for gomoku;
+    # leelaz-18+komi: a Go network that sees the komi (an --init of leelaz-18 is extended: network.with_komi_input)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -277,7 +278,17 @@ def batch_tensors(b: Batch) -> dict[str, torch.Tensor]:
             "score_weight": torch.from_numpy(b.score_weight if b.score_weight is not None else zeros),
             "ownership": torch.from_numpy(b.ownership if b.ownership is not None
                                           else np.zeros((count, points), np.int8)),
-            "ownership_weight": torch.from_numpy(b.ownership_weight if b.ownership_weight is not None else zeros)}
+            "ownership_weight": torch.from_numpy(b.ownership_weight if b.ownership_weight is not None else zeros),
+            "komi": torch.from_numpy(b.komi if b.komi is not None else zeros)}
+
+
+def network_planes(planes: torch.Tensor, komi: torch.Tensor, encoding: Encoding) -> torch.Tensor:
+    """The network's input: a sampler's planes (the game's own encoding, float [B, 18, N, N] for Go), with the komi
+    plane (``komi`` float [B], the side to move's komi in points) added where ``encoding`` has one."""
+    if encoding.komi_plane is None:
+        return planes
+    plane = (komi.to(planes.dtype) / KOMI_SCALE)[:, None, None, None].expand(-1, 1, *planes.shape[2:])
+    return torch.cat([planes, plane], dim=1)
 
 
 class SyntheticSampler:
@@ -346,7 +357,8 @@ class Validation:
             for start in range(0, self.size, chunk):
                 end = min(start + chunk, self.size)
                 t = {k: v[start:end].to(device) for k, v in self.tensors.items()}
-                planes = t["planes"].float().contiguous(memory_format=torch.channels_last)
+                planes = network_planes(t["planes"].float(), t["komi"], model.spec.encoding)
+                planes = planes.contiguous(memory_format=torch.channels_last)
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     out = model.train_outputs(planes)
                 logits, value = out["policy"].float(), torch.tanh(out["value"].float())
@@ -405,6 +417,15 @@ class WeightAverage:
 
 
 # -- the run --------------------------------------------------------------------------------------------------------
+
+
+def _komi_reference(path: str, encoding: Encoding) -> dict:
+    """NetSpec's ``komi_reference`` for a network that sees the komi: that of the checkpoint it continues or starts
+    from (``path``) where that one has the komi input, else the default (an extension of a leelaz-18 network)."""
+    if encoding.komi_plane is None or not path or not os.path.exists(path):
+        return {}
+    saved = load_training_checkpoint(path)["spec"]
+    return {"komi_reference": float(saved["komi_reference"])} if "komi_reference" in saved else {}
 
 
 def _settle_config(config: TrainConfig) -> TrainConfig:
@@ -486,8 +507,9 @@ def train(config: TrainConfig, log=print,
         torch.set_num_threads(config.threads)
     device = torch.device(config.device)
     bf16 = use_bf16(config)
+    encoding = encoding_named(config.input_encoding)
     if config.synthetic:
-        if config.input_encoding != INPUT_ENCODING:
+        if (encoding.state_encoding or encoding.name) != INPUT_ENCODING:
             raise SystemExit(f"tabula train: --synthetic makes Go positions ({INPUT_ENCODING} planes), not "
                              f"{config.input_encoding}")
         train_paths, sampler = [], SyntheticSampler(config.synthetic)
@@ -497,11 +519,13 @@ def train(config: TrainConfig, log=print,
             raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
         sampler = make_sampler(train_paths)
         game = getattr(sampler, "game", None)  # the shards' game, where the sampler knows it
-        if game is not None and encoding_of(game.new_state(sampler.size)).name != config.input_encoding:
+        if game is not None and not encoding.accepts(game.new_state(sampler.size)):
             raise SystemExit(f"tabula train: the shards are games of {game.name}, whose network input is not "
                              f"--input-encoding {config.input_encoding}")
+    checkpoint_path = os.path.join(config.out, CHECKPOINT)
     spec = NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, board_size=sampler.size,
-                   aux=config.aux, small_board_value=config.small_board_value, input_encoding=config.input_encoding)
+                   aux=config.aux, small_board_value=config.small_board_value, input_encoding=config.input_encoding,
+                   **_komi_reference(checkpoint_path if os.path.exists(checkpoint_path) else config.init, encoding))
     # What the batches of a resumed run depend on besides (seed, step): the same games in the same order.
     data_fingerprint = f"{len(train_paths)} shards, {sampler.num_games} games, {sampler.num_positions} positions"
 
@@ -509,7 +533,6 @@ def train(config: TrainConfig, log=print,
     model = TabulaNet(spec)
     freeze_parameters(model, config.train_only)
     optimizer = make_optimizer(config, model)
-    checkpoint_path = os.path.join(config.out, CHECKPOINT)
     metrics_path = os.path.join(config.out, METRICS)
     kept_checkpoint = os.path.join(config.keep, CHECKPOINT) if config.keep else ""
     step, elapsed_before, cpu_before = 0, 0.0, 0.0
@@ -537,9 +560,19 @@ def train(config: TrainConfig, log=print,
         log(f"tabula train: resuming {config.out} at step {step}")
     elif config.init:
         state = load_training_checkpoint(config.init)
-        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
+        initial = NetSpec.from_dict(state["spec"])
+        extend = (encoding.komi_plane is not None and initial.input_encoding == INPUT_ENCODING
+                  and replace(initial, input_encoding=spec.input_encoding, komi_reference=spec.komi_reference)
+                  .same_weights(spec))
+        if not extend and not initial.same_weights(spec):
             raise SystemExit(f"tabula train: {config.init} holds another architecture")
-        model.load_state_dict(state["state_dict"])
+        weights = state["state_dict"]
+        if extend:  # a network of the 18 planes, given the komi input with zero weights (network.with_komi_input)
+            start = TabulaNet(initial)
+            start.load_state_dict(weights)
+            weights = with_komi_input(start, spec.komi_reference).state_dict()
+            log(f"tabula train: {config.init} extended with the komi input ({spec.input_encoding}), zero weights")
+        model.load_state_dict(weights)
         if average is not None:
             average = WeightAverage(model, config.ema_decay)
         log(f"tabula train: starting from the weights of {config.init}")
@@ -613,7 +646,8 @@ def train(config: TrainConfig, log=print,
             for group in optimizer.param_groups:
                 group["lr"] = lr
             batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            planes = batch["planes"].contiguous(memory_format=torch.channels_last)
+            planes = network_planes(batch["planes"], batch["komi"], encoding).contiguous(
+                memory_format=torch.channels_last)
             policy = batch["policy"]
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 out = model.train_outputs(planes)

@@ -1,0 +1,381 @@
+"""The komi as a network input (leelaz-18+komi): the plane, the zero-initialised extension of a trained network
+(the same outputs, the score moving point for point with the komi), its files (ONNX, int8, checkpoints), the
+trainer's and self-play's komi per game, handicap self-play, and the search's table of network results."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+import pytest
+
+from tabula.engine.net.encodings import LEELAZ, LEELAZ_KOMI, encoding_named
+from tabula.engine.net.features import (
+    KOMI_INPUT_ENCODING,
+    KOMI_PLANE,
+    encode_batch,
+    encode_batch_with_komi,
+    komi_points,
+)
+from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.engine.rules.game import BONUS_N, GameState, Rules, handicap_points
+from tabula.engine.rules.gomoku import GomokuState
+from tests.conftest_network import random_game
+
+torch = pytest.importorskip("torch")
+
+from tabula.engine.net.network import (  # noqa: E402
+    POOLED,
+    NetSpec,
+    TabulaNet,
+    export_onnx,
+    load_onnx,
+    random_network,
+    save_checkpoint,
+    to_leelaz,
+    with_komi_input,
+)
+
+
+def at_komi(states: list[GameState], komi: float, **rules) -> list[GameState]:
+    out = []
+    for state in states:
+        state = state.copy()
+        state.rules = Rules(komi=komi, **rules)
+        out.append(state)
+    return out
+
+
+@pytest.fixture(scope="module")
+def old_model():
+    """A pooled 18-plane network with every head (score, ownership, small-board term, nonzero), as shipped."""
+    spec = NetSpec(blocks=1, filters=8, head=POOLED, aux=True, small_board_value=True)
+    model = random_network(spec, seed=5, calibration=[encode_batch(random_game(9, 40, 1))])
+    with torch.no_grad():
+        model.head.value_small_boards.weight.normal_(0.0, 0.3)
+    return model
+
+
+def outputs(model, planes: np.ndarray) -> tuple:
+    with torch.no_grad():
+        return tuple(t.numpy() for t in model(torch.from_numpy(planes)))
+
+
+# -- the plane ----------------------------------------------------------------------------------------------------
+
+
+def test_the_komi_plane_is_the_side_to_moves_komi_over_twenty():
+    state = GameState(9, Rules(komi=6.5))
+    assert komi_points(state) == -6.5  # black to move: the komi is against it
+    state.play(40)
+    assert komi_points(state) == 6.5
+    planes = encode_batch_with_komi([GameState(9, Rules(komi=6.5)), state])
+    assert planes.shape == (2, 19, 9, 9) and planes.dtype == np.float32
+    assert np.all(planes[0, KOMI_PLANE] == np.float32(-6.5 / 20)) and np.all(planes[1, KOMI_PLANE] == np.float32(0.325))
+    np.testing.assert_array_equal(planes[:, :18], encode_batch([GameState(9, Rules(komi=6.5)), state]))
+    turned = encode_batch_with_komi([state, state], np.array([3, 5]))
+    np.testing.assert_array_equal(turned[:, :18], encode_batch([state, state], np.array([3, 5])))
+    assert np.all(turned[:, KOMI_PLANE] == np.float32(0.325))
+    # the handicap bonus of the rules is what the count gives white: part of the komi seen
+    handicap = GameState(9, Rules(komi=0.5, white_handicap_bonus=BONUS_N))
+    handicap.place_handicap(handicap_points(9, 3))
+    assert handicap.to_move == WHITE and komi_points(handicap) == 3.5
+
+
+def test_go_positions_are_read_by_both_go_encodings_and_gomoku_by_neither():
+    go, gomoku = GameState(9), GomokuState(9)
+    assert LEELAZ.accepts(go) and LEELAZ_KOMI.accepts(go)
+    assert not LEELAZ.accepts(gomoku) and not LEELAZ_KOMI.accepts(gomoku)
+    assert not encoding_named("gomoku-4").accepts(go)
+    assert encoding_named(KOMI_INPUT_ENCODING) is LEELAZ_KOMI and LEELAZ_KOMI.planes == 19
+    assert LEELAZ_KOMI.trial_planes(7).shape == (1, 19, 7, 7)
+
+
+# -- the network --------------------------------------------------------------------------------------------------
+
+
+def test_an_extended_network_computes_what_it_did_and_its_score_moves_with_the_komi(old_model):
+    """Zero new weights: at the reference komi (7.5) every output is the old network's bit for bit (fp32), on
+    small boards and 19x19; at another komi only the score moves, by the komi's difference for the side to move."""
+    extended = with_komi_input(old_model)
+    assert extended.spec.input_encoding == KOMI_INPUT_ENCODING and extended.spec.komi_reference == 7.5
+    for size in (9, 19):
+        states = random_game(size, 12, 3)[1:]  # either side to move
+        old = outputs(old_model, encode_batch(states))
+        for komi in (7.5, 6.5, 0.5, -4.0, 30.5):
+            new = outputs(extended, encode_batch_with_komi(at_komi(states, komi)))
+            for index in (0, 1, 3):  # policy, value, ownership
+                np.testing.assert_array_equal(new[index], old[index])
+            black = np.array([s.to_move == BLACK for s in states])
+            shift = np.where(black, 7.5 - komi, komi - 7.5)  # komi is white's: what black loses, white gains
+            if komi == 7.5:
+                np.testing.assert_array_equal(new[2], old[2])
+            np.testing.assert_allclose(new[2] - old[2], shift, atol=1e-4)
+
+
+def test_the_komi_terms_learn_the_value_and_the_trunk(old_model):
+    extended = with_komi_input(old_model)
+    states = random_game(9, 10, 4)[1:]
+    low, high = (encode_batch_with_komi(at_komi(states, k)) for k in (0.5, 7.5))
+    with torch.no_grad():
+        extended.head.value_komi.weight.normal_(0.0, 1.0)
+    assert not np.allclose(outputs(extended, low)[1], outputs(extended, high)[1])  # the value moves
+    with torch.no_grad():
+        extended.input_komi.weight.normal_(0.0, 1.0)
+    assert not np.allclose(outputs(extended, low)[0], outputs(extended, high)[0])  # and the policy
+
+
+def test_only_a_pooled_go_network_without_it_takes_the_komi_input(old_model):
+    with pytest.raises(ValueError, match="pooled head"):
+        with_komi_input(TabulaNet(NetSpec(blocks=1, filters=8, board_size=9)))
+    with pytest.raises(ValueError, match="already"):
+        with_komi_input(with_komi_input(old_model))
+    with pytest.raises(ValueError, match="Go's"):
+        with_komi_input(TabulaNet(NetSpec(blocks=1, filters=8, head=POOLED, input_encoding="gomoku-4")))
+    with pytest.raises(ValueError, match="pooled head"):
+        NetSpec(blocks=1, filters=8, input_encoding=KOMI_INPUT_ENCODING)
+    with pytest.raises(ValueError, match="Leela Zero"):
+        to_leelaz(with_komi_input(old_model))
+    # the reference komi is written only where the network has the input: other files' metadata is unchanged
+    assert "komi_reference" not in old_model.spec.to_dict()
+    assert NetSpec.from_dict(with_komi_input(old_model, 6.5).spec.to_dict()).komi_reference == 6.5
+
+
+@pytest.fixture(scope="module")
+def komi_onnx(old_model, tmp_path_factory) -> str:
+    path = str(tmp_path_factory.mktemp("komi") / "komi.onnx")
+    export_onnx(with_komi_input(old_model), path, "tests: komi", board_sizes=[7, 9, 19])
+    return path
+
+
+def test_the_evaluator_shows_the_network_the_komi_of_the_game(komi_onnx, old_model, tmp_path):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    evaluator = OnnxEvaluator(komi_onnx, symmetry="identity", provider="cpu", log=None)
+    assert evaluator.encoding is LEELAZ_KOMI and evaluator.metadata["input_encoding"] == KOMI_INPUT_ENCODING
+    assert "komi" in evaluator.metadata["input"]
+    states = random_game(9, 6, 2)[1:]
+    at_7, at_0 = (evaluator.evaluate(at_komi(states, k)) for k in (7.5, 0.5))
+    black = np.array([s.to_move == BLACK for s in states])
+    np.testing.assert_allclose(at_0.score - at_7.score, np.where(black, 7.0, -7.0), atol=1e-3)
+    np.testing.assert_allclose(at_0.value, at_7.value, atol=1e-6)
+    plain = str(tmp_path / "plain.onnx")
+    export_onnx(old_model, plain, "tests", board_sizes=[9])
+    old = OnnxEvaluator(plain, symmetry="identity", provider="cpu", log=None).evaluate(at_komi(states, 7.5))
+    np.testing.assert_allclose(at_7.score, old.score, atol=1e-4)
+    np.testing.assert_allclose(at_7.policy, old.policy, atol=1e-6)
+    with pytest.raises(ValueError, match="another game"):
+        evaluator.evaluate([GomokuState(9)])
+    assert load_onnx(komi_onnx).spec.input_encoding == KOMI_INPUT_ENCODING  # converts back, as fp32 files do
+
+
+def test_the_search_never_mixes_network_results_of_two_komi(komi_onnx):
+    """The table of network results is keyed by position, not komi: a search at another komi starts it afresh."""
+    from tabula.engine.config import SearchConfig
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.play.search import Search
+
+    evaluator = OnnxEvaluator(komi_onnx, symmetry="identity", provider="cpu", log=None)
+    search = Search(evaluator, SearchConfig(visits=8, threads=1, batch_size=4), np.random.default_rng(0))
+    state = random_game(9, 5, 7)[-1]
+    scores: dict[float, list[float]] = {}
+    for komi in (7.5, 0.5, 7.5):
+        search.run(at_komi([state], komi)[0])
+        scores.setdefault(komi, []).append(search.tree.root.score)  # the network's score of the root
+    assert scores[7.5][0] == pytest.approx(scores[7.5][1], abs=1e-5)
+    sign = 1.0 if state.to_move == BLACK else -1.0
+    assert scores[0.5][0] - scores[7.5][0] == pytest.approx(7.0 * sign, abs=1e-3)
+
+
+def test_tabula_eval_reads_the_records_at_another_komi_and_reports_the_mean_lead(komi_onnx, tmp_path, capsys):
+    from tabula.tools.learn.evaluate import main
+    from tests.records_helpers import game_sgf, play_game
+
+    for i in range(2):
+        (tmp_path / f"g{i}.sgf").write_bytes(game_sgf(play_game(500 + i, moves=31), result="W+R", komi=6.5))
+    leads = {}
+    for komi in (None, 0.5, 7.5):
+        capsys.readouterr()
+        assert main([komi_onnx, str(tmp_path), "--size", "19"] + ([] if komi is None else ["--komi", str(komi)])) == 0
+        lines = dict(line.split(": ") for line in capsys.readouterr().out.splitlines())
+        leads[komi] = float(lines["white_score_lead"])
+    # the extension's fixed path: white's predicted lead moves point for point with the komi (a little less at
+    # three decimals)
+    assert leads[7.5] - leads[0.5] == pytest.approx(7.0, abs=2e-3)
+    assert leads[7.5] - leads[None] == pytest.approx(1.0, abs=2e-3)
+
+
+# -- files --------------------------------------------------------------------------------------------------------
+
+
+def test_tabula_export_adds_the_komi_input_and_quantizes_it(old_model, tmp_path):
+    """``--add-komi-input`` from a checkpoint or an ONNX file; ``--to-leelaz`` refused; an int8 file calibrated with
+    the komi plane still sees the komi, its score's path from it exactly, beyond the calibrated range too."""
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
+
+    checkpoint = str(tmp_path / "old.pt")
+    save_checkpoint(old_model, checkpoint)
+    fp32, grown = str(tmp_path / "komi.onnx"), str(tmp_path / "komi.pt")
+    assert main(["--add-komi-input", "--board-sizes", "9,19", checkpoint, fp32, "--checkpoint-out", grown]) == 0
+    assert torch.load(grown, weights_only=True)["spec"]["input_encoding"] == KOMI_INPUT_ENCODING
+    with pytest.raises(SystemExit, match="no komi input"):
+        main(["--add-komi-input", "--to-leelaz", fp32, str(tmp_path / "lz.txt")])
+    with pytest.raises(SystemExit, match="Leela Zero"):
+        main(["--to-leelaz", fp32, str(tmp_path / "lz.txt")])
+    with pytest.raises(SystemExit, match="already"):
+        main(["--add-komi-input", fp32, str(tmp_path / "twice.onnx")])
+    int8 = str(tmp_path / "komi-int8.onnx")
+    assert main(["--quantize", "int8", "--calibration", "64", fp32, int8]) == 0
+    quantized = OnnxEvaluator(int8, symmetry="identity", provider="cpu", log=None)
+    reference = OnnxEvaluator(fp32, symmetry="identity", provider="cpu", log=None)
+    states = random_game(19, 30, 2)[10::4]
+    black = np.array([s.to_move == BLACK for s in states])
+    for komi in (7.5, 0.5):
+        exact = reference.evaluate(at_komi(states, komi))
+        approximate = quantized.evaluate(at_komi(states, komi))
+        assert np.abs(approximate.score - exact.score).max() < 1.0
+    # the heads stay fp32 and read the komi there: its path to the score is exact, at any komi
+    for komi in (0.5, 30.5):
+        shift = quantized.evaluate(at_komi(states, komi)).score - quantized.evaluate(at_komi(states, 7.5)).score
+        np.testing.assert_allclose(shift, np.where(black, 7.5 - komi, komi - 7.5), atol=1e-3)
+
+
+# -- data ---------------------------------------------------------------------------------------------------------
+
+
+def test_samples_carry_each_games_komi_and_the_trainer_adds_the_plane(tmp_path):
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.data.shards import PositionSampler, write_shard
+    from tabula.tools.learn.train import batch_tensors, network_planes
+    from tests.records_helpers import game_sgf, play_game
+
+    even = [parse_record(f"e{k}", game_sgf(play_game(300 + i, moves=20, size=9), size=9, komi=k),
+                         RecordFilter(size=9, min_moves=10)) for i, k in enumerate((0.5, 6.5, 7.5))]
+    stones = handicap_points(9, 2)
+    moves = play_game(310, moves=20, size=9, handicap=stones)
+    setup = "AB" + "".join(f"[{chr(97 + p % 9)}{chr(97 + 8 - p // 9)}]" for p in stones)
+    handicap = parse_record("h", game_sgf(moves, size=9, komi=0.5, header=f"HA[2]{setup}", first_color="W"),
+                            RecordFilter(size=9, min_moves=10, handicap="policy"))
+    assert handicap.value_weight == 0 and handicap.handicap == 2
+    valued = parse_record("h", game_sgf(moves, size=9, komi=0.5, header=f"HA[2]{setup}", first_color="W",
+                                        result="W+4.5"), RecordFilter(size=9, min_moves=10, handicap="value"))
+    assert valued.value_weight == 1 and valued.margin == -4.5  # kept as a value and score target on request
+    path = str(tmp_path / "train-0000.tshard")
+    write_shard(path, even + [handicap], size=9)
+    sampler = PositionSampler([path])
+    positions = np.arange(sampler.num_positions)
+    batch = sampler.batch(np.random.default_rng(0), 0, symmetries=True, positions=positions)
+    games, ks = sampler.locate(positions)
+    expected = [komi_points(sampler.state(g, k)[0]) for g, k in zip(games.tolist(), ks.tolist())]
+    np.testing.assert_array_equal(batch.komi, np.asarray(expected, dtype=np.float32))
+    assert set(np.abs(batch.komi).tolist()) == {0.5, 6.5, 7.5}
+    assert sampler.state(3, 0)[0].handicap == 2 and batch.komi[games == 3][0] == 0.5  # white first, komi +0.5
+    tensors = batch_tensors(batch)
+    planes = network_planes(tensors["planes"], tensors["komi"], LEELAZ_KOMI)
+    assert planes.shape[1] == 19 and torch.equal(planes[:, :18], tensors["planes"])
+    assert torch.allclose(planes[:, 18, 4, 4], tensors["komi"] / 20)
+    assert network_planes(tensors["planes"], tensors["komi"], LEELAZ) is tensors["planes"]
+
+
+def test_the_trainer_extends_an_18_plane_start_and_trains_the_komi_terms(old_model, tmp_path):
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.data.shards import write_shard
+    from tabula.tools.learn.train import TrainConfig, load_training_checkpoint, train
+    from tests.records_helpers import game_sgf, play_game
+
+    data = tmp_path / "data"
+    data.mkdir()
+    records = [parse_record(f"g{i}", game_sgf(play_game(400 + i, moves=24, size=9), size=9,
+                                              komi=(0.5, 7.5)[i % 2], result=("B+3.5", "W+10.5")[i % 2]),
+                            RecordFilter(size=9, min_moves=10)) for i in range(10)]
+    write_shard(str(data / "train-0000.tshard"), records[:8], size=9)
+    write_shard(str(data / "val-0000.tshard"), records[8:], size=9)
+    start = str(tmp_path / "start.pt")
+    save_checkpoint(old_model, start)
+    lines: list[str] = []
+    config = TrainConfig(data=str(data), out=str(tmp_path / "run"), blocks=1, filters=8, head=POOLED, aux=True,
+                         small_board_value=True, steps=6, chunk_steps=4, batch=8, optimizer="adamw", lr=1e-2,
+                         warmup_steps=0, workers=0, threads=1, precision="fp32", val_every=4, val_positions=16,
+                         log_every=2, export=True, init=start, input_encoding=KOMI_INPUT_ENCODING)
+    result = train(config, log=lines.append)
+    assert any("extended with the komi input" in line for line in lines) and result["step"] == 4
+    saved = load_training_checkpoint(str(tmp_path / "run" / "checkpoint.pt"))
+    assert saved["spec"]["input_encoding"] == KOMI_INPUT_ENCODING
+    for name in ("head.value_komi.weight", "input_komi.weight"):
+        assert saved["state_dict"][name].abs().sum() > 0  # trained from zero
+    # resumed (its reference komi read from its checkpoint), it completes and exports the komi network
+    assert train(dataclasses.replace(config, chunk_steps=0), log=lambda line: None)["step"] == 6
+    assert load_onnx(str(tmp_path / "run" / "model.onnx")).spec.input_encoding == KOMI_INPUT_ENCODING
+    # an 18-plane run refuses the komi checkpoint
+    with pytest.raises(SystemExit, match="another architecture"):
+        train(dataclasses.replace(config, out=str(tmp_path / "plain"), input_encoding="leelaz-18",
+                                  init=str(tmp_path / "run" / "checkpoint.pt")), log=lambda line: None)
+
+
+# -- self-play ------------------------------------------------------------------------------------------------------
+
+
+def test_selfplay_draws_komi_and_handicap_per_game_from_the_games_own_seed():
+    from tabula.tools.learn.selfplay import SelfPlayConfig
+
+    plain = SelfPlayConfig(sizes=(9,), komi=7.0)
+    assert all(plain.game_start(9, seed) == (7.0, 0) for seed in range(20))
+    spread = SelfPlayConfig(sizes=(9,), komi=7.0, komi_spread=3.0, handicap_fraction=0.25, max_handicap=3)
+    starts = [spread.game_start(9, seed) for seed in range(400)]
+    assert starts == [spread.game_start(9, seed) for seed in range(400)]  # a pure function of the seed
+    komis = np.array([k for k, h in starts if h == 0])
+    assert np.all(komis * 2 == np.round(komis * 2))  # half points
+    assert 5.5 < komis.mean() < 8.5 and 2.0 < komis.std() < 4.0
+    handicaps = [h for k, h in starts if h]
+    assert 0.15 < len(handicaps) / len(starts) < 0.35 and set(handicaps) == {2, 3}
+    assert all(k == 0.5 for k, h in starts if h)
+    assert SelfPlayConfig(sizes=(5,), handicap_fraction=1.0).game_start(5, 1) == (7.5, 0)  # no placement on 5x5
+    for bad in (dict(komi_spread=-1.0), dict(handicap_fraction=1.5), dict(max_handicap=12),
+                dict(game="gomoku", komi_spread=2.0)):
+        with pytest.raises(ValueError):
+            SelfPlayConfig(sizes=(9,), **bad)
+
+
+def test_a_handicap_selfplay_game_is_stored_with_its_stones_and_komi(tmp_path):
+    from tabula.engine.data.replay import ReplaySampler, ReplayStore, read_game
+    from tabula.engine.net.evaluator import UniformEvaluator
+    from tabula.tools.learn.selfplay import NetBlob, SelfPlayConfig, SelfPlayTask, play_selfplay_game
+
+    config = SelfPlayConfig(sizes=(7,), komi=7.5, visits=6, fast_visits=0, temperature_moves=2, batch_size=4,
+                            max_moves_factor=1.0, handicap_fraction=1.0, max_handicap=2)
+    task = SelfPlayTask(NetBlob("uniform", b""), config, seed=4, resign_threshold=0.0, resign_enabled=True, size=7)
+    game, sgf = play_selfplay_game(task, evaluator=UniformEvaluator())
+    assert game.komi == 0.5 and game.handicap == 2 and len(game.setup) == 2 and game.moves[0][0] == WHITE
+    assert b"HA[2]" in sgf and b"AB[" in sgf
+    record = game.record()
+    final = record.replay()
+    assert record.margin == float(record.ownership.sum()) - 0.5 and final.handicap == 2
+    with ReplayStore(str(tmp_path / "replay"), 10) as store:
+        path = store.append(game)
+    back = read_game(path)
+    assert (back.setup, back.handicap, back.komi) == (game.setup, 2, 0.5)
+    batch = ReplaySampler([path]).batch(np.random.default_rng(0), 16)
+    assert set(np.abs(batch.komi).tolist()) == {0.5}
+
+
+def test_an_rl_run_extends_its_start_network_with_the_komi_input(old_model, tmp_path):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.rl_loop import INIT_CHECKPOINT, RLConfig, adopt_start_network, initial_network
+
+    start = str(tmp_path / "start.onnx")
+    export_onnx(old_model, start, "tests", board_sizes=[7, 9])
+    rl = RLConfig(blocks=1, filters=8, start_from=start, input_encoding=KOMI_INPUT_ENCODING)
+    adopted = adopt_start_network(rl, (7,))
+    assert adopted.input_encoding == KOMI_INPUT_ENCODING and adopted.head == POOLED
+    assert adopt_start_network(dataclasses.replace(rl, input_encoding=""), (7,)).input_encoding == ""
+    with pytest.raises(SystemExit, match="gomoku-4"):
+        adopt_start_network(dataclasses.replace(rl, input_encoding="gomoku-4"), (7,))
+    first = str(tmp_path / "gen-0000.onnx")
+    initial_network(first, adopted, 7, str(tmp_path), KOMI_INPUT_ENCODING)
+    evaluator = OnnxEvaluator(first, symmetry="identity", provider="cpu", log=None)
+    assert evaluator.encoding is LEELAZ_KOMI and evaluator.board_sizes == (7, 9)
+    assert torch.load(os.path.join(str(tmp_path), INIT_CHECKPOINT), weights_only=True)["spec"]["input_encoding"] \
+        == KOMI_INPUT_ENCODING
+    assert json.loads(evaluator.metadata["architecture"])["komi_reference"] == 7.5

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 36: the shipped network made to see the komi, then fine-tuned so that its value and score are right at every
+# komi; one chunk per call, resumable (rerun the same command to continue).
+#
+#   bash tools/komi_finetune.sh [MINUTES] [WORKERS]    # default 150 minutes, 2 self-play processes
+#   QUICK=1 bash tools/komi_finetune.sh                # smoke test: a few games and steps, in runs/komi-quick
+#
+# The start: the fifth small-board run's trainer checkpoint (weights/training/rl-small48s/train/checkpoint.pt, the
+# shipped tabula-6x64-anysize), given the komi input by `tabula export --add-komi-input`: the leelaz-18+komi planes
+# (a constant plane of the side to move's komi / 20), a zero convolution of that plane into the trunk, a zero linear
+# term of it into the value's hidden layer, and the score's fixed komi path (engine/net/network.py, PooledHead),
+# whose reference komi 7.5 makes the extended network's outputs at komi 7.5 the shipped ones, bit for bit in fp32.
+#
+# Stage 1, records (runs/komi/sl): 19x19 games at their recorded komi: Tom (7.5 and 6.5), Tygem 2015 (6.5) and KGS
+# (0.5, 5.5, 6.5 and 7.5 even games; its handicap games kept for the policy only, since their results measure a
+# gap of strength the position does not show: engine/data/records.py). Only the komi terms and the value and score
+# heads train (--train-only input_komi,head.value,head.score_fc), the batch norms keep the start's statistics, at a
+# low learning rate: what the network knows of the moves stays. Tygem 2016 stays held out for the checks.
+# Stage 2, self-play (runs/komi/rl): 9x9 and 13x13 from stage 1's network, each game's komi drawn around 7 (about
+# the fair area komi on both sizes; --komi-spread 3, normal, rounded to half points) and one game in ten a handicap
+# game of 2 to 4 stones at komi 0.5; the same parameters train, a third of the batches stage 1's records (--anchor-
+# data), so that 19x19 keeps what stage 1 taught it. Every candidate is accepted (--gate-games 0): the komi's
+# calibration, not strength, is what this run is for; measure both after (docs/TRAINING.md, "The komi input").
+#
+# --keep copies what resumes each stage to weights/training/komi/{sl,rl} (commit that folder after a chunk); on a
+# new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
+# are missing (the archives are in ../shared/data/games).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MINUTES=${1:-150}
+WORKERS=${2:-2}
+TABULA=${TABULA:-tabula}
+GAMES=${GAMES:-../shared/data/games}
+START_CHECKPOINT=weights/training/rl-small48s/train/checkpoint.pt
+TRAINED=input_komi,head.value,head.score_fc
+
+if [ -n "${QUICK:-}" ]; then
+    RUNS=runs/komi-quick
+    KEEP=$RUNS/keep
+    PREPARE=(--max-games 60 --games-per-shard 40 --val-fraction 0.2 --ownership-playouts 2 --quiet)
+    TOM=("$GAMES/kgs-KGS-2017_01-19-733-.tar.gz")
+    TYGEM=("$GAMES/kgs-KGS-2017_03-19-717-.tar.gz")
+    KGS=("$GAMES/kgs-KGS-2017_02-19-525-.tar.gz")
+    SL=(--steps 4 --batch 16 --warmup-steps 0 --val-every 4 --val-positions 64 --log-every 2 --checkpoint-every 4)
+    RL=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
+        --train-steps 2 --batch 16 --warmup-steps 0 --generations 1)
+else
+    RUNS=runs/komi
+    KEEP=weights/training/komi
+    PREPARE=(--quiet)
+    TOM=("$GAMES/tom-9d.tar.xz")
+    TYGEM=("$GAMES/tygem-9d-2015.tar.xz")
+    KGS=("$GAMES"/kgs-KGS-*.tar.gz)
+    SL=(--steps 4000 --batch 256 --warmup-steps 100 --schedule cosine --val-every 500 --val-positions 4096
+        --log-every 50)
+    RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000 --min-positions 1000
+        --train-steps 100 --batch 128 --warmup-steps 50)
+fi
+START_DIR=$RUNS/start
+START=$START_DIR/komi-start.pt
+RECORDS=$RUNS/records-tom,$RUNS/records-tygem,$RUNS/records-kgs
+
+if [ ! -f "$START" ]; then
+    mkdir -p "$START_DIR"
+    $TABULA export --add-komi-input --komi-reference 7.5 "$START_CHECKPOINT" "$START_DIR/komi-start.onnx" \
+        --checkpoint-out "$START.tmp"
+    mv "$START.tmp" "$START"
+fi
+
+prepare() {  # prepare NAME HANDICAP ARCHIVE...: shards of the 19x19 records, once
+    local name=$1 handicap=$2
+    shift 2
+    if [ ! -f "$RUNS/records-$name/report.json" ]; then
+        rm -rf "$RUNS/records-$name.tmp"
+        nice -n 5 $TABULA prepare "$@" --out "$RUNS/records-$name.tmp" --handicap "$handicap" "${PREPARE[@]}"
+        rm -rf "$RUNS/records-$name"
+        mv "$RUNS/records-$name.tmp" "$RUNS/records-$name"
+    fi
+}
+prepare tom drop "${TOM[@]}"
+prepare tygem drop "${TYGEM[@]}"
+prepare kgs policy "${KGS[@]}"
+
+# Stage 1 until it completes (its model.onnx is written at its last step), then stage 2.
+if [ ! -f "$RUNS/sl/model.onnx" ]; then
+    exec nice -n 5 $TABULA train --data "$RECORDS" --out "$RUNS/sl" --keep "$KEEP/sl" --init "$START" \
+        --input-encoding leelaz-18+komi --blocks 6 --filters 64 --head pooled --aux --small-board-value \
+        --train-only "$TRAINED" --freeze-batchnorm --optimizer sgd --lr 0.002 --ema-decay 0.999 \
+        --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
+fi
+
+exec nice -n 5 $TABULA rl --dir "$RUNS/rl" --keep "$KEEP/rl" --start-from "$RUNS/sl/model.onnx" \
+    --komi 7 --komi-spread 3 --handicap-fraction 0.1 --max-handicap 4 \
+    --lr 0.002 --train-only "$TRAINED" --freeze-batchnorm --policy-loss-weight 0 --gate-games 0 \
+    --anchor-data "$RECORDS" --anchor-fraction 0.33 --anchor-shards 1 \
+    --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"
