@@ -96,13 +96,30 @@ class SearchConfig:
     dirichlet_alpha: float = 0.03  # alpha on 19x19, scaled by 361/N² on other sizes
     noise_weight: float = 0.25  # share of the noise in the root priors
     rollout_mix: float = 0.0  # λ in [0, 1]: a leaf's value is (1 - λ)·network + λ·one rollout's result (AlphaGo)
+    # KataGo's score utility: the search ranks moves by a leaf's value plus these weights times (2/π)·atan of its
+    # score (side to move's view, points): static, around 0 at a scale of 2·N points; dynamic, around the centre
+    # (the root's expected score, moved dynamic_score_zero_weight of the way to 0) at dynamic_score_scale·N points.
+    # Far behind or far ahead every move's value is the same, and the score still tells them apart. The reported
+    # winrates stay the value alone; a network without a score head ranks by its value alone.
+    static_score_utility: float = 0.1
+    dynamic_score_utility: float = 0.3
+    dynamic_score_scale: float = 0.75
+    dynamic_score_zero_weight: float = 0.2
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "visits", "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
                   "virtual_loss", "cache_entries", "reuse_undo_plies")
         _at_least(self, 1, "threads", "batch_size", "max_nodes")
-        _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix")
+        _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix",
+                       "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight")
         _require(self, "dirichlet_alpha", _finite(self.dirichlet_alpha) and self.dirichlet_alpha > 0, "above 0")
+        _require(self, "dynamic_score_scale", _finite(self.dynamic_score_scale) and self.dynamic_score_scale > 0,
+                 "above 0")
+
+    @property
+    def score_utility(self) -> bool:
+        """Whether the search adds a score utility to the values it ranks moves by."""
+        return self.static_score_utility > 0 or self.dynamic_score_utility > 0
 
     def for_network(self, on_gpu: bool) -> "SearchConfig":
         """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where

@@ -56,6 +56,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "root_symmetries": "evaluate the root under all 8 symmetries and average",
         "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "
                        "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
+        "static_score_utility": "weight in [0, 1] of KataGo's static score utility: moves are ranked by value + "
+                                "weight·(2/π)·atan(score / 2N), so that far behind or ahead the score still counts "
+                                "(default %(default)s; winrates reported stay the value)",
+        "dynamic_score_utility": "weight in [0, 1] of the dynamic score utility: (2/π)·atan((score - centre) / "
+                                 "(scale·N)), centred on the root's expected score (default %(default)s)",
+        "dynamic_score_scale": "the dynamic score utility's scale, points per board line (default %(default)s)",
+        "dynamic_score_zero_weight": "how far the dynamic centre moves from the expected score towards 0, in [0, 1] "
+                                     "(default %(default)s)",
     })
     add_flags(parser, defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "

@@ -44,7 +44,8 @@ def format_kata_info(candidates: list[Candidate], size: int, score: bool,
                      ownership: np.ndarray | None = None) -> str:
     """One KataGo ``kata-analyze`` line: ``info move V visits N utility U winrate W scoreMean S scoreStdev D
     scoreLead L prior P lcb C order K pv V...`` per candidate, win rates and priors in [0, 1], scores in points,
-    everything from the side to move's view; the score fields only from a network with a score head. Then, with
+    the utility what the search ranks by (the value plus the score utility, as KataGo's), everything from the side
+    to move's view; the score fields only from a network with a score head. Then, with
     ``ownership`` (side to move's view, flat points with y = 0 the bottom row), ``ownership`` and one value per
     point in KataGo's order: rows from the top (A19 on 19x19) to the bottom, each from left to right."""
     parts = []
@@ -52,7 +53,7 @@ def format_kata_info(candidates: list[Candidate], size: int, score: bool,
         pv = " ".join(format_vertex(m, size) for m in c.pv)
         scores = (f"scoreMean {c.score:.3f} scoreStdev {c.score_stdev:.3f} scoreLead {c.score:.3f} "
                   if score else "")
-        parts.append(f"info move {format_vertex(c.move, size)} visits {c.visits} utility {c.value:.5f} "
+        parts.append(f"info move {format_vertex(c.move, size)} visits {c.visits} utility {c.utility:.5f} "
                      f"winrate {_unit(c.winrate):.5f} {scores}prior {_unit(c.prior):.5f} "
                      f"lcb {_unit(c.lcb_winrate):.5f} order {c.order} pv {pv}")
     if ownership is not None:

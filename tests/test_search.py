@@ -131,13 +131,16 @@ def walk(node: Node):
 
 def check_tree(search: Search) -> None:
     """Every expanded node: visits = 1 + its edges' visits, each child's visits = its edge's, no virtual loss."""
+    config = search.config
+    bound = 1.0 + config.static_score_utility + config.dynamic_score_utility  # of a utility: value + score utility
     for node in walk(search.tree.root):
         assert node.status != PENDING
         if node.status == EXPANDED:
             assert node.visits == 1 + round(float(node.n.sum())), "visits = 1 + sum of children's"
             assert node.n_sum == pytest.approx(float(node.n.sum()), abs=1e-3)
             assert np.all(node.n == np.round(node.n)), "virtual visits left behind"
-            assert np.all(np.abs(node.w) <= node.n + 1e-3)
+            assert np.all(np.abs(node.w) <= bound * node.n + 1e-3)
+            assert node.v is None or np.all(np.abs(node.v) <= node.n + 1e-3)
             assert np.allclose(node.pu, node.prior / (1.0 + node.n), atol=1e-6)
             visited = node.n > 0
             assert np.allclose(node.q[visited], node.w[visited] / node.n[visited], atol=1e-5)

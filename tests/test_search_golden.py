@@ -6,7 +6,8 @@ stand-in, the shipped network under random symmetries), tree reuse between moves
 after ``undo``, and Dirichlet noise. A change that moves one visit anywhere shows in the diff.
 
 After a change that is meant to change the search: ``python -m tests.test_search_golden --write``, and say why in the
-commit.
+commit. It also rewrites tests/golden/search-no-score-utility.txt, the same searches with the score utility's weights 0
+(tests/test_score_utility.py), first stored as search.txt was before the search had a score utility, byte for byte.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import difflib
 import sys
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import numpy as np
 
@@ -27,6 +29,8 @@ from tests.test_search import RandomValueEvaluator, ScoreEvaluator
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "search.txt"
+# The same searches without the score utility (tests/test_score_utility.py): the output of the search before it had one
+NO_SCORE_UTILITY = ROOT / "tests" / "golden" / "search-no-score-utility.txt"
 NETWORK = ROOT / "weights" / "tabula-6x64-anysize.onnx"  # fp32: int8 kernels may differ between processors
 
 
@@ -149,6 +153,15 @@ def dump() -> str:
     return "\n".join(lines) + "\n"
 
 
+def dump_without_score_utility() -> str:
+    """``dump`` with every search's score utility off (its weights 0)."""
+    def off(**changes) -> SearchConfig:
+        return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0, **changes)
+
+    with mock.patch(f"{__name__}.one_thread", off):
+        return dump()
+
+
 def test_the_searches_match_the_stored_output():
     got = dump()
     want = GOLDEN.read_text()
@@ -181,7 +194,8 @@ def test_the_comparison_sees_one_playout_fewer(monkeypatch):
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m tests.test_search_golden --write   (rewrites tests/golden/search.txt)")
+        sys.exit("usage: python -m tests.test_search_golden --write   (rewrites tests/golden/search*.txt)")
     GOLDEN.parent.mkdir(exist_ok=True)
     GOLDEN.write_text(dump())
-    print(f"wrote {GOLDEN}")
+    NO_SCORE_UTILITY.write_text(dump_without_score_utility())
+    print(f"wrote {GOLDEN} and {NO_SCORE_UTILITY}")

@@ -22,7 +22,10 @@ OWNERSHIP_MIN_VISITS = 2  # a child with fewer visits adds nothing its parent's 
 
 @dataclass
 class Candidate:
-    """One root move as the search sees it. ``value`` and ``lcb`` are in [-1, 1], the root side to move's view."""
+    """One root move as the search sees it. ``value`` and ``lcb`` are in [-1, 1], the root side to move's view.
+
+    ``utility`` and ``utility_lcb`` are what the search ranks by: the value plus the score utility (the same as
+    ``value`` and ``lcb`` without one, and left out: None becomes them); every reported winrate is the value."""
 
     move: int  # flat point or PASS
     visits: int
@@ -33,6 +36,14 @@ class Candidate:
     order: int = 0  # rank in the order the search would choose (0: its move)
     score: float = 0.0  # mean final margin after this move, points, the root side to move's view
     score_stdev: float = 0.0  # spread of that margin over the move's visits
+    utility: float | None = None  # mean utility of the move's visits (None: ``value``)
+    utility_lcb: float | None = None  # its lower confidence bound (None: ``lcb``)
+
+    def __post_init__(self) -> None:
+        if self.utility is None:
+            self.utility = self.value
+        if self.utility_lcb is None:
+            self.utility_lcb = self.lcb
 
     @property
     def winrate(self) -> float:
@@ -94,7 +105,8 @@ def candidates(tree: Tree, config: SearchConfig, mask: np.ndarray | None) -> lis
     vl = tree.virtual_loss
     pending = tree.root_pending if tree.root_pending is not None else 0
     n = root.n - vl * pending  # real visits: in-flight leaves removed
-    w = root.w + vl * pending
+    w = root.w + vl * pending  # utility sums (value sums without a score utility)
+    values = root.v if tree.scored else w
     size = tree.root_state.size
     result = []
     for idx in np.flatnonzero(n >= 1):
@@ -104,20 +116,23 @@ def candidates(tree: Tree, config: SearchConfig, mask: np.ndarray | None) -> lis
             continue
         count = float(n[idx])
         mean = float(w[idx]) / count
+        value = float(values[idx]) / count
         if count >= 2:
+            # The utility's spread bounds both: the value's bound is reported, the utility's ranks.
             variance = max(0.0, float(root.w2[idx]) / count - mean * mean) * count / (count - 1)
-            lcb = mean - _t_quantile(int(count) - 1) * math.sqrt(variance / count)
+            radius = _t_quantile(int(count) - 1) * math.sqrt(variance / count)
+            lcb, utility_lcb = value - radius, mean - radius
         else:
-            lcb = -1.0  # one visit says nothing
+            lcb = utility_lcb = -1.0  # one visit says nothing
         move = int(root.moves[idx])
         move = PASS if move == size * size else move
         score = float(root.s[idx]) / count
         spread = math.sqrt(max(0.0, float(root.s2[idx]) / count - score * score))
-        result.append(Candidate(move=move, visits=int(round(count)), value=mean,
+        result.append(Candidate(move=move, visits=int(round(count)), value=value,
                                 prior=float(root.prior[idx]), lcb=max(-1.0, lcb),
                                 pv=[move] + principal_variation(root.children.get(int(idx)), size), score=score,
-                                score_stdev=spread))
-    result.sort(key=lambda c: (-c.visits, -c.value))
+                                score_stdev=spread, utility=mean, utility_lcb=utility_lcb))
+    result.sort(key=lambda c: (-c.visits, -c.utility))
     if config.lcb and len(result) > 1:
         result = lcb_order(result, config)
     for order, candidate in enumerate(result):
@@ -126,7 +141,8 @@ def candidates(tree: Tree, config: SearchConfig, mask: np.ndarray | None) -> lis
 
 
 def lcb_order(result: list[Candidate], config: SearchConfig) -> list[Candidate]:
-    """``result`` (most visits first) with the move the lower confidence bound promotes, if any, first.
+    """``result`` (most visits first) with the move the lower confidence bound promotes, if any, first: the bound and
+    mean of the utility (the value without a score utility).
 
     A move whose lower confidence bound is above the most visited move's mean goes first: the bound then separates
     the two, where LCB over close means ranks noise (a 100-visit search choosing by LCB among moves 0.01 apart
@@ -135,11 +151,11 @@ def lcb_order(result: list[Candidate], config: SearchConfig) -> list[Candidate]:
     top = result[0]
     floor = max(2, config.lcb_min_visit_ratio * top.visits)
     veto = config.lcb_veto_ratio
-    promoted = [c for c in result[1:] if c.visits >= floor and c.lcb > top.value
+    promoted = [c for c in result[1:] if c.visits >= floor and c.utility_lcb > top.utility
                 and not (c.prior < veto * top.prior and c.visits < veto * top.visits)]
     if not promoted:
         return result
-    best = max(promoted, key=lambda c: c.lcb)
+    best = max(promoted, key=lambda c: c.utility_lcb)
     return [best] + [c for c in result if c is not best]
 
 
@@ -194,7 +210,10 @@ def root_value(tree: Tree) -> float:
     root = tree.root
     if root.status != EXPANDED or root.visits <= 1:
         return root.value
-    total = float(np.sum(root.w)) + tree.virtual_loss * float(np.sum(tree.root_pending))
+    if tree.scored:
+        total = float(np.sum(root.v))  # values alone, no virtual loss in them
+    else:
+        total = float(np.sum(root.w)) + tree.virtual_loss * float(np.sum(tree.root_pending))
     return (root.value + total) / root.visits
 
 

@@ -8,7 +8,8 @@ value comes from one of three places (``Search._descend``): a finished game's co
 or the network; the last two enter the tree through ``Search._expand_leaf``, which with ``rollout_mix`` λ > 0 mixes
 in one rollout's result as AlphaGo did: (1 − λ)·v + λ·z. The rollouts of a batch run in one call in the worker's
 thread while the network runs the batch on its own thread (``_start_batch``); a leaf served from the table gets its
-rollout too, in the next batch, with no network call for it.
+rollout too, in the next batch, with no network call for it. The tree ranks moves by that value plus the score
+utility of the leaf's score (``engine.play.tree.ScoreUtility``), centred anew at each run's root (``_prepare_root``).
 
 Threads: every worker collects up to ``batch_size`` leaves under the tree lock (adding virtual loss on the way
 down), releases the lock while the evaluator runs, then expands and backs up under the lock. No leaf ever waits for
@@ -141,6 +142,7 @@ class Search:
         self.tree = Tree(self.config)
         self._current: _Run | None = None
         self.has_score = False  # the network gives a score and ownership (set by its first such answer)
+        self._scores = False  # the network gives a score: the score utility applies (set by every answer)
 
     # -- positioning ---------------------------------------------------------------------------------------------
 
@@ -238,6 +240,7 @@ class Search:
             self._average_root()
         pass_index = state.size * state.size  # in a game with a pass (Go's), its policy index
         with self._lock:
+            tree.start_run(self._scores)  # the score utility's centre: the root's expected score now
             illegal = ~legal[root.moves]
             if illegal.any():
                 root.blocked = illegal if root.blocked is None else root.blocked | illegal
@@ -442,7 +445,7 @@ class Search:
         a leaf's value enters the tree (under the lock). With ``rollout_z``, the result of the leaf's rollout, the
         value backed up is AlphaGo's mix (1 − λ)·v + λ·z; the node keeps the network's v (first-play urgency of
         its children), and the score is the network's alone."""
-        self.tree.expand(node, expansion)
+        self.tree.expand(node, expansion, len(path))
         value = expansion.value
         if rollout_z is not None:
             mix = self.config.rollout_mix
@@ -527,6 +530,7 @@ class Search:
         """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
         found = expansions(states, evaluation, self.config.eye_filter)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
+        self._scores = evaluation.score is not None
         return found
 
     # -- reading the tree (thread-safe, usable mid-search) -------------------------------------------------------

@@ -4,6 +4,11 @@ virtual loss, backup, and reuse of the tree from move to move.
 Layer: above game; knows nothing of threads, and of the network only the shape of its answer (``expansions``):
 ``engine.play.search`` drives it. Values are in [-1, 1]; an edge's statistics are kept in its parent's arrays from
 the parent's side-to-move view, so selection is a handful of numpy operations per level.
+
+With a score utility (``SearchConfig.score_utility``) the tree ranks moves by a leaf's utility, its value plus
+KataGo's saturating function of its score (``ScoreUtility``), and keeps the pure values beside it for what is
+reported: ``w`` then sums utilities and ``v`` values. The dynamic part is centred on the root's expected score, set
+anew each run (``Tree.start_run``); a kept node's sums are moved to the new centre when a run first reaches it.
 """
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ class Node:
     Set once at expansion: ``moves`` (int16 [k] policy indices of the children, pass = N*N), ``prior`` (float32 [k],
     shared with the transposition table until changed), ``value`` (the net's value, side to move's view).
     Changed under the search lock: ``n``/``w``/``w2`` (float32 [k]: visits, value sum and sum of squares of each
-    edge, this node's side-to-move view; ``n`` and ``w`` include virtual visits counted as losses),
+    edge, this node's side-to-move view; ``n`` and ``w`` include virtual visits counted as losses; with a score
+    utility ``w``/``w2`` sum utilities, and ``v`` (float32 [k], None without one) the values alone, no virtual loss),
+    ``utility`` (the net's value plus the score utility of its score at the current centre: first-play urgency),
     ``n_sum`` (sum of ``n``), ``visits`` (real visits of this node: 1 for its own evaluation plus its children's),
     ``visited_prior`` (prior mass of children with ``n > 0``, for first-play urgency), ``children``
     (edge index -> Node, created on first descent), ``blocked`` (bool [k] of edges found illegal by superko).
@@ -37,8 +44,8 @@ class Node:
     the first-play urgency where ``n == 0``) and ``pu`` (float32 [k]: ``prior / (1 + n)``).
     """
 
-    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "q", "pu", "n_sum", "visits", "value",
-                 "score", "ownership", "visited_prior", "children", "blocked", "averaged")
+    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "v", "q", "pu", "n_sum", "visits", "value",
+                 "utility", "epoch", "score", "ownership", "visited_prior", "children", "blocked", "averaged")
 
     def __init__(self) -> None:
         self.status = UNEXPANDED
@@ -49,11 +56,14 @@ class Node:
         self.w2: np.ndarray | None = None
         self.s: np.ndarray | None = None  # score sums of each edge (points, this node's side-to-move view)
         self.s2: np.ndarray | None = None  # ... and sums of squares
+        self.v: np.ndarray | None = None  # value sums of each edge where w sums utilities (None: w is the value)
         self.q: np.ndarray | None = None
         self.pu: np.ndarray | None = None
         self.n_sum = 0.0
         self.visits = 0
         self.value = 0.0
+        self.utility = 0.0  # value + score utility of ``score``, for first-play urgency (== value without one)
+        self.epoch = 0  # the Tree.epoch whose score centre ``utility`` and ``w`` are reckoned at
         self.score = 0.0  # the net's final margin (points, side to move's view); the count at a finished game
         self.ownership: np.ndarray | None = None  # the net's ownership, black's view (float16 [N*N]), if it has one
         self.visited_prior = 0.0
@@ -83,6 +93,44 @@ class Expansion:
     value: float  # side to move's view
     score: float = 0.0  # side to move's view, points (0 from networks without a score head)
     ownership: np.ndarray | None = None  # float16 [N*N], black's view
+
+
+_TWO_OVER_PI = 2.0 / math.pi
+
+
+@dataclass(frozen=True)
+class ScoreUtility:
+    """KataGo's score utility for one run: ``static``·atan(s / ``static_scale``) + ``dynamic``·atan((s − c) /
+    ``dynamic_scale``) of a final margin s (points), where c is ``centre`` (points, the root's side-to-move view)
+    seen from the same side as s. Odd in (s, c): the other side's view of a utility is its negative."""
+
+    static: float  # the configured weight times 2/π: each part is within ± its weight
+    static_scale: float
+    dynamic: float  # likewise
+    dynamic_scale: float
+    centre: float
+
+    @classmethod
+    def for_root(cls, config: SearchConfig, size: int, expected_score: float) -> "ScoreUtility":
+        """The utility of a run at a root whose expected score is ``expected_score`` (points, its side to move's
+        view) on a board of ``size``: the centre is moved ``dynamic_score_zero_weight`` of the way to 0, by at most
+        ``dynamic_score_scale``·N points (KataGo's recentScoreCenter)."""
+        cap = config.dynamic_score_scale * size
+        centre = expected_score * (1.0 - config.dynamic_score_zero_weight)
+        centre = min(max(centre, expected_score - cap), expected_score + cap)
+        return cls(static=config.static_score_utility * _TWO_OVER_PI, static_scale=2.0 * size,
+                   dynamic=config.dynamic_score_utility * _TWO_OVER_PI, dynamic_scale=cap, centre=centre)
+
+    def term(self, score: float, sign: float) -> float:
+        """The utility of final margin ``score`` in the view of a node whose side to move is the root's (``sign``
+        +1.0) or the other one (-1.0)."""
+        return (self.static * math.atan(score / self.static_scale)
+                + self.dynamic * math.atan((score - sign * self.centre) / self.dynamic_scale))
+
+    def terms(self, scores: np.ndarray, sign: float) -> np.ndarray:
+        """``term`` of each of ``scores`` (float [k])."""
+        return (self.static * np.arctan(scores / self.static_scale)
+                + self.dynamic * np.arctan((scores - sign * self.centre) / self.dynamic_scale))
 
 
 def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool) -> list[Expansion]:
@@ -208,9 +256,15 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.root_pending: np.ndarray | None = None
         self.nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
+        # With a score utility (fixed for the tree's life): every node keeps its values beside its utilities (``v``).
+        self.keeps_values = config.score_utility
+        self.score_utility: ScoreUtility | None = None  # this run's (start_run); None: utility = value
+        self.scored = False  # some utility in the tree had a score term: values are read from ``v``, not ``w``
+        self.epoch = 0  # counts the runs' score centres: a node reckoned at another one is moved to this one's
         self._ancestors: list[_Link] = []  # kept earlier roots, oldest first, for undo
-        # visits, value sum, square sum, score sum, score square sum backed up through the root since it became root
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        # visits, utility sum, utility square sum, score sum, score square sum, value sum backed up through the root
+        # since it became root
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
         self._rules = None  # the game and rules of the cached network results (the class, and its ``rules``)
 
@@ -226,7 +280,9 @@ class Tree:
         self._flush_gain()
         rules = (type(state), getattr(state, "rules", None))
         if rules != self._rules:
-            self.cache.clear()  # test evaluators score with komi; the network's cache stays valid otherwise
+            # A network of leelaz-18+komi reads the komi (and handicap bonus), and test evaluators score with it: the
+            # table's key, (size, position hash), has no komi, so results under other rules never meet in it.
+            self.cache.clear()
             self._rules = rules
         chain = self._ancestors + ([_Link(self.root_state, self.root)] if self.root_state is not None else [])
         if not self.config.reuse_tree:
@@ -248,6 +304,7 @@ class Tree:
             return True
         self._ancestors = []
         self.nodes = 0
+        self.scored = False
         self._set_root(Node(), state)
         return False
 
@@ -282,24 +339,27 @@ class Tree:
         previous, self.root = self.root, node
         self.refresh(previous)  # its unvisited children lose the root's first-play reduction
         self.root_state = state.copy()
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self.root_pending = None if node.moves is None else np.zeros(len(node.moves), dtype=np.int32)
         self._clean_root_prior = None
 
     def _flush_gain(self) -> None:
         """Add what was backed up through the root to the edges above it, so kept ancestors stay consistent."""
-        visits, value, squares, score, score_squares = self._gain
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        visits, utility, squares, score, score_squares, value = self._gain
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         if not visits or not self._ancestors:
             return
         edges = [edge for link in self._ancestors for edge in link.edges]
         for node, idx in reversed(edges):
-            value = -value  # the parent's view
+            utility = -utility  # the parent's view
+            value = -value
             score = -score
-            self.update(node, idx, visits, value)
+            self.update(node, idx, visits, utility)
             node.w2[idx] += squares
             node.s[idx] += score
             node.s2[idx] += score_squares
+            if node.v is not None:
+                node.v[idx] += value
             node.visits += visits
 
     def clear(self) -> None:
@@ -308,8 +368,9 @@ class Tree:
         self.root = Node()
         self.root_state = None
         self._ancestors = []
-        self._gain = [0, 0.0, 0.0, 0.0, 0.0]
+        self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self.nodes = 0
+        self.scored = False
 
     # -- the root's priors ---------------------------------------------------------------------------------------
 
@@ -341,9 +402,45 @@ class Tree:
         total = float(prior.sum())
         if total > 0:
             root.prior = (prior / total).astype(np.float32)
-        root.value = averaged.value
+        root.value = root.utility = averaged.value  # start_run adds the score utility to the urgency
         root.score, root.ownership = averaged.score, averaged.ownership
         root.averaged = True
+
+    # -- the score utility ---------------------------------------------------------------------------------------
+
+    def start_run(self, has_score: bool) -> None:
+        """Set the score utility of a run at the expanded root, centred on the root's expected score; ``has_score``:
+        whether the network gives scores (without, utility = value). Kept nodes are moved to the new centre when
+        the run first reaches them (``descend``), the root now."""
+        root = self.root
+        if not self.keeps_values or root.status != EXPANDED:
+            return
+        self.epoch += 1
+        self.score_utility = None
+        if has_score:
+            expected = (root.score + float(root.s.sum())) / max(1, root.visits)
+            self.score_utility = ScoreUtility.for_root(self.config, self.root_state.size, expected)
+            self.scored = True
+        self._rescore(root, 1.0)
+
+    def _rescore(self, node: Node, sign: float) -> None:
+        """Move ``node``'s utilities to this run's score utility: its own (first-play urgency), and each visited
+        edge's sum, from its values and its mean score, the spread of its utilities kept. ``sign``: +1.0 where the
+        node's side to move is the root's. Called where no leaf below it is in flight (its first descent in a run),
+        so that ``n`` counts real visits."""
+        node.epoch = self.epoch
+        scorer = self.score_utility
+        node.utility = node.value + (scorer.term(node.score, sign) if scorer is not None else 0.0)
+        visited = node.n > 0
+        if visited.any():
+            n = node.n[visited]
+            before = node.w[visited]
+            after = node.v[visited]
+            if scorer is not None:
+                after = after + n * scorer.terms(node.s[visited] / n, sign)
+            node.w[visited] = after
+            node.w2[visited] += (after * after - before * before) / n  # the same variance about the new mean
+        self.refresh(node)
 
     # -- one playout: select, expand, back up --------------------------------------------------------------------
 
@@ -359,7 +456,10 @@ class Tree:
         path: Path = []
         c_puct = config.c_puct
         update = self.update
+        rescore, epoch = self.keeps_values, self.epoch
         while node.status == EXPANDED:
+            if rescore and node.epoch != epoch:
+                self._rescore(node, 1.0 if len(path) % 2 == 0 else -1.0)
             at_root = node is root
             # Q + c·P·√N/(1+n): q and pu are kept up to date by update.
             score = node.pu * (c_puct * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
@@ -390,16 +490,24 @@ class Tree:
             node = child
         return node, path, state
 
-    def expand(self, node: Node, expansion: Expansion) -> None:
+    def expand(self, node: Node, expansion: Expansion, depth: int = 0) -> None:
+        """Give ``node``, ``depth`` plies below the root, its network result."""
         k = len(expansion.moves)
         node.moves = expansion.moves
         node.prior = expansion.prior
-        node.n, node.w, node.w2, node.s, node.s2 = np.zeros((5, k), dtype=np.float32)  # one allocation a leaf
-        node.value = expansion.value
+        if self.keeps_values:
+            node.n, node.w, node.w2, node.s, node.s2, node.v = np.zeros((6, k), dtype=np.float32)
+        else:
+            node.n, node.w, node.w2, node.s, node.s2 = np.zeros((5, k), dtype=np.float32)  # one allocation a leaf
+        node.value = node.utility = expansion.value
         node.score = expansion.score
         node.ownership = expansion.ownership
+        scorer = self.score_utility
+        if scorer is not None:
+            node.utility += scorer.term(expansion.score, 1.0 if depth % 2 == 0 else -1.0)
+        node.epoch = self.epoch
         node.pu = expansion.prior.copy()
-        node.q = np.full(k, expansion.value, dtype=np.float32)  # no child visited: the urgency is the node's value
+        node.q = np.full(k, node.utility, dtype=np.float32)  # no child visited: the urgency is the node's utility
         node.status = EXPANDED
         self.nodes += 1
 
@@ -431,7 +539,7 @@ class Tree:
         prior mass already visited (Leela Zero's FPU)."""
         config = self.config
         reduction = config.fpu_root_reduction if node is self.root else config.fpu_reduction
-        node.q[node.n == 0] = node.value - reduction * math.sqrt(max(node.visited_prior, 0.0))
+        node.q[node.n == 0] = node.utility - reduction * math.sqrt(max(node.visited_prior, 0.0))
 
     def refresh(self, node: Node) -> None:
         """Recompute what depends on the priors or on being the root (after noise, or a new root)."""
@@ -454,33 +562,43 @@ class Tree:
                 self.root_pending[idx] -= 1
 
     def backup(self, path: Path, leaf: Node, value: float, score: float = 0.0) -> None:
-        """Replace the virtual loss along ``path`` by ``value`` and add ``score`` (both the leaf's side-to-move
-        view)."""
+        """Replace the virtual loss along ``path`` by the leaf's utility (``value`` plus the score utility of
+        ``score``, the final margin; both the leaf's side-to-move view), and add ``value`` and ``score``."""
         vl = self.virtual_loss
         leaf.visits += 1
         gain = self._gain
         sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
+        utility = value
+        scorer = self.score_utility
+        if scorer is not None:
+            utility = value + scorer.term(score, sign)
+        keep = self.keeps_values
         gain[0] += 1
-        gain[1] += sign * value
-        gain[2] += value * value
+        gain[1] += sign * utility
+        gain[2] += utility * utility
         gain[3] += sign * score
         gain[4] += score * score
+        gain[5] += sign * value
         root = self.root
         update = self.update
         for node, idx in reversed(path):
-            value = -value  # the parent's view of its child's outcome
+            utility = -utility  # the parent's view of its child's outcome
+            value = -value
             score = -score
-            update(node, idx, 1 - vl, value + vl)
+            update(node, idx, 1 - vl, utility + vl)
             squares = node.w2
-            squares[idx] = squares.item(idx) + value * value
+            squares[idx] = squares.item(idx) + utility * utility
             scores = node.s
             scores[idx] = scores.item(idx) + score
             squares = node.s2
             squares[idx] = squares.item(idx) + score * score
+            if keep:
+                values = node.v
+                values[idx] = values.item(idx) + value
             node.visits += 1
             if node is root:
                 self.root_pending[idx] -= 1
 
 
-__all__ = ["Node", "Expansion", "TranspositionTable", "Tree", "Path", "expansions", "UNEXPANDED", "PENDING",
-           "EXPANDED", "TERMINAL"]
+__all__ = ["Node", "Expansion", "ScoreUtility", "TranspositionTable", "Tree", "Path", "expansions", "UNEXPANDED",
+           "PENDING", "EXPANDED", "TERMINAL"]
