@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
         "batch_size": "leaves per network call",
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: as tabula gtp, "
                              "2 on a GPU and 1 on the CPU)",
+        "static_score_utility": "the static score utility's weight (default as tabula gtp)",
+        "dynamic_score_utility": "the dynamic score utility's weight (default as tabula gtp)",
     })
     add_flags(parser, BENCH_NET, {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
                                              "chooses)"}, prefix="net_")
