@@ -85,14 +85,13 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
     """The network's search through the move generator tabula gtp uses (the search, then MoveDecider)."""
     import numpy as np
 
-    from tabula.engine.config import PlayConfig, SearchConfig
+    from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import OnnxEvaluator
-    from tabula.engine.play.search_player import SearchGenerator
+    from tabula.engine.play.search_player import best_move_chooser
 
     seed = rng.getrandbits(63)
     evaluator = OnnxEvaluator(config.weights, rng=np.random.default_rng(seed))
-    return SearchGenerator(evaluator, SearchConfig(visits=config.visits), rng=np.random.default_rng(seed),
-                           play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
+    return best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
 
 
 # -- pure parsing -------------------------------------------------------------------------------------------------

@@ -257,6 +257,13 @@ def default_weights() -> list[Path]:
     return paths
 
 
+def best_move_chooser(evaluator: Evaluator, search: SearchConfig, seed: int) -> SearchGenerator:
+    """The search as a plain ``MoveChooser`` for fronts without GTP's game settings (the Gomocup front end, the
+    arena): the best move every time, never resigning."""
+    return SearchGenerator(evaluator, search, rng=np.random.default_rng(seed),
+                           play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
+
+
 def from_config(config: EngineConfig) -> SearchGenerator:
     """The ``search`` entry of ``engine.play.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
     from tabula.engine.net.evaluator import (  # onnxruntime loads only when chosen

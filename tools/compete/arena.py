@@ -68,14 +68,13 @@ def parse_player(spec: str) -> tuple[str, str]:
 def network_player(path: str, visits: int, c_puct: float, seed: int) -> MoveChooser:
     """A network's search as a ``MoveChooser``: the move generator ``tabula gtp`` plays through (the search, then
     ``MoveDecider``), one search thread, the best move (no temperature, no resignation)."""
-    from tabula.engine.config import PlayConfig, SearchConfig
+    from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import OnnxEvaluator
-    from tabula.engine.play.search_player import SearchGenerator
+    from tabula.engine.play.search_player import best_move_chooser
 
     search = SearchConfig(visits=visits, threads=1, **({"c_puct": c_puct} if c_puct else {}))
     evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed), threads=1, provider="cpu", log=None)
-    return SearchGenerator(evaluator, search, rng=np.random.default_rng(seed),
-                           play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
+    return best_move_chooser(evaluator, search, seed)
 
 
 def make_player(spec: str, config: ArenaConfig, seed: int) -> MoveChooser:
