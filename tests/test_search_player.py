@@ -15,7 +15,7 @@ from tabula.engine.net.evaluator import Evaluation, UniformEvaluator
 from tabula.engine.play import search_player
 from tabula.engine.play.search_player import SearchGenerator
 from tabula.engine.rules import playout
-from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE, parse_vertex
+from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE, format_vertex, parse_vertex
 from tabula.engine.rules.game import GameState
 from tests.conftest import board_from_ascii
 from tests.test_search import ClockedEvaluator, RiggedEvaluator, ScoreEvaluator
@@ -538,3 +538,61 @@ def test_final_status_list_and_final_score_judge_a_position_once():
     assert Flipping.calls == 1
     player.play(BLACK, parse_vertex("A1", 7))
     assert player.final_status("dead") == [] and Flipping.calls == 2  # a new position: judged again
+
+
+class FavouritePointsEvaluator:
+    """A policy that ranks the points in ``order`` first (most likely first), every other point below them."""
+
+    def __init__(self, size: int, order: list[str]):
+        self.prior = np.full(size * size + 1, 1e-3, dtype=np.float32)
+        for rank, vertex in enumerate(order):
+            self.prior[parse_vertex(vertex, size)] = 1.0 - 0.01 * rank
+        self.prior[-1] = 2.0  # the pass is never a handicap stone, however likely
+
+    def evaluate(self, states):
+        return Evaluation(np.tile(self.prior, (len(states), 1)), np.zeros(len(states), dtype=np.float32))
+
+
+def test_free_handicap_stones_are_the_networks_choice_one_at_a_time_and_never_touch():
+    # C3 is most likely, then C4 (touching C3: passed over), then G7, C7.
+    search = generator(FavouritePointsEvaluator(9, ["C3", "C4", "G7", "C7", "G3"]))
+    stones = search.handicap_stones(GameState(9), 4)
+    assert [format_vertex(p, 9) for p in stones] == ["C3", "G7", "C7", "G3"]
+    # Each stone is chosen with the ones before it on the board and black to move.
+    seen = []
+
+    class Recording(FavouritePointsEvaluator):
+        def evaluate(self, states):
+            seen.append((states[0].to_move, len(states[0].setup)))
+            return super().evaluate(states)
+
+    generator(Recording(9, ["C3"])).handicap_stones(GameState(9), 3)
+    assert seen == [(BLACK, 0), (BLACK, 1), (BLACK, 2)]
+
+
+def test_free_handicap_stones_touch_only_when_nothing_else_is_legal_and_stop_when_the_board_is_full():
+    search = generator(FavouritePointsEvaluator(2, ["A1"]))
+    stones = search.handicap_stones(GameState(2), 4)
+    assert [format_vertex(p, 2) for p in stones][:2] == ["A1", "B2"]  # B2 is the one point apart from A1
+    assert len(stones) == 3  # the fourth point would fill the board: suicide, so not legal
+
+
+def test_place_free_handicap_asks_the_generator_and_falls_back_to_the_table():
+    from tabula.engine.play.player import Player, RandomGenerator
+
+    player = Player(generator(FavouritePointsEvaluator(9, ["E5", "C3"])), size=9)
+    assert [format_vertex(p, 9) for p in player.free_handicap(2)] == ["E5", "C3"]
+    assert player.state.to_move == WHITE and player.state.handicap == 2
+    table = Player(RandomGenerator(random.Random(1)), size=9)
+    assert [format_vertex(p, 9) for p in table.free_handicap(2)] == ["G7", "C3"]
+
+
+def test_the_handicap_placement_check_compares_the_networks_stones_with_the_table(capsys):
+    from tabula.tools.check import handicap_placement
+
+    assert handicap_placement.main(["--sizes", "9", "--stones", "2,5"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 9×9")]
+    assert len(rows) == 2 and all(row.count("value ") == 2 for row in rows)
+    assert handicap_placement.main(["--sizes", "5", "--stones", "25"]) == 2
+    with pytest.raises(SystemExit):
+        handicap_placement.main(["--stones", "two"])

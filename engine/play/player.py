@@ -65,6 +65,11 @@ class MoveGenerator(Protocol):
         """Flat points of the stones, of either colour, judged dead in ``state`` (final_status_list, scoring)."""
         ...
 
+    def handicap_stones(self, state: GameState, count: int) -> list[int] | None:
+        """place_free_handicap's stones on ``state``'s empty board (its size, rules and komi): up to ``count``
+        flat points, or None where the strategy has no choice of its own (the player then uses the GTP table)."""
+        ...
+
 
 class RandomGenerator:
     """Uniformly random legal moves that never fill an own single-point eye; passes when none are left."""
@@ -92,6 +97,9 @@ class RandomGenerator:
 
     def dead_stones(self, state: GameState) -> list[int]:
         return playout.dead_stones(state, self.ownership(state))
+
+    def handicap_stones(self, state: GameState, count: int) -> list[int] | None:
+        return None  # random stones would be a worse handicap than the table's
 
 
 def _random_generator(config: EngineConfig) -> MoveGenerator:
@@ -342,16 +350,19 @@ class Player:
         return points
 
     def free_handicap(self, count: int) -> list[int]:
-        """The engine's choice of ``count`` handicap stones: the fixed placement where one exists, else points
-        spread over the board that never touch each other (fewer when the board has no room, as GTP allows)."""
+        """The engine's choice of ``count`` handicap stones: the generator's (a network's: ``handicap_stones``);
+        where it has none, the fixed placement where one exists, else points spread over the board that never
+        touch each other (fewer when the board has no room, as GTP allows)."""
         if self.state.moves or self.state.setup:
             raise HandicapError("board not empty")
         if count < 2 or count > self.size * self.size - 1:
             raise HandicapError("invalid number of stones")
-        try:
-            points = handicap_points(self.size, count)
-        except ValueError:
-            points = self._spread_points(count)
+        points = self.generator.handicap_stones(self.state, count)
+        if points is None:
+            try:
+                points = handicap_points(self.size, count)
+            except ValueError:
+                points = self._spread_points(count)
         if len(points) < 2:
             raise HandicapError("invalid number of stones", f"no room for {count} stones")
         self._place_handicap(points)

@@ -141,6 +141,26 @@ class SearchGenerator:
         (``engine.play.judging``)."""
         return judge_dead_stones(state, self.ownership, self._network_score(state))
 
+    def handicap_stones(self, state: GameState, count: int) -> list[int] | None:
+        """place_free_handicap's stones, chosen by the network as KataGo chooses extra black stones (its
+        playExtraBlack at temperature 0): one at a time, each the most likely black move of the policy (the mean
+        over the 8 symmetries) with the stones so far on ``state``'s empty board and black to move again. A point
+        touching an earlier stone is passed over while another is legal: a stone beside a stone adds little to a
+        handicap. Fewer than ``count`` where the board runs out of legal points, as GTP allows."""
+        size = state.size
+        position = GameState(size, state.rules)
+        chosen: list[int] = []
+        for _ in range(count):
+            policy = np.asarray(evaluate_all_symmetries(self.search.evaluator, [position]).policy[0])[:size * size]
+            legal = [point for point in range(size * size) if position.legal(point, BLACK)]
+            if not legal:
+                break
+            apart = [point for point in legal if not any(_touch(point, other, size) for other in chosen)]
+            point = max(apart or legal, key=lambda p: (float(policy[p]), -p))
+            position.place_setup(point, BLACK)  # black stays to move: the next stone is black's again
+            chosen.append(point)
+        return chosen
+
     def _network_score(self, state: GameState) -> float | None:
         """The network's expected final margin (black's view, komi included, the mean over the 8 symmetries), or
         None from a network without a score head."""
@@ -236,6 +256,12 @@ class SearchGenerator:
 # Package data of tabula.weights, found the same way in a checkout, an editable install and an installed wheel.
 WEIGHTS_DIR = Path(str(importlib.resources.files("tabula.weights")))
 DEFAULT_ROLLOUT_WEIGHTS = "rollout-patterns.npz"  # the shipped rollout policy, in WEIGHTS_DIR
+
+
+def _touch(a: int, b: int, size: int) -> bool:
+    """Whether flat points ``a`` and ``b`` are neighbours on a board of ``size``."""
+    (ay, ax), (by, bx) = divmod(a, size), divmod(b, size)
+    return abs(ay - by) + abs(ax - bx) == 1
 
 
 class NoNetworkError(FileNotFoundError):
