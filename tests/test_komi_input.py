@@ -279,6 +279,57 @@ def test_samples_carry_each_games_komi_and_the_trainer_adds_the_plane(tmp_path):
     assert network_planes(tensors["planes"], tensors["komi"], LEELAZ) is tensors["planes"]
 
 
+def test_records_are_seen_at_other_komis_with_the_result_their_margin_gives_there(tmp_path):
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.data.shards import PositionSampler, write_shard
+    from tests.records_helpers import game_sgf, play_game
+
+    def record(seed: int, result: str, handicap: str = "value"):
+        return parse_record(f"g{seed}", game_sgf(play_game(seed, moves=30, size=9), size=9, komi=7.5, result=result),
+                            RecordFilter(size=9, min_moves=10, handicap=handicap))
+
+    counted = [record(500, "B+2.5"), record(501, "W+0.5"), record(502, "B+40.5")]
+    resigned = record(503, "W+R")  # its margin is an estimate from the final position
+    path = str(tmp_path / "train-0000.tshard")
+    write_shard(path, counted + [resigned], size=9)
+    plain = PositionSampler([path])
+    moved = PositionSampler([path], komi_spread=5.0)
+    positions = np.arange(plain.num_positions)
+    before = plain.batch(np.random.default_rng(3), 0, symmetries=False, positions=positions)
+    after = moved.batch(np.random.default_rng(3), 0, symmetries=False, positions=positions)
+    games, _ = plain.locate(positions)
+    black = np.where(before.komi < 0, 1.0, -1.0)  # black moves where its komi is negative (white's 7.5)
+    shift = (before.komi - after.komi) * black  # how far white's komi moved, in points
+    assert np.all(shift * 2 == np.round(shift * 2)) and np.abs(shift).max() > 2 and np.std(shift) > 2
+    # the mover's margin moves against the mover's komi, point for point, and the result is its sign
+    np.testing.assert_allclose(after.score, before.score - shift * black, atol=1e-5)
+    moved_rows = (shift != 0) & (before.score_weight > 0)
+    np.testing.assert_array_equal(after.value[moved_rows], np.sign(after.score[moved_rows]))
+    assert (after.value != before.value).any() and not (after.value[games == 2] != before.value[games == 2]).any()
+    # a game whose estimated margin contradicts its result keeps its komi
+    margin = plain.games["margin"]
+    winner = plain.games["winner"]
+    contradicted = [g for g in range(4) if np.isfinite(margin[g]) and (margin[g] > 0) != (winner[g] == BLACK)]
+    for g in contradicted:
+        assert not shift[games == g].any()
+    # the planes, policy, ownership and weights are the game's own
+    for name in ("planes", "policy", "value_weight", "score_weight", "ownership"):
+        np.testing.assert_array_equal(getattr(after, name), getattr(before, name))
+    with pytest.raises(ValueError, match="komi_spread"):
+        PositionSampler([path], komi_spread=-1.0)
+
+
+def test_tabula_train_moves_the_komi_only_for_a_network_that_sees_it(tmp_path):
+    from tabula.tools.learn.train import parse_args
+
+    config = parse_args(["--data", "d", "--out", "o", "--komi-spread", "4", "--input-encoding", KOMI_INPUT_ENCODING])
+    assert config.komi_spread == 4.0
+    for bad in (["--komi-spread", "4"], ["--komi-spread", "-1", "--input-encoding", KOMI_INPUT_ENCODING],
+                ["--komi-spread", "nan", "--input-encoding", KOMI_INPUT_ENCODING], ["--input-encoding", "nope"]):
+        with pytest.raises(SystemExit):
+            parse_args(["--data", "d", "--out", "o", *bad])
+
+
 def test_the_trainer_extends_an_18_plane_start_and_trains_the_komi_terms(old_model, tmp_path):
     from tabula.engine.data.records import RecordFilter, parse_record
     from tabula.engine.data.shards import write_shard

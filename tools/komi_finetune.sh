@@ -14,8 +14,11 @@
 # Stage 1, records (runs/komi/sl): 19x19 games at their recorded komi: Tom (7.5 and 6.5), Tygem 2015 (6.5) and KGS
 # (0.5, 5.5, 6.5 and 7.5 even games; its handicap games kept for the policy only, since their results measure a
 # gap of strength the position does not show: engine/data/records.py). Only the komi terms and the value and score
-# heads train (--train-only input_komi,head.value,head.score_fc), the batch norms keep the start's statistics, at a
-# low learning rate: what the network knows of the moves stays. Tygem 2016 stays held out for the checks.
+# heads train (--train-only input_komi,head.value,head.score_fc), the batch norms keep the start's statistics: what
+# the network knows of the moves stays. The records are seen at other komis too (--komi-spread 5: each position's
+# komi moved by a normal draw of 5 points, its result that of its counted margin there): at their own komis alone
+# (6.5 and 7.5, a few KGS games at 0.5 and 5.5) 800 steps at SGD's lr 0.002 left the value the same at every komi
+# from -7.5 to 15.5 (docs/TRAINING.md). AdamW, since the komi weights start at zero. Tygem 2016 stays held out.
 # Stage 2, self-play (runs/komi/rl): 9x9 and 13x13 from stage 1's network, each game's komi drawn around 7 (about
 # the fair area komi on both sizes; --komi-spread 3, normal, rounded to half points) and one game in ten a handicap
 # game of 2 to 4 stones at komi 0.5; the same parameters train, a third of the batches stage 1's records (--anchor-
@@ -51,7 +54,7 @@ else
     TOM=("$GAMES/tom-9d.tar.xz")
     TYGEM=("$GAMES/tygem-9d-2015.tar.xz")
     KGS=("$GAMES"/kgs-KGS-*.tar.gz)
-    SL=(--steps 4000 --batch 256 --warmup-steps 100 --schedule cosine --val-every 500 --val-positions 4096
+    SL=(--steps 1500 --batch 256 --warmup-steps 50 --schedule cosine --val-every 250 --val-positions 4096
         --log-every 50)
     RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000 --min-positions 1000
         --train-steps 100 --batch 128 --warmup-steps 50)
@@ -85,7 +88,7 @@ prepare kgs policy "${KGS[@]}"
 if [ ! -f "$RUNS/sl/model.onnx" ]; then
     exec nice -n 5 $TABULA train --data "$RECORDS" --out "$RUNS/sl" --keep "$KEEP/sl" --init "$START" \
         --input-encoding leelaz-18+komi --blocks 6 --filters 64 --head pooled --aux --small-board-value \
-        --train-only "$TRAINED" --freeze-batchnorm --optimizer sgd --lr 0.002 --ema-decay 0.999 \
+        --train-only "$TRAINED" --freeze-batchnorm --optimizer adamw --lr 0.0005 --ema-decay 0.999 --komi-spread 5 \
         --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
 fi
 

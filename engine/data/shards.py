@@ -205,7 +205,13 @@ class PositionSampler:
     engine.rules.games.GameSpec; Go where it names none), whose positions and input planes they become.
     """
 
-    def __init__(self, paths: Iterable[str]):
+    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0):
+        if not (komi_spread >= 0.0 and np.isfinite(komi_spread)):
+            raise ValueError(f"komi_spread must be a finite number of points, at least 0, not {komi_spread!r}")
+        # Records are played at one or two komis, too few for a network that sees the komi to learn what a point of
+        # komi is worth; a game whose counted margin is known is as good a game at any other komi, its result the
+        # margin's sign there (``_moved_komi``).
+        self.komi_spread = float(komi_spread)
         games_list, moves_list, owners_list, size, game = [], [], [], None, None
         base = owner_base = 0
         for path in paths:
@@ -296,6 +302,9 @@ class PositionSampler:
         margin = self.games["margin"][games].astype(np.float32)
         score_weight = (np.isfinite(margin) & (self.games["value_weight"][games] > 0)).astype(np.float32)
         score = np.where(score_weight > 0, np.nan_to_num(margin) * black, 0.0).astype(np.float32)
+        value = np.asarray(values, dtype=np.float32)
+        if self.komi_spread > 0 and komi is not None:
+            value, score, komi = self._moved_komi(rng, games, black, margin, score_weight, value, komi)
         ownership = np.zeros((len(states), self.size * self.size), dtype=np.int8)
         has_owners = rows >= 0
         ownership[has_owners] = self.owners[rows[has_owners]] * black[has_owners, None].astype(np.int8)
@@ -309,10 +318,28 @@ class PositionSampler:
             ownership = transform_planes(ownership.reshape(len(states), 1, self.size, self.size),
                                          chosen).reshape(len(states), -1)
         return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy,
-                     value=np.asarray(values, dtype=np.float32), value_weight=np.asarray(weights, dtype=np.float32),
+                     value=value, value_weight=np.asarray(weights, dtype=np.float32),
                      reply=reply, reply_weight=reply_weight, score=score, score_weight=score_weight,
                      ownership=np.ascontiguousarray(ownership), ownership_weight=has_owners.astype(np.float32),
                      komi=komi)
+
+    def _moved_komi(self, rng: np.random.Generator, games: np.ndarray, black: np.ndarray, margin: np.ndarray,
+                    score_weight: np.ndarray, value: np.ndarray, komi: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each position's game replayed at another komi: white's komi moved by a normal draw of ``komi_spread``
+        points (rounded to half points), the counted margin by as much the other way, and the value target the new
+        margin's sign (0 where it is 0). Only where the margin is a target and agrees with the recorded winner (a
+        game whose estimated margin contradicts its result keeps its komi); ownership does not depend on komi.
+        ``black``: +1 where black moves; ``margin``: black's view; ``value``, ``komi``: the mover's view."""
+        moved = np.round(rng.normal(0.0, self.komi_spread, size=len(games)) * 2.0) / 2.0
+        winner = self.games["winner"][games]
+        agrees = ((margin > 0) & (winner == BLACK)) | ((margin < 0) & (winner == WHITE))
+        moved = np.where((score_weight > 0) & agrees, moved, 0.0).astype(np.float32)
+        margin = np.nan_to_num(margin) - moved
+        mover_margin = margin * black
+        value = np.where(moved != 0, np.sign(mover_margin), value).astype(np.float32)
+        score = np.where(score_weight > 0, mover_margin, 0.0).astype(np.float32)
+        return value, score, (komi - moved * black).astype(np.float32)
 
     def _replies(self, games: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The policy index of the move after move k (int64 [B]; pass where there is none) and its weight."""

@@ -35,7 +35,8 @@ def describe(value: float, score: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.check.handicap_placement", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python3 -m tabula.tools.check.handicap_placement",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="9,13,19", help="board sizes, comma-separated (default: %(default)s)")
     parser.add_argument("--stones", default="2,4,5,7,9", help="numbers of stones (default: %(default)s)")
     parser.add_argument("--weights", default=None, help="the network (default: the shipped one)")

@@ -44,7 +44,7 @@ FIXED_ON_RESUME = ("data", "blocks", "filters", "head", "batch", "seed", "optimi
                    "warmup_steps", "weight_decay", "momentum", "value_loss_weight", "policy_loss_weight", "init", "aux",
                    "small_board_value", "schedule", "final_lr_fraction", "reply_loss_weight", "score_loss_weight",
                    "ownership_loss_weight", "ema_decay", "freeze_batchnorm", "train_only", "synthetic",
-                   "input_encoding")
+                   "input_encoding", "komi_spread")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,8 @@ class TrainConfig:
     keep: str = ""  # also keep each checkpoint (and the metrics) in this directory, e.g. one under git; a run whose
     # --out lost its checkpoint (a new machine) resumes from there
     synthetic: int = 0  # board size of random batches trained on instead of the shards (throughput only); 0: shards
+    komi_spread: float = 0.0  # records seen at other komis: each position's komi moved by a normal draw of this
+    # many points, its value and score targets those of its counted margin there (PositionSampler); 0: as played
     input_encoding: str = "leelaz-18"  # the game's network input (engine.net.encodings): gomoku-4 for gomoku;
     # leelaz-18+komi: a Go network that sees the komi (an --init of leelaz-18 is extended: network.with_komi_input)
 
@@ -130,6 +132,15 @@ def parse_args(argv: list[str]) -> TrainConfig:
     values.pop("model")
     if values["synthetic"] and not MIN_SIZE <= values["synthetic"] <= MAX_SIZE:
         parser.error(f"--synthetic is a board size from {MIN_SIZE} to {MAX_SIZE} (0: train on --data's shards)")
+    if not (values["komi_spread"] >= 0 and math.isfinite(values["komi_spread"])):
+        parser.error("--komi-spread is a number of points, at least 0")
+    try:
+        encoding = encoding_named(values["input_encoding"])
+    except ValueError as error:
+        parser.error(str(error))
+    if values["komi_spread"] and encoding.komi_plane is None:
+        parser.error(f"--komi-spread needs a network that sees the komi (--input-encoding leelaz-18+komi), not "
+                     f"{values['input_encoding']}")
     if not values["data"] and not values["synthetic"]:
         parser.error("--data is required (or --synthetic SIZE, random batches for a throughput measurement)")
     return TrainConfig(**values)
@@ -488,11 +499,12 @@ def _truncate_metrics(path: str, step: int) -> None:
 
 
 def train(config: TrainConfig, log=print,
-          make_sampler: Callable[[list[str]], PositionSampler] = PositionSampler, fixed_data: bool = True) -> dict:
+          make_sampler: Callable[[list[str]], PositionSampler] | None = None, fixed_data: bool = True) -> dict:
     """Run (or continue) training; returns the final metrics. Stops early, with a checkpoint, on max_minutes,
     chunk_steps or SIGTERM.
 
-    ``make_sampler``: the training sampler from the train shard paths, e.g. ``engine.data.replay.MixedSizeSampler``
+    ``make_sampler``: the training sampler from the train shard paths (default: ``PositionSampler`` with the
+    configuration's ``komi_spread``), e.g. ``engine.data.replay.MixedSizeSampler``
     for self-play's window (batch ``s`` must stay a pure function of (seed, s) for exact resume; each batch is of
     one board size, and the sampler's ``size`` is the one the agz head is built for). Validation always
     reads the val shards with ``PositionSampler`` (the played move is its policy target).
@@ -517,7 +529,12 @@ def train(config: TrainConfig, log=print,
         train_paths = all_shard_paths(config.data, "train")
         if not train_paths:
             raise SystemExit(f"tabula train: no train-*.tshard files in {config.data}")
-        sampler = make_sampler(train_paths)
+        if make_sampler is None:
+            sampler = PositionSampler(train_paths, komi_spread=config.komi_spread)
+        elif config.komi_spread:
+            raise SystemExit("tabula train: --komi-spread moves the komi of records, not of self-play's window")
+        else:
+            sampler = make_sampler(train_paths)
         game = getattr(sampler, "game", None)  # the shards' game, where the sampler knows it
         if game is not None and not encoding.accepts(game.new_state(sampler.size)):
             raise SystemExit(f"tabula train: the shards are games of {game.name}, whose network input is not "
