@@ -130,9 +130,74 @@ class SearchConfig:
 
 
 # PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that
-# plays the board size (its metadata ``resign_winrate``, written by ``tabula export --resign-winrate``), and never
-# resigning with a network that has none: a value head nobody measured is no reason to give up a game.
+# plays the board size (its metadata ``resign_winrate``, written by ``tabula export --resign-winrate``: a
+# ResignThresholds), and never resigning with a network that has none: a value head nobody measured is no reason to
+# give up a game.
 CALIBRATED = -1.0
+
+
+@dataclass(frozen=True)
+class ResignThresholds:
+    """A network's calibrated resignation winrates (``tabula resign`` measures them; ``tabula export
+    --resign-winrate`` writes them into its metadata): ``even`` per board size, ``handicap`` per board size for
+    handicap games (where none is given, a handicap game uses the size's even threshold, lowered early for white:
+    engine.play.decision.resign_threshold_factor), ``default`` for the sizes not listed. 0 never resigns: a size
+    nobody calibrated.
+
+    Text form (metadata and option): ``0.2`` (every size), or entries ``SIZE:T`` (even games), ``hSIZE:T``
+    (handicap games) and ``*:T`` (the other sizes), comma-separated, e.g. ``9:0.2,13:0.15,19:0.1,h19:0.05``."""
+
+    default: float = 0.0
+    even: tuple[tuple[int, float], ...] = ()
+    handicap: tuple[tuple[int, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        def winrate(t: Any) -> bool:
+            return _finite(t) and 0.0 <= t < 1.0
+
+        _require(self, "default", winrate(self.default), "a winrate in [0, 1)")
+        for name in ("even", "handicap"):
+            _require(self, name, all(isinstance(n, int) and MIN_SIZE <= n <= MAX_SIZE and winrate(t)
+                                     for n, t in getattr(self, name)),
+                     f"(size, winrate) pairs: sizes from {MIN_SIZE} to {MAX_SIZE}, winrates in [0, 1)")
+
+    def for_game(self, size: int, handicap: int = 0) -> float:
+        """The threshold of a game on ``size`` with ``handicap`` stones."""
+        if handicap > 0 and size in dict(self.handicap):
+            return dict(self.handicap)[size]
+        return dict(self.even).get(size, self.default)
+
+    @classmethod
+    def parse(cls, text: str) -> "ResignThresholds":
+        """The text form (see the class); ValueError saying what is wrong."""
+        entries = [entry.strip() for entry in text.split(",") if entry.strip()]
+        if not entries:
+            raise ValueError("no resignation threshold given")
+        if len(entries) == 1 and ":" not in entries[0]:
+            entries = [f"*:{entries[0]}"]
+        default, even, handicap = 0.0, {}, {}
+        for entry in entries:
+            key, _, value = entry.partition(":")
+            try:
+                threshold = float(value)
+                if key == "*":
+                    default = threshold
+                elif key.startswith("h"):
+                    handicap[int(key[1:])] = threshold
+                else:
+                    even[int(key)] = threshold
+            except ValueError:
+                raise ValueError(f"{entry!r} is not SIZE:T, hSIZE:T or *:T (T a winrate)") from None
+        try:
+            return cls(default, tuple(sorted(even.items())), tuple(sorted(handicap.items())))
+        except ConfigError as error:
+            raise ValueError(f"resignation thresholds {text!r}: {error.reason}") from None
+
+    def __str__(self) -> str:
+        entries = [f"{size}:{t:g}" for size, t in self.even] + [f"h{size}:{t:g}" for size, t in self.handicap]
+        if self.default or not entries:
+            entries.append(f"*:{self.default:g}")
+        return ",".join(entries)
 
 
 @dataclass(frozen=True)

@@ -468,9 +468,56 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
         config = EngineConfig(net=NetConfig(weights=(str(weights),)), seed=1,
                               search=SearchConfig(threads=1, visits=8))
         generator = search_player.from_config(config)
-        assert generator.resign_by_size == {19: threshold}
-    with pytest.raises(SystemExit):
-        export.main([str(tiny_onnx), str(tmp_path / "bad.onnx"), "--resign-winrate", "1.5"])
+        assert {size: t.for_game(size) for size, t in generator.resign_by_size.items()} == {19: threshold}
+    for bad in ("1.5", "9:0.2,x", "h9:2", "30:0.1", ""):
+        with pytest.raises(SystemExit):
+            export.main([str(tiny_onnx), str(tmp_path / "bad.onnx"), "--resign-winrate", bad])
+    assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_resignation_thresholds_per_size_and_for_handicap_games_are_written_in_place_and_used(tiny_pooled_onnx,
+                                                                                                tmp_path):
+    """`tabula export --resign-winrate SPEC NET.onnx` changes the file's metadata and nothing else; the engine then
+    resigns on each size with that size's threshold, in handicap games with the handicap one, and never on a size
+    nobody calibrated."""
+    import shutil
+
+    import onnx
+
+    from tabula.engine.config import ResignThresholds
+    from tabula.tools.learn import export
+
+    net = tmp_path / "net.onnx"
+    shutil.copy(tiny_pooled_onnx, net)
+    before = onnx.load(str(net))
+    assert export.main(["--resign-winrate", "9:0.2,13:0.15,h9:0.05", str(net)]) == 0
+    after = onnx.load(str(net))
+    assert after.graph == before.graph
+    assert {p.key: p.value for p in after.metadata_props}["resign_winrate"] == "9:0.2,13:0.15,h9:0.05"
+    generator = search_player.from_config(EngineConfig(net=NetConfig(weights=(str(net),)), seed=1,
+                                                       search=SearchConfig(threads=1, visits=4)))
+    thresholds = generator.resign_by_size[9]
+    assert (thresholds.for_game(9), thresholds.for_game(9, handicap=3), thresholds.for_game(13, 2),
+            thresholds.for_game(19)) == (0.2, 0.05, 0.15, 0.0)
+    # the decider is handed the threshold of the game it decides in
+    seen = []
+    decide = generator.decider.decide
+
+    def recording(state, result, priors=None, resign_winrate=None):
+        seen.append(resign_winrate)
+        return decide(state, result, priors, resign_winrate=resign_winrate)
+
+    generator.decider.decide = recording
+    handicap = GameState(9)
+    handicap.place_handicap([parse_vertex(v, 9) for v in ("C3", "G7")])
+    for state in (GameState(9), handicap, GameState(13)):
+        generator.generate(state, state.to_move, None)
+    assert seen == [0.2, 0.05, 0.15]
+    assert str(ResignThresholds.parse(" 0.1 ")) == "*:0.1" and ResignThresholds.parse("0.1").for_game(25) == 0.1
+    assert str(ResignThresholds.parse("19:0.1,h19:0.04,*:0.2")) == "19:0.1,h19:0.04,*:0.2"
+    for bad in ("", "9:", "9:1.0", "h:0.1", "1:0.1", "nan"):
+        with pytest.raises(ValueError):
+            ResignThresholds.parse(bad)
 
 
 def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, monkeypatch):

@@ -22,7 +22,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from tabula.engine.config import NetConfig
+from tabula.engine.config import NetConfig, ResignThresholds
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.features import (
     INPUT_ENCODING,
@@ -272,7 +272,7 @@ class OnnxEvaluator:
             raise NetworkFileError(path, f"onnxruntime cannot load it: {first_line(failure)}")
         self.board_sizes: tuple[int, ...] = sizes
         # the winrate below which resigning loses few games, as measured for this network (None: never measured)
-        self.resign_winrate: float | None = _metadata_float(self.metadata, "resign_winrate")
+        self.resign_thresholds: ResignThresholds | None = _metadata_thresholds(self.metadata, path)
         self.provider: str = session.get_providers()[0]
         if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
             notes.append(f"onnxruntime could not start {chosen[0]}")
@@ -525,12 +525,17 @@ class OnnxEvaluator:
         return evaluation
 
 
-def _metadata_float(metadata: dict[str, str], key: str) -> float | None:
-    try:
-        value = float(metadata[key])
-    except (KeyError, ValueError):
+def _metadata_thresholds(metadata: dict[str, str], path: object) -> ResignThresholds | None:
+    """The network's calibrated resignation thresholds (metadata ``resign_winrate``), None where it has none; one it
+    cannot read is none, with a warning: a file is never refused for what only decides when to give up."""
+    text = metadata.get("resign_winrate")
+    if text is None:
         return None
-    return value if 0.0 <= value < 1.0 else None
+    try:
+        return ResignThresholds.parse(text)
+    except ValueError as error:
+        print(f"tabula: {path}: its resignation thresholds are ignored: {error}", file=sys.stderr)
+        return None
 
 
 def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, SearchConfig
+from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, ResignThresholds, SearchConfig
 from tabula.engine.net.evaluator import Evaluator, evaluate_all_symmetries
 from tabula.engine.play.decision import MoveDecider
 from tabula.engine.play.judging import judge_dead_stones
@@ -49,7 +49,7 @@ class SearchGenerator:
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
                  rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
-                 play: PlayConfig | None = None, resign_by_size: dict[int, float] | None = None,
+                 play: PlayConfig | None = None, resign_by_size: dict[int, ResignThresholds] | None = None,
                  rollout: Rollout | None = None, judging_rollouts: Callable[[], JudgingRollouts] | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.config = config or SearchConfig()
@@ -58,7 +58,7 @@ class SearchGenerator:
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
         self.search = Search(evaluator, self.config, self.rng, rollout, clock=clock)
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
-        # the resignation threshold of each board size's network, where the configuration leaves it to them
+        # the calibrated resignation thresholds of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}
         self.last_search: SearchResult | None = None
         self._stop = threading.Event()
@@ -84,8 +84,9 @@ class SearchGenerator:
         result = self._search(state, budget_s, noise=self.config.noise,
                               early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
                               progress_interval_s=progress_interval_s)
-        move = self.decider.decide(state, result, self.search.root_priors(),
-                                   resign_winrate=self.resign_by_size.get(state.size)).move
+        calibrated = self.resign_by_size.get(state.size)
+        threshold = None if calibrated is None else calibrated.for_game(state.size, getattr(state, "handicap", 0))
+        move = self.decider.decide(state, result, self.search.root_priors(), resign_winrate=threshold).move
         self._log(state, result, move)
         return move
 
@@ -308,11 +309,11 @@ def from_config(config: EngineConfig) -> SearchGenerator:
                               cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
     evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
-    resign_by_size: dict[int, float] = {}
+    resign_by_size: dict[int, ResignThresholds] = {}
     if config.play.resign_winrate == CALIBRATED:
         for network in reversed(networks):  # the first network that plays a size is the one that plays it
             for size in network.board_sizes:
-                resign_by_size[size] = network.resign_winrate or 0.0
+                resign_by_size[size] = network.resign_thresholds or ResignThresholds()
     from tabula.engine.rollout.rollout import PolicyRollouts
 
     rollout_path = config.net.rollout_weights or str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS)

@@ -14,7 +14,8 @@ For each board size, even and handicap games apart, it prints: the games won and
 that resigning at T would have thrown away (the false positives, AGZ keeps them under 5%) for T = 0.02 … 0.30, the
 calibrated threshold (the highest T with fewer than ``--max-false-positive`` of the winners resigning; 0 with fewer
 than ``--min-games`` winners), and at that threshold the share of the games lost by more than ``--big-loss`` points
-(by the match's count) that would have been resigned.
+(by the match's count) that would have been resigned; and last the ``tabula export --resign-winrate`` argument that
+writes those thresholds into the network.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tabula.engine.config import ResignThresholds
 from tabula.engine.data.replay import calibrate_resign_threshold, false_positive_rate
 from tabula.engine.play.decision import resign_threshold_factor
 from tabula.engine.rules.coords import BLACK, WHITE
@@ -153,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
     if not games:
         print("tabula resign: no game with a Tabula engine's search lines", file=sys.stderr)
         return 2
-    table, _ = report(games, args.max_false_positive, args.min_games, args.big_loss, args.ceiling)
+    table, chosen = report(games, args.max_false_positive, args.min_games, args.big_loss, args.ceiling)
     print(table)
+    calibrated = ResignThresholds(even=tuple((size, t) for (size, handicap), t in chosen.items() if not handicap),
+                                  handicap=tuple((size, t) for (size, handicap), t in chosen.items() if handicap))
+    print(f"to ship: tabula export --resign-winrate {calibrated} NET.onnx")
     if args.games:
         for g in games:
             print(f"{g.match} {g.game} {g.size} h{g.handicap} {'B' if g.color == BLACK else 'W'} "

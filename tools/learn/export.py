@@ -9,6 +9,8 @@ networks; quantize ONNX to int8.
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
     tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
+    tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
+        NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
 """
 from __future__ import annotations
 
@@ -232,9 +234,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "--checkpoint-out OUT.pt here)")
     parser.add_argument("--komi-reference", type=float, default=7.5,
                         help="with --add-komi-input: the komi the network learned its score at (default 7.5)")
-    parser.add_argument("--resign-winrate", type=float, default=None,
-                        help="write this calibrated resignation threshold into the network's metadata (tabula gtp "
-                             "resigns with it by default; see tabula eval's resign_false_T lines)")
+    parser.add_argument("--resign-winrate", type=_thresholds, default=None, metavar="T|SIZE:T,...",
+                        help="write the calibrated resignation thresholds into the network's metadata (tabula gtp "
+                             "resigns with them by default; tabula resign measures them): one winrate for every "
+                             "size, or SIZE:T for even games, hSIZE:T for handicap games, *:T for the other sizes, "
+                             "comma-separated")
     parser.add_argument("--calibration", type=int, default=256, help="positions for calibration (int8, random)")
     parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto",
                         help="auto: the games of --calibration-games on 19x19 where there are any, else random games")
@@ -252,12 +256,14 @@ def main(argv: list[str]) -> int:
     from tabula.engine.net.leelaz import LeelazFormatError
 
     source = args.to_leelaz or args.from_leelaz or (None if args.random else args.paths[0])
-    if args.resign_winrate is not None and not 0.0 <= args.resign_winrate < 1.0:
-        raise SystemExit("tabula export: --resign-winrate is a winrate in [0, 1)")
     try:
+        if _only_thresholds(args):
+            _set_metadata_value(args.paths[0], "resign_winrate", str(args.resign_winrate))
+            print(f"{args.paths[0]}: resign_winrate {args.resign_winrate}", file=sys.stderr)
+            return 0
         status = _export(args)
         if args.resign_winrate is not None and not args.to_leelaz:
-            _set_metadata_value(args.paths[-1], "resign_winrate", f"{args.resign_winrate:g}")
+            _set_metadata_value(args.paths[-1], "resign_winrate", str(args.resign_winrate))
         return status
     except (NetworkFileError, LeelazFormatError) as error:
         raise SystemExit(f"tabula export: {error}") from None  # the message names the file
@@ -265,6 +271,24 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"tabula export: {error.filename or source}: {error.strerror or error}") from None
     except ValueError as error:
         raise SystemExit(f"tabula export: {source or args.paths[-1]}: {error}") from None
+
+
+def _thresholds(text: str):
+    """--resign-winrate's value (engine.config.ResignThresholds); an argparse error when it cannot be read."""
+    from tabula.engine.config import ResignThresholds
+
+    try:
+        return ResignThresholds.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _only_thresholds(args: argparse.Namespace) -> bool:
+    """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
+    converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value
+                  or args.add_komi_input or args.quantize == "int8" or args.leelaz_out or args.checkpoint_out)
+    return (args.resign_winrate is not None and not converting and len(args.paths) == 1
+            and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
 
 
 def _export(args: argparse.Namespace) -> int:
