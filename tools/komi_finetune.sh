@@ -73,7 +73,7 @@ fi
 prepare() {  # prepare NAME HANDICAP ARCHIVE...: shards of the 19x19 records, once
     local name=$1 handicap=$2
     shift 2
-    if [ ! -f "$RUNS/records-$name/report.json" ]; then
+    if [ ! -f "$RUNS/records-$name/dataset.json" ]; then
         rm -rf "$RUNS/records-$name.tmp"
         nice -n 5 $TABULA prepare "$@" --out "$RUNS/records-$name.tmp" --handicap "$handicap" "${PREPARE[@]}"
         rm -rf "$RUNS/records-$name"
