@@ -77,3 +77,61 @@ def test_tabula_gomocup_plays_with_a_network(tiny_gomoku_net):
     for reply in replies[1:]:
         x, y = map(int, reply.split(","))
         assert 0 <= x < 7 and 0 <= y < 7 and (x, y) != (0, 0)
+
+
+def test_tabula_gomocup_plays_the_boards_its_network_does_not_with_pure_mcts(tiny_gomoku_net, caplog):
+    """The network player routes each board: its network where the network plays the size (7x7 here), pure MCTS on
+    others (a 9x9 or 15x15 tournament still gets moves), said once per size."""
+    import logging
+    import random
+
+    from tabula.tools import gomocup
+
+    config = gomocup.GomocupConfig(weights=str(tiny_gomoku_net), visits=8, playouts=20)
+    player = gomocup.PLAYERS[config.player](config, random.Random(1))
+    assert config.player == "network" and isinstance(player, gomocup.BoardRouter)
+    calls = []
+
+    class Recorder:
+        def __init__(self, name, chooser):
+            self.name, self.chooser = name, chooser
+
+        def choose(self, state, budget_s=None):
+            calls.append(self.name)
+            return self.chooser.choose(state, budget_s)
+
+    player.network, player.fallback = Recorder("network", player.network), Recorder("fallback", player.fallback)
+    with caplog.at_level(logging.WARNING, logger="tabula.gomocup"):
+        for width, height in ((7, 7), (9, 9), (9, 9), (7, 9)):
+            state = GomokuState(width, height, n_in_row=4)
+            assert player.choose(state) in state.legal_moves()
+    assert calls == ["network", "fallback", "fallback", "fallback"]
+    assert sum("pure MCTS plays this" in r.message for r in caplog.records) == 2  # 9x9 once, 7x9 once
+
+
+def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path, capsys):
+    from tabula.engine.play import search_player
+    from tabula.tools import gomocup
+
+    monkeypatch.setattr(search_player, "WEIGHTS_DIR", tmp_path)
+    assert gomocup.main(["--seed", "1"]) == 2
+    assert "no shipped gomoku network" in capsys.readouterr().err
+    (tmp_path / gomocup.DEFAULT_POINTER).write_text("# the network\nmissing.onnx\n")
+    assert gomocup.main(["--seed", "1"]) == 2
+    assert "names no one network file" in capsys.readouterr().err
+    (tmp_path / "broken.onnx").write_bytes(b"not a network")
+    (tmp_path / gomocup.DEFAULT_POINTER).write_text("broken.onnx\n")
+    assert gomocup.main(["--seed", "1"]) == 2
+    assert "tabula gomocup:" in capsys.readouterr().err
+
+
+def test_tabula_gomocup_plays_the_shipped_network_by_default():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "tabula.tools.cli", "gomocup", "--visits", "8", "--seed", "4"],
+                          input="START 9\nBEGIN\nEND\n", capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "tabula-gomoku9-4x32.onnx" in done.stderr and "pure MCTS" not in done.stderr
+    replies = done.stdout.split()
+    assert replies[0] == "OK" and len(replies) == 2 and all(0 <= int(v) < 9 for v in replies[1].split(","))

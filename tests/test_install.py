@@ -6,6 +6,7 @@ move with the shipped network from any folder; site-packages gains one `tabula` 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def plays_19x19_from_anywhere(bin_dir: Path) -> None:
     assert "tabula-6x64-anysize-int8.onnx" in done.stderr, done.stderr[-2000:]
 
 
+def plays_gomoku_from_anywhere(bin_dir: Path) -> None:
+    """`tabula gomocup` with no arguments, started in /, answers a Gomocup session with the shipped gomoku network."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    done = run(bin_dir / "tabula", "gomocup", "--visits", "8", "--seed", "1", cwd="/", env=env, timeout=300,
+               stdin="START 9\nBEGIN\nEND\n")
+    assert done.stdout.split()[0] == "OK" and re.fullmatch(r"\d,\d", done.stdout.split()[1]), done.stderr[-2000:]
+
+
 def installed_names(bin_dir: Path) -> set[str]:
     return {entry.name for entry in site_packages(bin_dir).iterdir()}
 
@@ -78,6 +87,7 @@ def test_pip_install_dot_gives_a_tabula_that_plays_from_any_folder_and_uninstall
     assert not added & COMMON_NAMES, added
     assert "tabula" in added
     plays_19x19_from_anywhere(bin_dir)
+    plays_gomoku_from_anywhere(bin_dir)
     run(bin_dir / "pip", "uninstall", "-y", "-q", "tabula")
     left = {name for name in installed_names(bin_dir) - before if name.lower().startswith("tabula")}
     assert not left, left
@@ -94,11 +104,13 @@ def test_a_wheel_built_by_python_m_build_installs_the_same_and_holds_no_training
     assert {name.split("/")[0] for name in names} == {"tabula", wheel.name.split("-py")[0] + ".dist-info"}
     assert not [name for name in names if "/training/" in name or name.endswith((".pt", ".safetensors"))]
     assert "tabula/weights/tabula-6x64-anysize-int8.onnx" in names and "tabula/weights/DEFAULT" in names
+    assert "tabula/weights/tabula-gomoku9-4x32.onnx" in names and "tabula/weights/DEFAULT-gomoku" in names
     assert not [name for name in names if name.startswith("tabula/weights/tabula-4x32")]  # old networks stay out
     bin_dir = fresh_venv(tmp_path / "venv")
     run(bin_dir / "pip", "install", "-q", wheel)
     assert not installed_names(bin_dir) & COMMON_NAMES
     plays_19x19_from_anywhere(bin_dir)
+    plays_gomoku_from_anywhere(bin_dir)
 
 
 def test_the_editable_install_plays_from_any_folder():

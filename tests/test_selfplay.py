@@ -399,6 +399,38 @@ def test_plot_draws_an_rl_runs_elo(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
 
 
+def test_plot_draws_the_learning_curve_with_the_arenas_against_the_hours_the_run_ran(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from tabula.tools.learn import plot
+
+    start = 1_000_000.0
+    times = [start + 60, start + 120, start + 180, start + 7380, start + 7440]  # stopped for two hours
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / "elo.jsonl", "w") as handle:
+        handle.writelines(json.dumps({"generation": g + 1, "games": 50 * (g + 1), "elo": 50.0 * g, "time": t,
+                                      "accepted": g % 2 == 0}) + "\n" for g, t in enumerate(times))
+    hours = plot.running_hours(plot.read_jsonl(str(run / "elo.jsonl")), gap_minutes=10)
+    # minutes 1, 2, 3, then the two-hour stop counted as one median step (1 minute), then one more minute
+    assert [round(hours[g] * 60, 6) for g in range(6)] == [0, 1, 2, 3, 4, 5]
+    arenas = []
+    for generation, opponent, winners in ((1, "pure:100", "BWW"), (5, "pure:100", "BBW"), (3, "random", "BW")):
+        arena = tmp_path / f"arena-{generation}-{opponent}"
+        arena.mkdir()
+        (arena / "config.json").write_text(json.dumps({"players": [f"net:x/gen-{generation:04d}.onnx", opponent]}))
+        with open(arena / "results.jsonl", "w") as handle:  # the network is black in even games
+            handle.writelines(json.dumps({"game": i, "black": i % 2, "winner": w}) + "\n"
+                              for i, w in enumerate(winners))
+        arenas.append(str(arena))
+    assert plot.read_arena(arenas[0]) == {"generation": 1, "opponent": "pure:100", "wins": 2, "draws": 0, "games": 3}
+    assert plot.read_arena(str(run)) is None
+    assert plot.main([str(run), "--arena", *arenas, str(run)]) == 0
+    out = run / "curve.png"
+    assert out.read_bytes().startswith(b"\x89PNG") and f"wrote {out}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        plot.main([str(tmp_path / "nothing"), "--arena", arenas[0]])
+
+
 def test_plot_refuses_a_directory_without_logs(tmp_path, capsys):
     from tabula.tools.learn import plot
 

@@ -53,9 +53,10 @@ class ProtocolError(ValueError):
 class GomocupConfig:
     """What ``tabula gomocup`` is started with; built from the command line only, here."""
 
-    player: str = "pure"  # a key of PLAYERS
-    playouts: int = DEFAULT_PLAYOUTS  # pure MCTS playouts per move, at most (the clock may stop it sooner)
-    weights: str = ""  # network: a gomoku ONNX file (tabula rl --game gomoku)
+    player: str = "network"  # a key of PLAYERS
+    playouts: int = DEFAULT_PLAYOUTS  # pure MCTS playouts per move, at most (the clock may stop it sooner); also the
+    # network player's on the boards its network does not play
+    weights: str = ""  # network: a gomoku ONNX file (tabula rl --game gomoku); "": the shipped one (DEFAULT_POINTER)
     visits: int = 400  # network: visits a move, at most (the clock may stop it sooner)
     seed: int | None = None  # None: a fresh seed each run
     lag_buffer_s: float = 0.5  # kept back from every turn and from the match time for transport and start-up
@@ -67,8 +68,6 @@ class GomocupConfig:
             raise ValueError(f"--playouts must be at least 1, not {self.playouts}")
         if self.visits < 1:
             raise ValueError(f"--visits must be at least 1, not {self.visits}")
-        if self.player == "network" and not self.weights:
-            raise ValueError("--player network needs --weights FILE.onnx (a gomoku network)")
         if not (math.isfinite(self.lag_buffer_s) and 0.0 <= self.lag_buffer_s <= 60.0):
             raise ValueError(f"--lag-buffer must be within 0..60 seconds, not {self.lag_buffer_s}")
 
@@ -81,8 +80,53 @@ PLAYERS: dict[str, Callable[[GomocupConfig, random.Random], MoveChooser]] = {
 }
 
 
+DEFAULT_POINTER = "DEFAULT-gomoku"  # in the shipped weights folder: the file name of the gomoku network played
+
+
+class NoGomokuNetworkError(FileNotFoundError):
+    """No --weights and no shipped gomoku network."""
+
+
+def shipped_weights() -> Path:
+    """The shipped gomoku network: the file ``DEFAULT-gomoku`` names in the weights folder."""
+    from tabula.engine.play.search_player import WEIGHTS_DIR
+
+    pointer = WEIGHTS_DIR / DEFAULT_POINTER
+    try:
+        names = [line.strip() for line in pointer.read_text().splitlines()]
+    except OSError:
+        raise NoGomokuNetworkError(f"no --weights and no shipped gomoku network ({pointer} is missing)") from None
+    names = [name for name in names if name and not name.startswith("#")]
+    if len(names) != 1 or not (WEIGHTS_DIR / names[0]).is_file():
+        raise NoGomokuNetworkError(f"no --weights and {pointer} names no one network file that is there")
+    return WEIGHTS_DIR / names[0]
+
+
+class BoardRouter:
+    """A ``MoveChooser`` that plays each board with the network where it plays that size (a network with a fixed
+    head plays one), else with the fallback (pure MCTS), saying so once per size on stderr: a manager's 15x15 or
+    20x20 tournament still gets a player."""
+
+    def __init__(self, network: MoveChooser, sizes: tuple[int, ...] | None, fallback: MoveChooser):
+        self.network, self.sizes, self.fallback = network, sizes, fallback
+        self._told: set[tuple[int, int]] = set()
+
+    def plays(self, width: int, height: int) -> bool:
+        return width == height and (self.sizes is None or width in self.sizes)
+
+    def choose(self, state: GomokuState, budget_s: float | None = None) -> int:
+        if self.plays(state.width, state.height):
+            return self.network.choose(state, budget_s)
+        if (state.width, state.height) not in self._told:
+            self._told.add((state.width, state.height))
+            log.warning("the network plays %s only: pure MCTS plays this %dx%d board",
+                        "x".join(map(str, self.sizes or ())), state.width, state.height)
+        return self.fallback.choose(state, budget_s)
+
+
 def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
-    """The network's search through the move generator tabula gtp uses (the search, then MoveDecider)."""
+    """The network's search through the move generator tabula gtp uses (the search, then MoveDecider), on the boards
+    the network plays; pure MCTS with ``config.playouts`` on the others."""
     import numpy as np
 
     from tabula.engine.config import SearchConfig
@@ -90,8 +134,9 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
     from tabula.engine.play.search_player import best_move_chooser
 
     seed = rng.getrandbits(63)
-    evaluator = OnnxEvaluator(config.weights, rng=np.random.default_rng(seed))
-    return best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
+    evaluator = OnnxEvaluator(config.weights or shipped_weights(), rng=np.random.default_rng(seed))
+    network = best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
+    return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
 
 
 # -- pure parsing -------------------------------------------------------------------------------------------------
@@ -525,9 +570,11 @@ def parse_args(argv: list[str]) -> GomocupConfig:
                                      description="Play freestyle gomoku (five or more in a row) over the Gomocup AI "
                                                  "protocol on stdin/stdout; logs go to stderr.")
     parser.add_argument("--player", default=defaults.player, choices=sorted(PLAYERS),
-                        help="pure: UCT with random rollouts (the AlphaZero chapter's pure MCTS); random: a uniformly "
-                             "random move; network: the search over --weights (default: %(default)s)")
-    parser.add_argument("--weights", default=defaults.weights, help="a gomoku ONNX network, for --player network")
+                        help="network: the search over --weights (pure MCTS on boards the network does not play); "
+                             "pure: UCT with random rollouts (the AlphaZero chapter's pure MCTS); random: a uniformly "
+                             "random move (default: %(default)s)")
+    parser.add_argument("--weights", default=defaults.weights,
+                        help="a gomoku ONNX network, for --player network (default: the shipped one)")
     parser.add_argument("--visits", type=int, default=defaults.visits,
                         help="the network's visits a move, at most (default: %(default)s)")
     parser.add_argument("--playouts", type=int, default=defaults.playouts,
@@ -553,7 +600,14 @@ def parse_args(argv: list[str]) -> GomocupConfig:
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(sys.argv[1:] if argv is None else argv)
     rng = random.Random(config.seed)
-    brain = Brain(PLAYERS[config.player](config, rng), lag_buffer_s=config.lag_buffer_s)
+    from tabula.engine.net.netfile import NetworkFileError
+
+    try:
+        player = PLAYERS[config.player](config, rng)
+    except (NoGomokuNetworkError, NetworkFileError) as error:
+        print(f"tabula gomocup: {error}", file=sys.stderr)
+        return 2
+    brain = Brain(player, lag_buffer_s=config.lag_buffer_s)
     log.info("tabula gomocup: %s", config)
     serve(brain, sys.stdin, sys.stdout)
     return 0

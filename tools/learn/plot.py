@@ -3,13 +3,17 @@
 A `tabula train` run (RUNDIR/metrics.jsonl): loss, policy accuracy and value MSE against the samples seen (steps ×
 batch, from RUNDIR/config.json; steps where it is missing), and the auxiliary heads' validation losses where the run
 has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play
-games, rejected candidates as crosses (default RUNDIR/elo.png).
+games, rejected candidates as crosses (default RUNDIR/elo.png). With ``--arena DIR...`` (`tabula arena --out`
+directories whose first player is one of the run's networks, ``net:.../gen-NNNN.onnx``): the learning curve instead,
+the Elo and each arena's score (95% Wilson interval) against the hours the run ran (pauses between chunks, any gap
+of more than ``--gap-minutes`` between generations, left out), one line per opponent.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
 
 METRICS = "metrics.jsonl"  # written by tools/learn/train.py
@@ -117,17 +121,103 @@ def plot_elo(run_dir: str, out: str | None = None) -> str:
     return _save(plt, figure, out or os.path.join(run_dir, "elo.png"))
 
 
+def running_hours(history: list[dict], gap_minutes: float) -> dict[int, float]:
+    """Each generation's hours into the run, from the times in elo.jsonl: the time between consecutive generations
+    counts unless it is longer than ``gap_minutes`` (the run was stopped), in which case the gap counts as the
+    median step. Generation 0 is at 0."""
+    rows = sorted((h["generation"], h["time"]) for h in history if "time" in h)
+    if not rows:
+        return {0: 0.0}
+    steps = sorted(b - a for (_, a), (_, b) in zip(rows, rows[1:]))
+    median = steps[len(steps) // 2] if steps else 0.0
+    hours, elapsed, previous = {0: 0.0, rows[0][0]: median / 3600}, median, rows[0][1]
+    for generation, time in rows[1:]:
+        step = time - previous
+        elapsed += step if step <= gap_minutes * 60 else median
+        hours[generation] = elapsed / 3600
+        previous = time
+    return hours
+
+
+def read_arena(directory: str) -> dict | None:
+    """An arena directory's first player's generation, its opponent, and its wins, draws and games; None where the
+    first player is no ``gen-NNNN`` network or there are no games."""
+    try:
+        with open(os.path.join(directory, "config.json")) as handle:
+            players = json.load(handle)["players"]
+    except (OSError, ValueError, KeyError):
+        return None
+    found = re.search(r"gen-(\d+)\.onnx$", players[0])
+    results = read_jsonl(os.path.join(directory, "results.jsonl"))
+    if found is None or not results:
+        return None
+    won = sum((r["winner"] == "B") == (r["black"] == 0) for r in results if r["winner"] in ("B", "W"))
+    draws = sum(r["winner"] not in ("B", "W") for r in results)
+    return {"generation": int(found[1]), "opponent": players[1], "wins": won, "draws": draws, "games": len(results)}
+
+
+def plot_curve(run_dir: str, arenas: list[str], out: str | None = None, gap_minutes: float = 10.0) -> str:
+    """The learning curve: Elo and the arenas' scores against the hours the run ran; returns the path."""
+    from tabula.tools.compete.elo import wilson_interval
+
+    history = read_jsonl(os.path.join(run_dir, ELO))
+    hours = running_hours(history, gap_minutes)
+    plt = _pyplot()
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6.4), sharex=True)
+    accepted = [h for h in history if h["accepted"] and h["generation"] in hours]
+    top.plot([0.0] + [hours[h["generation"]] for h in accepted], [0.0] + [h["elo"] for h in accepted], "o-",
+             markersize=3)
+    top.set_ylabel("gating Elo (generation 0 = 0)")
+    top.grid(alpha=0.3)
+    top.set_title(f"{os.path.basename(os.path.normpath(run_dir))}: the learning curve")
+    by_opponent: dict[str, list[dict]] = {}
+    for directory in arenas:
+        arena = read_arena(directory)
+        if arena is not None and arena["generation"] in hours:
+            by_opponent.setdefault(arena["opponent"], []).append(arena)
+    def natural(item: tuple[str, list]) -> list:  # pure:1000 before pure:5000 before pure:10000
+        return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", item[0])]
+
+    for opponent, rows in sorted(by_opponent.items(), key=natural):
+        rows.sort(key=lambda row: row["generation"])
+        x = [hours[row["generation"]] for row in rows]
+        score = [(row["wins"] + row["draws"] / 2) / row["games"] for row in rows]
+        bounds = [wilson_interval(row["wins"] + row["draws"] / 2, row["games"]) for row in rows]
+        below = [s - low for s, (low, _) in zip(score, bounds)]
+        above = [high - s for s, (_, high) in zip(score, bounds)]
+        bottom.errorbar(x, [100 * s for s in score], yerr=[[100 * b for b in below], [100 * a for a in above]],
+                        fmt="o-", capsize=3, label=f"against {opponent}")
+    bottom.set_ylim(0, 100)
+    bottom.set_ylabel("score, % (95% interval)")
+    bottom.set_xlabel(f"hours the run ran (pauses over {gap_minutes:g} minutes left out)")
+    bottom.grid(alpha=0.3)
+    if by_opponent:
+        bottom.legend()
+    return _save(plt, figure, out or os.path.join(run_dir, "curve.png"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tabula plot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", metavar="RUNDIR", help="a `tabula train` or a `tabula rl` run directory")
-    parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png or RUNDIR/elo.png)")
+    parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png, RUNDIR/elo.png or, with "
+                                                    "--arena, RUNDIR/curve.png)")
+    parser.add_argument("--arena", nargs="+", default=[], metavar="DIR",
+                        help="an rl run: `tabula arena --out` directories of its networks, for the learning curve")
+    parser.add_argument("--gap-minutes", type=float, default=10.0,
+                        help="with --arena: a longer time between generations is a pause (default 10)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.arena and not os.path.exists(os.path.join(args.run_dir, ELO)):
+        parser.error(f"--arena needs a `tabula rl` run directory ({args.run_dir} has no {ELO})")
+    if not args.gap_minutes > 0:
+        parser.error("--gap-minutes must be above 0")
     if os.path.exists(os.path.join(args.run_dir, METRICS)):
         out = plot_training(args.run_dir, args.out)
         if out is None:
             print(f"tabula plot: no metrics in {args.run_dir}", file=sys.stderr)
             return 1
+    elif args.arena:
+        out = plot_curve(args.run_dir, args.arena, args.out, args.gap_minutes)
     elif os.path.exists(os.path.join(args.run_dir, ELO)):
         out = plot_elo(args.run_dir, args.out)
     else:
