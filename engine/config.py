@@ -140,9 +140,9 @@ CALIBRATED = -1.0
 class ResignThresholds:
     """A network's calibrated resignation winrates (``tabula resign`` measures them; ``tabula export
     --resign-winrate`` writes them into its metadata): ``even`` per board size, ``handicap`` per board size for
-    handicap games (where none is given, a handicap game uses the size's even threshold, lowered early for white:
-    engine.play.decision.resign_threshold_factor), ``default`` for the sizes not listed. 0 never resigns: a size
-    nobody calibrated.
+    handicap games (where none is given, a handicap game uses the size's even threshold), ``default`` for the sizes
+    not listed. 0 never resigns: a size nobody calibrated. Whichever applies, white's is lowered early in a
+    handicap game (engine.play.decision.resign_threshold_factor), as ``tabula resign`` calibrated it.
 
     Text form (metadata and option): ``0.2`` (every size), or entries ``SIZE:T`` (even games), ``hSIZE:T``
     (handicap games) and ``*:T`` (the other sizes), comma-separated, e.g. ``9:0.2,13:0.15,19:0.1,h19:0.05``."""

@@ -123,6 +123,10 @@ def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path,
     (tmp_path / gomocup.DEFAULT_POINTER).write_text("broken.onnx\n")
     assert gomocup.main(["--seed", "1"]) == 2
     assert "tabula gomocup:" in capsys.readouterr().err
+    # a Go network is refused at start, not at the first move
+    go_network = Path(__file__).resolve().parents[1] / "weights" / "tabula-6x64-anysize-int8.onnx"
+    assert gomocup.main(["--seed", "1", "--weights", str(go_network)]) == 2
+    assert "a network of another game" in capsys.readouterr().err
 
 
 def test_tabula_gomocup_plays_the_shipped_network_by_default():

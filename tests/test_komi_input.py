@@ -288,12 +288,16 @@ def test_records_are_seen_at_other_komis_with_the_result_their_margin_gives_ther
         return parse_record(f"g{seed}", game_sgf(play_game(seed, moves=30, size=9), size=9, komi=7.5, result=result),
                             RecordFilter(size=9, min_moves=10, handicap=handicap))
 
-    counted = [record(500, "B+2.5"), record(501, "W+0.5"), record(502, "B+40.5")]
-    resigned = record(503, "W+R")  # its margin is an estimate from the final position
+    counted = [record(500, "B+2.5"), record(501, "W+0.5"), record(502, "B+40.5"), record(504, "B+3.5"),
+               record(505, "W+1.5")]
+    resigned = record(503, "W+R")  # no margin: it keeps its komi and its result
     path = str(tmp_path / "train-0000.tshard")
     write_shard(path, counted + [resigned], size=9)
     plain = PositionSampler([path])
     moved = PositionSampler([path], komi_spread=5.0)
+    for sampler in (plain, moved):
+        sampler.games["margin"][3] = -3.5  # a margin that contradicts its recorded winner (black): kept as played
+        sampler.games["winner"][4], sampler.games["margin"][4] = 0, 0.0  # a draw: its margin is exact, it moves
     positions = np.arange(plain.num_positions)
     before = plain.batch(np.random.default_rng(3), 0, symmetries=False, positions=positions)
     after = moved.batch(np.random.default_rng(3), 0, symmetries=False, positions=positions)
@@ -306,12 +310,9 @@ def test_records_are_seen_at_other_komis_with_the_result_their_margin_gives_ther
     moved_rows = (shift != 0) & (before.score_weight > 0)
     np.testing.assert_array_equal(after.value[moved_rows], np.sign(after.score[moved_rows]))
     assert (after.value != before.value).any() and not (after.value[games == 2] != before.value[games == 2]).any()
-    # a game whose estimated margin contradicts its result keeps its komi
-    margin = plain.games["margin"]
-    winner = plain.games["winner"]
-    contradicted = [g for g in range(4) if np.isfinite(margin[g]) and (margin[g] > 0) != (winner[g] == BLACK)]
-    for g in contradicted:
-        assert not shift[games == g].any()
+    # the resigned game and the one whose margin contradicts its result keep their komi; the draw moves
+    assert not shift[games == 5].any() and not shift[games == 3].any()
+    assert shift[games == 4].any() and np.all(after.value[(games == 4) & (shift != 0)] != 0)
     # the planes, policy, ownership and weights are the game's own
     for name in ("planes", "policy", "value_weight", "score_weight", "ownership"):
         np.testing.assert_array_equal(getattr(after, name), getattr(before, name))

@@ -88,6 +88,9 @@ def test_the_table_calibrates_from_the_winners_and_counts_the_big_losses_it_resi
     # 10% of 19 winners: one may resign; the threshold is the second-lowest trigger, 0.9 capped at the 0.5 ceiling
     assert float(row[-3]) == 0.5 and row[-2] == "5.3%" and row[-1] == "2/2"
     assert table[-1] == "to ship: tabula export --resign-winrate 9:0.5 NET.onnx"
+    for ceiling in ("-0.1", "1", "nan"):
+        with pytest.raises(SystemExit):
+            main([str(out), "--ceiling", ceiling])
 
 
 def test_a_directory_that_is_no_match_is_a_clear_error(tmp_path, capsys):

@@ -513,6 +513,11 @@ def test_resignation_thresholds_per_size_and_for_handicap_games_are_written_in_p
     for state in (GameState(9), handicap, GameState(13)):
         generator.generate(state, state.to_move, None)
     assert seen == [0.2, 0.05, 0.15]
+    for garbage in (b"not a network", b""):  # refused with one line, the file left as it was
+        (tmp_path / "garbage.onnx").write_bytes(garbage)
+        with pytest.raises(SystemExit, match="garbage.onnx"):
+            export.main(["--resign-winrate", "0.2", str(tmp_path / "garbage.onnx")])
+        assert (tmp_path / "garbage.onnx").read_bytes() == garbage
     assert str(ResignThresholds.parse(" 0.1 ")) == "*:0.1" and ResignThresholds.parse("0.1").for_game(25) == 0.1
     assert str(ResignThresholds.parse("19:0.1,h19:0.04,*:0.2")) == "19:0.1,h19:0.04,*:0.2"
     for bad in ("", "9:", "9:1.0", "h:0.1", "1:0.1", "nan"):
@@ -641,5 +646,7 @@ def test_the_handicap_placement_check_compares_the_networks_stones_with_the_tabl
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 9×9")]
     assert len(rows) == 2 and all(row.count("value ") == 2 for row in rows)
     assert handicap_placement.main(["--sizes", "5", "--stones", "25"]) == 2
+    assert handicap_placement.main(["--sizes", "30"]) == 2
+    assert handicap_placement.main(["--weights", "no-such-file.onnx"]) == 2
     with pytest.raises(SystemExit):
         handicap_placement.main(["--stones", "two"])

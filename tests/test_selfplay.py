@@ -426,7 +426,9 @@ def test_plot_draws_the_learning_curve_with_the_arenas_against_the_hours_the_run
     assert plot.read_arena(str(run)) is None
     assert plot.main([str(run), "--arena", *arenas, str(run)]) == 0
     out = run / "curve.png"
-    assert out.read_bytes().startswith(b"\x89PNG") and f"wrote {out}" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert out.read_bytes().startswith(b"\x89PNG") and f"wrote {out}" in captured.out
+    assert f"{run} left out" in captured.err  # the run directory given as an arena is said to be no arena
     with pytest.raises(SystemExit):
         plot.main([str(tmp_path / "nothing"), "--arena", arenas[0]])
 

@@ -120,7 +120,7 @@ class BoardRouter:
         if (state.width, state.height) not in self._told:
             self._told.add((state.width, state.height))
             log.warning("the network plays %s only: pure MCTS plays this %dx%d board",
-                        "x".join(map(str, self.sizes or ())), state.width, state.height)
+                        ", ".join(f"{size}x{size}" for size in self.sizes or ()), state.width, state.height)
         return self.fallback.choose(state, budget_s)
 
 
@@ -131,10 +131,15 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
 
     from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.netfile import NetworkFileError
     from tabula.engine.play.search_player import best_move_chooser
 
     seed = rng.getrandbits(63)
-    evaluator = OnnxEvaluator(config.weights or shipped_weights(), rng=np.random.default_rng(seed))
+    path = config.weights or shipped_weights()
+    evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed))
+    if not evaluator.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
+        raise NetworkFileError(str(path), f"a network of another game (its input is {evaluator.encoding.name}), not "
+                                          f"of gomoku")
     network = best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
 

@@ -15,10 +15,11 @@
 # (0.5, 5.5, 6.5 and 7.5 even games; its handicap games kept for the policy only, since their results measure a
 # gap of strength the position does not show: engine/data/records.py). Only the komi terms and the value and score
 # heads train (--train-only input_komi,head.value,head.score_fc), the batch norms keep the start's statistics: what
-# the network knows of the moves stays. The records are seen at other komis too (--komi-spread 5: each position's
-# komi moved by a normal draw of 5 points, its result that of its counted margin there): at their own komis alone
-# (6.5 and 7.5, a few KGS games at 0.5 and 5.5) 800 steps at SGD's lr 0.002 left the value the same at every komi
-# from -7.5 to 15.5 (docs/TRAINING.md). AdamW, since the komi weights start at zero. Tygem 2016 stays held out.
+# the network knows of the moves stays. The records are seen at other komis too (--komi-spread 5: each position of a
+# counted game has its komi moved by a normal draw of 5 points, its result that of its margin there; resigned games
+# keep theirs): at their own komis alone (6.5 and 7.5, a few KGS games at 0.5 and 5.5) 800 steps at SGD's lr 0.002
+# left the value the same at every komi from -7.5 to 15.5 (docs/TRAINING.md). AdamW, since the komi weights start at
+# zero. Tygem 2016 stays held out.
 # Stage 2, self-play (runs/komi/rl): 9x9 and 13x13 from stage 1's network, each game's komi drawn around 7 (about
 # the fair area komi on both sizes; --komi-spread 3, normal, rounded to half points) and one game in ten a handicap
 # game of 2 to 4 stones at komi 0.5; the same parameters train, a third of the batches stage 1's records (--anchor-

@@ -328,12 +328,14 @@ class PositionSampler:
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each position's game replayed at another komi: white's komi moved by a normal draw of ``komi_spread``
         points (rounded to half points), the counted margin by as much the other way, and the value target the new
-        margin's sign (0 where it is 0). Only where the margin is a target and agrees with the recorded winner (a
-        game whose estimated margin contradicts its result keeps its komi); ownership does not depend on komi.
+        margin's sign (0 where it is 0). Only counted games move (their margin is the result's; a resignation has
+        none, and keeps its komi and result), and only where the margin agrees with the recorded winner (a draw
+        with a margin of 0 included); ownership does not depend on komi.
         ``black``: +1 where black moves; ``margin``: black's view; ``value``, ``komi``: the mover's view."""
         moved = np.round(rng.normal(0.0, self.komi_spread, size=len(games)) * 2.0) / 2.0
         winner = self.games["winner"][games]
-        agrees = ((margin > 0) & (winner == BLACK)) | ((margin < 0) & (winner == WHITE))
+        agrees = (((margin > 0) & (winner == BLACK)) | ((margin < 0) & (winner == WHITE))
+                  | ((margin == 0) & (winner == 0)))
         moved = np.where((score_weight > 0) & agrees, moved, 0.0).astype(np.float32)
         margin = np.nan_to_num(margin) - moved
         mover_margin = margin * black

@@ -14,9 +14,9 @@ import argparse
 import sys
 
 from tabula.engine.config import EngineConfig, NetConfig
-from tabula.engine.net.evaluator import evaluate_all_symmetries
-from tabula.engine.play.search_player import from_config
-from tabula.engine.rules.coords import format_vertex
+from tabula.engine.net.evaluator import NetworkFileError, evaluate_all_symmetries
+from tabula.engine.play.search_player import NoNetworkError, from_config
+from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE, format_vertex
 from tabula.engine.rules.game import GameState, handicap_points
 
 
@@ -47,8 +47,17 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error("--sizes and --stones take comma-separated whole numbers")
     net = NetConfig(weights=(args.weights,)) if args.weights else NetConfig()
-    generator = from_config(EngineConfig(net=net, seed=1))
+    try:
+        generator = from_config(EngineConfig(net=net, seed=1))
+    except (NetworkFileError, NoNetworkError) as error:
+        print(f"tabula: {error}", file=sys.stderr)
+        return 2
     evaluator = generator.search.evaluator
+    playable = generator.board_sizes
+    for size in sizes:
+        if not MIN_SIZE <= size <= MAX_SIZE or (playable is not None and size not in playable):
+            print(f"tabula: the network does not play {size}x{size}", file=sys.stderr)
+            return 2
     print("| size | stones | the network's stones | white after them | white after the table's |")
     print("|---|---|---|---|---|")
     for size in sizes:

@@ -14,8 +14,8 @@ For each board size, even and handicap games apart, it prints: the games won and
 that resigning at T would have thrown away (the false positives, AGZ keeps them under 5%) for T = 0.02 … 0.30, the
 calibrated threshold (the highest T with fewer than ``--max-false-positive`` of the winners resigning; 0 with fewer
 than ``--min-games`` winners), and at that threshold the share of the games lost by more than ``--big-loss`` points
-(by the match's count) that would have been resigned; and last the ``tabula export --resign-winrate`` argument that
-writes those thresholds into the network.
+(by the match's count) that would have been resigned; and after the table the ``tabula export --resign-winrate``
+argument that writes those thresholds into the network.
 """
 from __future__ import annotations
 
@@ -144,8 +144,9 @@ def main(argv: list[str] | None = None) -> int:
                         "(default 0.2, as tabula rl: a game against another opponent turns more often than self-play)")
     parser.add_argument("--games", action="store_true", help="also list every game's trigger")
     args = parser.parse_args(argv)
-    if args.consecutive < 1 or not 0 <= args.after < 1 or not 0 < args.max_false_positive < 1:
-        parser.error("--consecutive must be >= 1, --after in [0, 1), --max-false-positive in (0, 1)")
+    if args.consecutive < 1 or not 0 <= args.after < 1 or not 0 < args.max_false_positive < 1 \
+            or not 0 < args.ceiling < 1:
+        parser.error("--consecutive must be >= 1, --after in [0, 1), --max-false-positive and --ceiling in (0, 1)")
     games = []
     for out in args.matches:
         if not (out / "results.jsonl").exists() or not (out / "logs").is_dir():

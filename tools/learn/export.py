@@ -368,16 +368,25 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _set_metadata_value(path: str, key: str, value: str) -> None:
-    """One metadata entry of an ONNX file set (added or replaced), the rest kept."""
+    """One metadata entry of a Tabula ONNX file set (added or replaced), the rest kept; NetworkFileError for a file
+    that is no Tabula network (nothing written). The file is replaced whole: a kill leaves the old one."""
     import onnx
+    from google.protobuf.message import DecodeError
 
-    proto = onnx.load(path)
-    entries = {p.key: p.value for p in proto.metadata_props}
-    entries[key] = value
+    from tabula.engine.net.evaluator import NetworkFileError
     from tabula.engine.net.network import set_metadata
 
+    try:
+        proto = onnx.load(path)
+    except DecodeError as error:
+        raise NetworkFileError(path, f"not an ONNX file ({error})") from None
+    entries = {p.key: p.value for p in proto.metadata_props}
+    if not proto.graph.node or "tabula_format" not in entries:
+        raise NetworkFileError(path, "not a Tabula network (no graph, or no Tabula metadata)")
+    entries[key] = value
     set_metadata(proto, entries)
-    onnx.save(proto, path)
+    onnx.save(proto, path + ".tmp")
+    os.replace(path + ".tmp", path)
 
 
 def _metadata(path: str) -> dict[str, str]:

@@ -5,8 +5,8 @@ batch, from RUNDIR/config.json; steps where it is missing), and the auxiliary he
 has them (default RUNDIR/loss.png). A `tabula rl` run (RUNDIR/elo.jsonl): the accepted networks' Elo against self-play
 games, rejected candidates as crosses (default RUNDIR/elo.png). With ``--arena DIR...`` (`tabula arena --out`
 directories whose first player is one of the run's networks, ``net:.../gen-NNNN.onnx``): the learning curve instead,
-the Elo and each arena's score (95% Wilson interval) against the hours the run ran (pauses between chunks, any gap
-of more than ``--gap-minutes`` between generations, left out), one line per opponent.
+the Elo and each arena's score (95% Wilson interval) against the hours the run ran (a pause between chunks, any gap
+of more than ``--gap-minutes`` between generations, counted as one median step), one line per opponent.
 """
 from __future__ import annotations
 
@@ -147,6 +147,8 @@ def read_arena(directory: str) -> dict | None:
             players = json.load(handle)["players"]
     except (OSError, ValueError, KeyError):
         return None
+    if not isinstance(players, list) or len(players) < 2:
+        return None
     found = re.search(r"gen-(\d+)\.onnx$", players[0])
     results = read_jsonl(os.path.join(directory, "results.jsonl"))
     if found is None or not results:
@@ -173,8 +175,11 @@ def plot_curve(run_dir: str, arenas: list[str], out: str | None = None, gap_minu
     by_opponent: dict[str, list[dict]] = {}
     for directory in arenas:
         arena = read_arena(directory)
-        if arena is not None and arena["generation"] in hours:
-            by_opponent.setdefault(arena["opponent"], []).append(arena)
+        if arena is None or arena["generation"] not in hours:
+            print(f"tabula plot: {directory} left out: no arena games of one of this run's generations",
+                  file=sys.stderr)
+            continue
+        by_opponent.setdefault(arena["opponent"], []).append(arena)
     def natural(item: tuple[str, list]) -> list:  # pure:1000 before pure:5000 before pure:10000
         return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", item[0])]
 

@@ -96,8 +96,9 @@ class TrainConfig:
     keep: str = ""  # also keep each checkpoint (and the metrics) in this directory, e.g. one under git; a run whose
     # --out lost its checkpoint (a new machine) resumes from there
     synthetic: int = 0  # board size of random batches trained on instead of the shards (throughput only); 0: shards
-    komi_spread: float = 0.0  # records seen at other komis: each position's komi moved by a normal draw of this
-    # many points, its value and score targets those of its counted margin there (PositionSampler); 0: as played
+    komi_spread: float = 0.0  # records seen at other komis: each position of a counted game has its komi moved by
+    # a normal draw of this many points, its value and score targets those of its margin there (PositionSampler;
+    # resigned games keep theirs); 0: as played
     input_encoding: str = "leelaz-18"  # the game's network input (engine.net.encodings): gomoku-4 for gomoku;
     # leelaz-18+komi: a Go network that sees the komi (an --init of leelaz-18 is extended: network.with_komi_input)
 
