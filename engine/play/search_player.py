@@ -150,13 +150,16 @@ class SearchGenerator:
         handicap. Fewer than ``count`` where the board runs out of legal points, as GTP allows."""
         size = state.size
         position = GameState(size, state.rules)
+        board = position.board  # holds only the stones chosen so far, all black
+        geometry = board.geometry
         chosen: list[int] = []
         for _ in range(count):
             policy = np.asarray(evaluate_all_symmetries(self.search.evaluator, [position]).policy[0])[:size * size]
             legal = [point for point in range(size * size) if position.legal(point, BLACK)]
             if not legal:
                 break
-            apart = [point for point in legal if not any(_touch(point, other, size) for other in chosen)]
+            apart = [point for point in legal
+                     if all(board.color[n] != BLACK for n in geometry.neighbors[geometry.padded[point]])]
             point = max(apart or legal, key=lambda p: (float(policy[p]), -p))
             position.place_setup(point, BLACK)  # black stays to move: the next stone is black's again
             chosen.append(point)
@@ -257,12 +260,6 @@ class SearchGenerator:
 # Package data of tabula.weights, found the same way in a checkout, an editable install and an installed wheel.
 WEIGHTS_DIR = Path(str(importlib.resources.files("tabula.weights")))
 DEFAULT_ROLLOUT_WEIGHTS = "rollout-patterns.npz"  # the shipped rollout policy, in WEIGHTS_DIR
-
-
-def _touch(a: int, b: int, size: int) -> bool:
-    """Whether flat points ``a`` and ``b`` are neighbours on a board of ``size``."""
-    (ay, ax), (by, bx) = divmod(a, size), divmod(b, size)
-    return abs(ay - by) + abs(ax - bx) == 1
 
 
 class NoNetworkError(FileNotFoundError):
