@@ -115,10 +115,15 @@ def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path,
 
     monkeypatch.setattr(search_player, "WEIGHTS_DIR", tmp_path)
     assert gomocup.main(["--seed", "1"]) == 2
-    assert "no shipped gomoku network" in capsys.readouterr().err
+    assert f"no shipped default ({tmp_path / gomocup.DEFAULT_POINTER} is missing)" in capsys.readouterr().err
     (tmp_path / gomocup.DEFAULT_POINTER).write_text("# the network\nmissing.onnx\n")
     assert gomocup.main(["--seed", "1"]) == 2
-    assert "names no one network file" in capsys.readouterr().err
+    assert f"the shipped default network {tmp_path / 'missing.onnx'} is missing" in capsys.readouterr().err
+    for name in ("one.onnx", "two.onnx"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / gomocup.DEFAULT_POINTER).write_text("one.onnx\ntwo.onnx\n")
+    assert gomocup.main(["--seed", "1"]) == 2
+    assert "DEFAULT-gomoku names 2 gomoku networks; one is played" in capsys.readouterr().err
     (tmp_path / "broken.onnx").write_bytes(b"not a network")
     (tmp_path / gomocup.DEFAULT_POINTER).write_text("broken.onnx\n")
     assert gomocup.main(["--seed", "1"]) == 2

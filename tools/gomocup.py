@@ -83,23 +83,15 @@ PLAYERS: dict[str, Callable[[GomocupConfig, random.Random], MoveChooser]] = {
 DEFAULT_POINTER = "DEFAULT-gomoku"  # in the shipped weights folder: the file name of the gomoku network played
 
 
-class NoGomokuNetworkError(FileNotFoundError):
-    """No --weights and no shipped gomoku network."""
-
-
 def shipped_weights() -> Path:
-    """The shipped gomoku network: the file ``DEFAULT-gomoku`` names in the weights folder."""
-    from tabula.engine.play.search_player import WEIGHTS_DIR
+    """The shipped gomoku network: the one file ``DEFAULT-gomoku`` names in the weights folder (NoNetworkError
+    otherwise)."""
+    from tabula.engine.play.search_player import NoNetworkError, default_weights
 
-    pointer = WEIGHTS_DIR / DEFAULT_POINTER
-    try:
-        names = [line.strip() for line in pointer.read_text().splitlines()]
-    except OSError:
-        raise NoGomokuNetworkError(f"no --weights and no shipped gomoku network ({pointer} is missing)") from None
-    names = [name for name in names if name and not name.startswith("#")]
-    if len(names) != 1 or not (WEIGHTS_DIR / names[0]).is_file():
-        raise NoGomokuNetworkError(f"no --weights and {pointer} names no one network file that is there")
-    return WEIGHTS_DIR / names[0]
+    paths = default_weights(DEFAULT_POINTER)
+    if len(paths) != 1:
+        raise NoNetworkError(f"{DEFAULT_POINTER} names {len(paths)} gomoku networks; one is played")
+    return paths[0]
 
 
 class BoardRouter:
@@ -606,10 +598,11 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(sys.argv[1:] if argv is None else argv)
     rng = random.Random(config.seed)
     from tabula.engine.net.netfile import NetworkFileError
+    from tabula.engine.play.search_player import NoNetworkError
 
     try:
         player = PLAYERS[config.player](config, rng)
-    except (NoGomokuNetworkError, NetworkFileError) as error:
+    except (NoNetworkError, NetworkFileError) as error:
         print(f"tabula gomocup: {error}", file=sys.stderr)
         return 2
     brain = Brain(player, lag_buffer_s=config.lag_buffer_s)

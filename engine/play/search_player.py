@@ -266,8 +266,10 @@ class NoNetworkError(FileNotFoundError):
     """The search was asked to play with no network given and none shipped."""
 
 
-def default_weights() -> list[Path]:
-    pointer = WEIGHTS_DIR / "DEFAULT"
+def default_weights(pointer_name: str = "DEFAULT") -> list[Path]:
+    """The shipped networks the file ``pointer_name`` in WEIGHTS_DIR names, one a line (``#`` comments); Go's by
+    default. NoNetworkError where the pointer is missing, names none, or names a file that is not there."""
+    pointer = WEIGHTS_DIR / pointer_name
     try:
         names = [line.strip() for line in pointer.read_text().splitlines()]
     except OSError:
