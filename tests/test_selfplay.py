@@ -422,7 +422,7 @@ def test_plot_draws_the_learning_curve_with_the_arenas_against_the_hours_the_run
             handle.writelines(json.dumps({"game": i, "black": i % 2, "winner": w}) + "\n"
                               for i, w in enumerate(winners))
         arenas.append(str(arena))
-    assert plot.read_arena(arenas[0]) == {"generation": 1, "opponent": "pure:100", "wins": 2, "draws": 0, "games": 3}
+    assert plot.read_arena(arenas[0]) == {"generation": 1, "opponent": "pure:100", "points": 2.0, "games": 3}
     assert plot.read_arena(str(run)) is None
     assert plot.main([str(run), "--arena", *arenas, str(run)]) == 0
     out = run / "curve.png"

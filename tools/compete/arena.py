@@ -109,6 +109,12 @@ def play_game(config: ArenaConfig, number: int) -> dict:
             "sgf": spec.sgf(state, names[0], names[1], result).decode()}
 
 
+def first_player_points(records: list[dict]) -> float:
+    """The first player's points over ``records`` (results.jsonl lines): 1 a win, 0.5 a draw."""
+    return sum(1.0 if r["winner"] == ("B" if r["black"] == 0 else "W") else 0.5 if r["winner"] == "0" else 0.0
+               for r in records)
+
+
 def summary(config: ArenaConfig, records: list[dict]) -> str:
     """Each player's wins, losses and draws as black and as white, and the first player's score with its 95%
     interval and Elo difference."""
@@ -122,8 +128,7 @@ def summary(config: ArenaConfig, records: list[dict]) -> str:
             draws = sum(r["winner"] == "0" for r in own)
             cells.append(f"{wins}-{len(own) - wins - draws}-{draws}")
         lines.append(f"{name:<40} {cells[0]:>15} {cells[1]:>15}")
-    score = sum(1.0 if r["winner"] == ("B" if r["black"] == 0 else "W") else 0.5 if r["winner"] == "0" else 0.0
-                for r in records)
+    score = first_player_points(records)
     low, high = wilson_interval(score, len(records))
     lines.append(f"{config.players[0]} scores {score:g} of {len(records)} ({100 * score / len(records):.1f}% "
                  f"[{100 * low:.1f}, {100 * high:.1f}], Elo {format_elo(elo_from_score(score / len(records)))})")

@@ -140,8 +140,10 @@ def running_hours(history: list[dict], gap_minutes: float) -> dict[int, float]:
 
 
 def read_arena(directory: str) -> dict | None:
-    """An arena directory's first player's generation, its opponent, and its wins, draws and games; None where the
-    first player is no ``gen-NNNN`` network or there are no games."""
+    """An arena directory's first player's generation, its opponent, its points (1 a win, 0.5 a draw: the arena's
+    own count) and its games; None where the first player is no ``gen-NNNN`` network or there are no games."""
+    from tabula.tools.compete.arena import first_player_points
+
     try:
         with open(os.path.join(directory, "config.json")) as handle:
             players = json.load(handle)["players"]
@@ -153,9 +155,8 @@ def read_arena(directory: str) -> dict | None:
     results = read_jsonl(os.path.join(directory, "results.jsonl"))
     if found is None or not results:
         return None
-    won = sum((r["winner"] == "B") == (r["black"] == 0) for r in results if r["winner"] in ("B", "W"))
-    draws = sum(r["winner"] not in ("B", "W") for r in results)
-    return {"generation": int(found[1]), "opponent": players[1], "wins": won, "draws": draws, "games": len(results)}
+    return {"generation": int(found[1]), "opponent": players[1], "points": first_player_points(results),
+            "games": len(results)}
 
 
 def plot_curve(run_dir: str, arenas: list[str], out: str | None = None, gap_minutes: float = 10.0) -> str:
@@ -186,8 +187,8 @@ def plot_curve(run_dir: str, arenas: list[str], out: str | None = None, gap_minu
     for opponent, rows in sorted(by_opponent.items(), key=natural):
         rows.sort(key=lambda row: row["generation"])
         x = [hours[row["generation"]] for row in rows]
-        score = [(row["wins"] + row["draws"] / 2) / row["games"] for row in rows]
-        bounds = [wilson_interval(row["wins"] + row["draws"] / 2, row["games"]) for row in rows]
+        score = [row["points"] / row["games"] for row in rows]
+        bounds = [wilson_interval(row["points"], row["games"]) for row in rows]
         below = [s - low for s, (low, _) in zip(score, bounds)]
         above = [high - s for s, (_, high) in zip(score, bounds)]
         bottom.errorbar(x, [100 * s for s in score], yerr=[[100 * b for b in below], [100 * a for a in above]],
