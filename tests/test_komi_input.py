@@ -431,3 +431,32 @@ def test_an_rl_run_extends_its_start_network_with_the_komi_input(old_model, tmp_
     assert torch.load(os.path.join(str(tmp_path), INIT_CHECKPOINT), weights_only=True)["spec"]["input_encoding"] \
         == KOMI_INPUT_ENCODING
     assert json.loads(evaluator.metadata["architecture"])["komi_reference"] == 7.5
+
+
+def test_self_play_windows_are_seen_at_other_komis_when_the_run_asks(tmp_path):
+    from tabula.engine.data.replay import MixedSizeSampler, ReplayStore
+    from tabula.engine.net.evaluator import UniformEvaluator
+    from tabula.tools.learn.rl_loop import RLConfig, check_sizes, window_sampler
+    from tabula.tools.learn.selfplay import NetBlob, SelfPlayConfig, SelfPlayTask, play_selfplay_game
+
+    config = SelfPlayConfig(sizes=(7,), komi=7.5, visits=4, fast_visits=0, temperature_moves=30, batch_size=4)
+    with ReplayStore(str(tmp_path / "replay"), 10) as store:
+        for seed in range(3):
+            task = SelfPlayTask(NetBlob("uniform", b""), config, seed=seed, resign_threshold=0.0,
+                                resign_enabled=False, size=7)
+            store.append(play_selfplay_game(task, evaluator=UniformEvaluator())[0])
+        paths = store.paths()
+    rl = RLConfig(blocks=1, filters=8, head="pooled", input_encoding=KOMI_INPUT_ENCODING, train_komi_spread=6.0)
+    sampler = window_sampler(rl)(paths)
+    assert isinstance(sampler, MixedSizeSampler)
+    plain = MixedSizeSampler(paths).batch(np.random.default_rng(1), 256)
+    assert set(np.abs(plain.komi).tolist()) == {7.5}  # the games' own komi
+    moved = sampler.batch(np.random.default_rng(1), 256)
+    assert np.all(moved.komi * 2 == np.round(moved.komi * 2)) and np.std(np.abs(moved.komi)) > 2  # half points
+    # the result is the moved margin's sign, from the mover's view
+    np.testing.assert_array_equal(moved.value, np.sign(moved.score))
+    check_sizes(rl, config)
+    for bad in (dict(train_komi_spread=-1.0), dict(train_komi_spread=float("nan")),
+                dict(input_encoding="", train_komi_spread=2.0)):
+        with pytest.raises(SystemExit, match="train-komi-spread"):
+            check_sizes(dataclasses.replace(rl, **bad), config)

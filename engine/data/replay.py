@@ -281,12 +281,14 @@ class ReplaySampler(PositionSampler):
     the supervised trainer's loss and metrics apply unchanged (top-1 then counts agreement with a draw from π).
     Same constructor as ``PositionSampler`` (a list of shard paths, of one board size), so the trainer can build
     either. ``require_targets``: refuse a window without recorded positions (``MixedSizeSampler`` drops the sizes
-    that have none instead).
+    that have none instead). ``komi_spread``: each counted game's positions seen at a komi moved by a normal draw of
+    that many points, as ``PositionSampler`` moves records' (self-play draws each game's komi from a few points
+    around the fair one, too few games at each komi to show what a point is worth).
     """
 
-    def __init__(self, paths: Iterable[str], require_targets: bool = True):
+    def __init__(self, paths: Iterable[str], require_targets: bool = True, komi_spread: float = 0.0):
         paths = list(paths)
-        super().__init__(paths)
+        super().__init__(paths, komi_spread=komi_spread)
         offsets, indices, visits, positions = [0], [], [], []
         first_position = 0
         for game, path in enumerate(paths):
@@ -351,13 +353,15 @@ class MixedSizeSampler:
     size: each batch draws its size in proportion to the recorded positions of each size in the window, then its
     positions within that size as ``ReplaySampler`` does (uniformly, a target from π, a random symmetry), with
     every auxiliary target. With one size its batches are exactly ``ReplaySampler``'s: no draw is spent on the
-    size. Built, like ``PositionSampler``, from a list of shard paths; has what the trainer reads of one."""
+    size. Built, like ``PositionSampler``, from a list of shard paths; has what the trainer reads of one.
+    ``komi_spread``: as ``ReplaySampler``'s."""
 
-    def __init__(self, paths: Iterable[str]):
+    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0):
         by_size: dict[int, list[str]] = {}
         for path in paths:
             by_size.setdefault(int(read_header(path)["size"]), []).append(path)
-        built = {size: ReplaySampler(group, require_targets=False) for size, group in sorted(by_size.items())}
+        built = {size: ReplaySampler(group, require_targets=False, komi_spread=komi_spread)
+                 for size, group in sorted(by_size.items())}
         self.samplers: dict[int, ReplaySampler] = {size: s for size, s in built.items() if s.num_targets > 0}
         if not self.samplers:
             raise ShardError("the window holds no recorded positions")
@@ -396,13 +400,16 @@ class AnchoredSampler:
     (``PositionSampler``, e.g. the 19×19 records a network was trained on): fine-tuning on small-board self-play then
     keeps seeing the records' positions and results, so what the network shares across sizes (the value head) is not
     pulled away from them. A batch is the anchor's with probability ``fraction``, drawn from the step's own random
-    stream, so a batch is still a pure function of (seed, step) and the data."""
+    stream, so a batch is still a pure function of (seed, step) and the data. ``komi_spread`` moves the komi of
+    the counted games of both (``PositionSampler``): records at their recorded komi alone are mostly resigned games,
+    which would teach a network that sees the komi that its usual values mean a decided game."""
 
-    def __init__(self, window_paths: Iterable[str], anchor_paths: Iterable[str], fraction: float):
+    def __init__(self, window_paths: Iterable[str], anchor_paths: Iterable[str], fraction: float,
+                 komi_spread: float = 0.0):
         if not 0.0 <= fraction < 1.0:
             raise ValueError(f"anchor fraction {fraction}: needs 0 <= fraction < 1")
-        self.window = MixedSizeSampler(window_paths)
-        self.anchor = PositionSampler(anchor_paths)
+        self.window = MixedSizeSampler(window_paths, komi_spread=komi_spread)
+        self.anchor = PositionSampler(anchor_paths, komi_spread=komi_spread)
         if self.anchor.game != self.window.game:
             raise ShardError(f"anchor records of {self.anchor.game.name} for a window of {self.window.game.name}")
         self.game = self.window.game

@@ -35,7 +35,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
+import math
 import os
 import shutil
 import signal
@@ -73,9 +75,10 @@ CONFIG = "config.json"
 STATE = "state.json"
 GATING = "gating.jsonl"
 STOP = "STOP"
-# Settings that may change when a run is resumed (where to run, how long, the schedule); the rest is fixed.
+# Settings that may change when a run is resumed (where to run, how long, the schedule, the komi spread training
+# sees, the resignation ceiling); the rest is fixed.
 MUTABLE = ("workers", "ray", "ray_address", "max_minutes", "generations", "train_threads", "train_workers",
-           "games_per_generation", "train_steps", "gate_games", "keep")
+           "games_per_generation", "train_steps", "gate_games", "keep", "train_komi_spread", "resign_ceiling")
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,10 @@ class RLConfig:
     # training: a share of the batches comes from them (engine.data.replay.AnchoredSampler)
     anchor_shards: int = 0  # of those shards, the first this many (0: all; each is about a million positions)
     anchor_fraction: float = 0.0  # the share of batches drawn from the anchor
+    # points: each counted game in the window (and the anchor) seen at a komi moved by a normal draw of this spread,
+    # its result the margin's there (PositionSampler._moved_komi), so that a network that sees the komi learns what
+    # a point is worth from every counted game, not only from the komi each was played at (0: their own komi)
+    train_komi_spread: float = 0.0
     gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
     gate_threshold: float = 0.55  # score the candidate needs to replace the best
     gate_visits: int = 32
@@ -182,6 +189,11 @@ def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
                        small_board_value=rl.small_board_value, input_encoding=input_encoding(selfplay, rl))
         if not spec.encoding.accepts(selfplay.game_spec.new_state(selfplay.sizes[0])):
             raise ValueError(f"--input-encoding {spec.input_encoding} is not an input of {selfplay.game}'s positions")
+        if not (math.isfinite(rl.train_komi_spread) and rl.train_komi_spread >= 0):
+            raise ValueError(f"--train-komi-spread {rl.train_komi_spread}: a standard deviation in points, 0 or more")
+        if rl.train_komi_spread > 0 and spec.encoding.komi_plane is None:
+            raise ValueError(f"--train-komi-spread moves the komi a network sees; {spec.input_encoding} has no komi "
+                             f"input (--input-encoding leelaz-18+komi)")
     except ValueError as error:
         raise SystemExit(f"tabula rl: {error}") from None
 
@@ -235,15 +247,16 @@ def trained_steps(directory: str) -> int:
 
 def window_sampler(rl: RLConfig):
     """The trainer's sampler maker for this run: the window alone, or anchored by record shards."""
+    spread = rl.train_komi_spread
     if not rl.anchor_data or rl.anchor_fraction <= 0:
-        return MixedSizeSampler
+        return functools.partial(MixedSizeSampler, komi_spread=spread) if spread else MixedSizeSampler
     from tabula.tools.learn.train import all_shard_paths
 
     anchor = all_shard_paths(rl.anchor_data, "train")
     anchor = anchor[:rl.anchor_shards] if rl.anchor_shards > 0 else anchor
     if not anchor:
         raise SystemExit(f"tabula rl: no train-*.tshard files in --anchor-data {rl.anchor_data}")
-    return lambda paths: AnchoredSampler(paths, anchor, rl.anchor_fraction)
+    return lambda paths: AnchoredSampler(paths, anchor, rl.anchor_fraction, komi_spread=spread)
 
 
 def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
@@ -652,7 +665,9 @@ class Loop:
         best = NetBlob.load(os.path.join(self.directory, state["best"]))
         # Task numbers never repeat, even for games lost in flight, so no two games share a seed.
         first = max(state.get("tasks_issued", 0), store.total)
-        tasks = selfplay_tasks(best, self.selfplay, count, self.rl.seed, first, state["resign_threshold"])
+        # the ceiling holds from the moment it is set, a lowered one on resume included
+        threshold = min(state["resign_threshold"], self.rl.resign_ceiling)
+        tasks = selfplay_tasks(best, self.selfplay, count, self.rl.seed, first, threshold)
         state["tasks_issued"] = first + count
         self._save_state()
         bar = tqdm(total=count, desc=f"gen {state['generation']} self-play", unit="game", file=sys.stderr,
