@@ -109,6 +109,33 @@ def test_tabula_gomocup_plays_the_boards_its_network_does_not_with_pure_mcts(tin
     assert sum("pure MCTS plays this" in r.message for r in caplog.records) == 2  # 9x9 once, 7x9 once
 
 
+def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(tiny_gomoku_net, tmp_path):
+    """Several networks (the shipped 9x9 one and one for every size): a board size goes to the first that plays it,
+    a size none plays to pure MCTS; both from the command line and from the shipped list."""
+    import random
+
+    from tabula.engine.net.network import POOLED, NetSpec, export_onnx, random_network
+    from tabula.tools import gomocup
+
+    spec = NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8, value_hidden=16, input_encoding="gomoku-4")
+    every = tmp_path / "every.onnx"
+    export_onnx(random_network(spec, seed=4), every, provenance="tests: random seed 4", board_sizes=[7, 9])
+    config = gomocup.parse_args(["--weights", str(tiny_gomoku_net), "--weights", str(every), "--visits", "8",
+                                 "--playouts", "20", "--seed", "1"])
+    assert config.weights == (str(tiny_gomoku_net), str(every))
+    player = gomocup.PLAYERS[config.player](config, random.Random(1))
+    assert player.sizes == (7, 9)
+    evaluator = player.network.search.evaluator
+    first, second = evaluator.networks
+    assert evaluator.network_for(7) is first and evaluator.network_for(9) is second
+    for width, height in ((7, 7), (9, 9), (11, 11), (7, 9)):
+        state = GomokuState(width, height, n_in_row=4)
+        assert player.choose(state) in state.legal_moves()
+    assert gomocup.GomocupConfig(weights=str(every)).weights == (str(every),)  # one file as a string
+    with pytest.raises(SystemExit):
+        gomocup.parse_args(["--weights", str(every), "--weights", str(tmp_path / "missing.onnx")])
+
+
 def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path, capsys):
     from tabula.engine.play import search_player
     from tabula.tools import gomocup
@@ -121,9 +148,9 @@ def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path,
     assert f"the shipped default network {tmp_path / 'missing.onnx'} is missing" in capsys.readouterr().err
     for name in ("one.onnx", "two.onnx"):
         (tmp_path / name).write_bytes(b"")
-    (tmp_path / gomocup.DEFAULT_POINTER).write_text("one.onnx\ntwo.onnx\n")
+    (tmp_path / gomocup.DEFAULT_POINTER).write_text("one.onnx\ntwo.onnx\n")  # two are tried, and both read
     assert gomocup.main(["--seed", "1"]) == 2
-    assert "DEFAULT-gomoku names 2 gomoku networks; one is played" in capsys.readouterr().err
+    assert "one.onnx" in capsys.readouterr().err
     (tmp_path / "broken.onnx").write_bytes(b"not a network")
     (tmp_path / gomocup.DEFAULT_POINTER).write_text("broken.onnx\n")
     assert gomocup.main(["--seed", "1"]) == 2

@@ -56,12 +56,16 @@ class GomocupConfig:
     player: str = "network"  # a key of PLAYERS
     playouts: int = DEFAULT_PLAYOUTS  # pure MCTS playouts per move, at most (the clock may stop it sooner); also the
     # network player's on the boards its network does not play
-    weights: str = ""  # network: a gomoku ONNX file (tabula rl --game gomoku); "": the shipped one (DEFAULT_POINTER)
+    # network: gomoku ONNX files (tabula rl --game gomoku), each board size played by the first that plays it; none:
+    # the shipped ones (DEFAULT_POINTER)
+    weights: tuple[str, ...] = ()
     visits: int = 400  # network: visits a move, at most (the clock may stop it sooner)
     seed: int | None = None  # None: a fresh seed each run
     lag_buffer_s: float = 0.5  # kept back from every turn and from the match time for transport and start-up
 
     def __post_init__(self) -> None:
+        if isinstance(self.weights, str):  # one file named as a string
+            object.__setattr__(self, "weights", (self.weights,) if self.weights else ())
         if self.player not in PLAYERS:
             raise ValueError(f"unknown player {self.player!r}; choose from {', '.join(sorted(PLAYERS))}")
         if self.playouts < 1:
@@ -80,18 +84,15 @@ PLAYERS: dict[str, Callable[[GomocupConfig, random.Random], MoveChooser]] = {
 }
 
 
-DEFAULT_POINTER = "DEFAULT-gomoku"  # in the shipped weights folder: the file name of the gomoku network played
+DEFAULT_POINTER = "DEFAULT-gomoku"  # in the shipped weights folder: the gomoku networks played, one a line, in order
 
 
-def shipped_weights() -> Path:
-    """The shipped gomoku network: the one file ``DEFAULT-gomoku`` names in the weights folder (NoNetworkError
-    otherwise)."""
-    from tabula.engine.play.search_player import NoNetworkError, default_weights
+def shipped_weights() -> list[Path]:
+    """The shipped gomoku networks, the files ``DEFAULT-gomoku`` names in the weights folder, in the order they
+    are tried for a board size (NoNetworkError where it names none or a missing file)."""
+    from tabula.engine.play.search_player import default_weights
 
-    paths = default_weights(DEFAULT_POINTER)
-    if len(paths) != 1:
-        raise NoNetworkError(f"{DEFAULT_POINTER} names {len(paths)} gomoku networks; one is played")
-    return paths[0]
+    return default_weights(DEFAULT_POINTER)
 
 
 class BoardRouter:
@@ -111,27 +112,31 @@ class BoardRouter:
             return self.network.choose(state, budget_s)
         if (state.width, state.height) not in self._told:
             self._told.add((state.width, state.height))
-            log.warning("the network plays %s only: pure MCTS plays this %dx%d board",
+            log.warning("the networks play %s only: pure MCTS plays this %dx%d board",
                         ", ".join(f"{size}x{size}" for size in self.sizes or ()), state.width, state.height)
         return self.fallback.choose(state, budget_s)
 
 
 def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
-    """The network's search through the move generator tabula gtp uses (the search, then MoveDecider), on the boards
-    the network plays; pure MCTS with ``config.playouts`` on the others."""
+    """The networks' search through the move generator tabula gtp uses (the search, then MoveDecider), on the
+    boards they play, each size by the first network that plays it (a network trained for 9x9 before one that plays
+    every size, as the shipped pair); pure MCTS with ``config.playouts`` on the others."""
     import numpy as np
 
     from tabula.engine.config import SearchConfig
-    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.evaluator import NetworkSet, OnnxEvaluator
     from tabula.engine.net.netfile import NetworkFileError
     from tabula.engine.play.search_player import best_move_chooser
 
     seed = rng.getrandbits(63)
-    path = config.weights or shipped_weights()
-    evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed))
-    if not evaluator.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
-        raise NetworkFileError(str(path), f"a network of another game (its input is {evaluator.encoding.name}), not "
-                                          f"of gomoku")
+    paths = list(config.weights) or shipped_weights()
+    seeds = np.random.SeedSequence(seed).spawn(len(paths))
+    networks = [OnnxEvaluator(path, rng=np.random.default_rng(s)) for path, s in zip(paths, seeds)]
+    for path, evaluator in zip(paths, networks):
+        if not evaluator.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
+            raise NetworkFileError(str(path), f"a network of another game (its input is {evaluator.encoding.name}), "
+                                              f"not of gomoku")
+    evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     network = best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
 
@@ -570,8 +575,9 @@ def parse_args(argv: list[str]) -> GomocupConfig:
                         help="network: the search over --weights (pure MCTS on boards the network does not play); "
                              "pure: UCT with random rollouts (the AlphaZero chapter's pure MCTS); random: a uniformly "
                              "random move (default: %(default)s)")
-    parser.add_argument("--weights", default=defaults.weights,
-                        help="a gomoku ONNX network, for --player network (default: the shipped one)")
+    parser.add_argument("--weights", action="append", default=[],
+                        help="a gomoku ONNX network, for --player network; repeat it for several, each board size "
+                             "played by the first that plays it (default: the shipped ones)")
     parser.add_argument("--visits", type=int, default=defaults.visits,
                         help="the network's visits a move, at most (default: %(default)s)")
     parser.add_argument("--playouts", type=int, default=defaults.playouts,
@@ -585,12 +591,13 @@ def parse_args(argv: list[str]) -> GomocupConfig:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
-        config = GomocupConfig(player=args.player, playouts=args.playouts, weights=args.weights, visits=args.visits,
-                               seed=args.seed, lag_buffer_s=args.lag_buffer)
+        config = GomocupConfig(player=args.player, playouts=args.playouts, weights=tuple(args.weights),
+                               visits=args.visits, seed=args.seed, lag_buffer_s=args.lag_buffer)
     except ValueError as error:
         parser.error(str(error))
-    if config.weights and not Path(config.weights).is_file():
-        parser.error(f"--weights {config.weights}: no such file")
+    for path in config.weights:
+        if not Path(path).is_file():
+            parser.error(f"--weights {path}: no such file")
     return config
 
 
