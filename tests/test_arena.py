@@ -109,7 +109,8 @@ def test_tabula_gomocup_plays_the_boards_its_network_does_not_with_pure_mcts(tin
     assert sum("pure MCTS plays this" in r.message for r in caplog.records) == 2  # 9x9 once, 7x9 once
 
 
-def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(tiny_gomoku_net, tmp_path):
+def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(tiny_gomoku_net, tmp_path,
+                                                                              monkeypatch):
     """Several networks (the shipped 9x9 one and one for every size): a board size goes to the first that plays it,
     a size none plays to pure MCTS; both from the command line and from the shipped list."""
     import random
@@ -131,7 +132,20 @@ def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(ti
     for width, height in ((7, 7), (9, 9), (11, 11), (7, 9)):
         state = GomokuState(width, height, n_in_row=4)
         assert player.choose(state) in state.legal_moves()
+    # the shipped list may name several too, tried in its order
+    from tabula.engine.play import search_player
+
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for path in (tiny_gomoku_net, every):
+        (shipped / path.name).write_bytes(path.read_bytes())
+    (shipped / gomocup.DEFAULT_POINTER).write_text(f"# 7x7 first\n{tiny_gomoku_net.name}\n{every.name}\n")
+    monkeypatch.setattr(search_player, "WEIGHTS_DIR", shipped)
+    default = gomocup.PLAYERS["network"](gomocup.GomocupConfig(visits=8, playouts=20), random.Random(1))
+    assert default.sizes == (7, 9) and [Path(n.path).name for n in default.network.search.evaluator.networks] == [
+        tiny_gomoku_net.name, every.name]
     assert gomocup.GomocupConfig(weights=str(every)).weights == (str(every),)  # one file as a string
+    assert gomocup.GomocupConfig(weights=[str(every)]).weights == (str(every),)
     with pytest.raises(SystemExit):
         gomocup.parse_args(["--weights", str(every), "--weights", str(tmp_path / "missing.onnx")])
 
@@ -148,7 +162,7 @@ def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path,
     assert f"the shipped default network {tmp_path / 'missing.onnx'} is missing" in capsys.readouterr().err
     for name in ("one.onnx", "two.onnx"):
         (tmp_path / name).write_bytes(b"")
-    (tmp_path / gomocup.DEFAULT_POINTER).write_text("one.onnx\ntwo.onnx\n")  # two are tried, and both read
+    (tmp_path / gomocup.DEFAULT_POINTER).write_text("one.onnx\ntwo.onnx\n")  # the first, empty, is refused
     assert gomocup.main(["--seed", "1"]) == 2
     assert "one.onnx" in capsys.readouterr().err
     (tmp_path / "broken.onnx").write_bytes(b"not a network")

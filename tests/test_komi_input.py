@@ -460,3 +460,39 @@ def test_self_play_windows_are_seen_at_other_komis_when_the_run_asks(tmp_path):
                 dict(input_encoding="", train_komi_spread=2.0)):
         with pytest.raises(SystemExit, match="train-komi-spread"):
             check_sizes(dataclasses.replace(rl, **bad), config)
+    # anchored by records: the records' counted games move too, by the same spread
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.data.replay import AnchoredSampler
+    from tabula.engine.data.shards import write_shard
+    from tests.records_helpers import game_sgf, play_game
+
+    records = tmp_path / "records"
+    records.mkdir()
+    write_shard(str(records / "train-0000.tshard"),
+                [parse_record(f"g{seed}", game_sgf(play_game(seed, moves=20, size=7), size=7, komi=7.5,
+                                                    result="B+3.5"), RecordFilter(size=7, min_moves=10))
+                 for seed in range(3)], size=7)
+    anchored = window_sampler(dataclasses.replace(rl, anchor_data=str(records), anchor_fraction=0.5))(paths)
+    assert isinstance(anchored, AnchoredSampler)
+    assert anchored.anchor.komi_spread == anchored.window.samplers[7].komi_spread == 6.0
+
+
+def test_a_resumed_run_may_change_its_komi_spread_and_lower_its_resignation_ceiling(tmp_path):
+    from tabula.tools.learn.rl_loop import STATE, Loop, RLConfig, settle_config
+    from tabula.tools.learn.selfplay import SelfPlayConfig
+
+    directory = str(tmp_path / "run")
+    selfplay = SelfPlayConfig(sizes=(7,), visits=4, fast_visits=0, batch_size=4)
+    rl = RLConfig(blocks=1, filters=8, head="pooled", input_encoding=KOMI_INPUT_ENCODING, resign_ceiling=0.2)
+    settle_config(directory, rl, selfplay)
+    changed = dataclasses.replace(rl, train_komi_spread=6.0, resign_ceiling=0.0)
+    assert settle_config(directory, changed, selfplay)[0] == changed
+    with pytest.raises(SystemExit, match="lr"):
+        settle_config(directory, dataclasses.replace(changed, lr=0.5), selfplay)
+    # a run that had calibrated a threshold of 10%: under the new ceiling of 0 nobody resigns, from the first game on
+    with open(os.path.join(directory, STATE), "w") as handle:
+        json.dump({"generation": 3, "best": "nets/gen-0002.onnx", "best_generation": 2, "best_elo": 0.0,
+                   "resign_threshold": 0.1, "selfplay_target": 150, "train_target": 200, "train_generation": 2},
+                  handle)
+    assert Loop(directory, changed, selfplay, log=lambda *_: None).state["resign_threshold"] == 0.0
+    assert Loop(directory, rl, selfplay, log=lambda *_: None).state["resign_threshold"] == 0.1  # under a 0.2 ceiling

@@ -64,8 +64,9 @@ class GomocupConfig:
     lag_buffer_s: float = 0.5  # kept back from every turn and from the match time for transport and start-up
 
     def __post_init__(self) -> None:
-        if isinstance(self.weights, str):  # one file named as a string
-            object.__setattr__(self, "weights", (self.weights,) if self.weights else ())
+        # one file named as a string, or several in any sequence: a tuple, so that configs compare and hash
+        object.__setattr__(self, "weights", ((self.weights,) if self.weights else ()) if isinstance(self.weights, str)
+                           else tuple(self.weights))
         if self.player not in PLAYERS:
             raise ValueError(f"unknown player {self.player!r}; choose from {', '.join(sorted(PLAYERS))}")
         if self.playouts < 1:
@@ -120,23 +121,21 @@ class BoardRouter:
 def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
     """The networks' search through the move generator tabula gtp uses (the search, then MoveDecider), on the
     boards they play, each size by the first network that plays it (a network trained for 9x9 before one that plays
-    every size, as the shipped pair); pure MCTS with ``config.playouts`` on the others."""
+    every size); pure MCTS with ``config.playouts`` on the others."""
     import numpy as np
 
     from tabula.engine.config import SearchConfig
-    from tabula.engine.net.evaluator import NetworkSet, OnnxEvaluator
+    from tabula.engine.net.evaluator import load_networks
     from tabula.engine.net.netfile import NetworkFileError
     from tabula.engine.play.search_player import best_move_chooser
 
     seed = rng.getrandbits(63)
     paths = list(config.weights) or shipped_weights()
-    seeds = np.random.SeedSequence(seed).spawn(len(paths))
-    networks = [OnnxEvaluator(path, rng=np.random.default_rng(s)) for path, s in zip(paths, seeds)]
-    for path, evaluator in zip(paths, networks):
-        if not evaluator.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
-            raise NetworkFileError(str(path), f"a network of another game (its input is {evaluator.encoding.name}), "
+    evaluator, networks = load_networks(paths, np.random.SeedSequence(seed))
+    for path, network in zip(paths, networks):
+        if not network.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
+            raise NetworkFileError(str(path), f"a network of another game (its input is {network.encoding.name}), "
                                               f"not of gomoku")
-    evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
     network = best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
 

@@ -30,7 +30,7 @@
 # far too small: at komi 0.5 on 9x9 it predicted black 54% where black won 70%), and no game resigns
 # (--resign-ceiling 0), so that every game has a margin and moves.
 #
-# --keep copies what resumes each stage to weights/training/komi/{sl,rl} (commit that folder after a chunk); on a
+# --keep copies what resumes each stage to weights/training/komi/{sl,rl,rl2} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
 # are missing (the archives are in ../shared/data/games).
 set -euo pipefail
@@ -52,6 +52,7 @@ if [ -n "${QUICK:-}" ]; then
     SL=(--steps 4 --batch 16 --warmup-steps 0 --val-every 4 --val-positions 64 --log-every 2 --checkpoint-every 4)
     RL=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
         --train-steps 2 --batch 16 --warmup-steps 0 --generations 1)
+    STAGE2_GENERATIONS=2
 else
     RUNS=runs/komi
     KEEP=weights/training/komi
@@ -63,6 +64,7 @@ else
         --log-every 50)
     RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000 --min-positions 1000
         --train-steps 100 --batch 128 --warmup-steps 50)
+    STAGE2_GENERATIONS=22
 fi
 START_DIR=$RUNS/start
 START=$START_DIR/komi-start.pt
@@ -97,23 +99,26 @@ if [ ! -f "$RUNS/sl/model.onnx" ]; then
         --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
 fi
 
-# Stage 2 until it has kept a network (its 22 generations are history: stage 3 goes on from its last one).
-STAGE2_NET=$(ls "$KEEP"/rl/nets/gen-*.onnx 2>/dev/null | tail -n 1 || true)
-if [ -z "$STAGE2_NET" ]; then
-    exec nice -n 5 $TABULA rl --dir "$RUNS/rl" --keep "$KEEP/rl" --start-from "$RUNS/sl/model.onnx" \
-        --komi 7 --komi-spread 3 --handicap-fraction 0.1 --max-handicap 4 \
-        --lr 0.002 --train-only "$TRAINED" --freeze-batchnorm --policy-loss-weight 0 --gate-games 0 \
-        --train-komi-spread 6 --resign-ceiling 0 \
-        --anchor-data "$RECORDS" --anchor-fraction 0.33 --anchor-shards 1 \
-        --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"
+# Stage 2 until its kept state reaches STAGE2_GENERATIONS (it stopped at generation 22, its best 21, on
+# 2026-11-26; QUICK: after one), then stage 3 from the network it kept. Stage 2 is not resumed after that, so the
+# file stage 3 started from (saved in its config.json) stays.
+stage2_generation() {
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["generation"])' "$KEEP/rl/state.json" \
+        2>/dev/null || echo 0
+}
+SHARED=(--komi 7 --komi-spread 3 --handicap-fraction 0.1 --max-handicap 4 --train-only "$TRAINED" --freeze-batchnorm
+        --policy-loss-weight 0 --gate-games 0 --train-komi-spread 6 --resign-ceiling 0
+        --anchor-data "$RECORDS" --anchor-fraction 0.33 --anchor-shards 1
+        --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}")
+if [ ! -f "$RUNS/rl2/config.json" ] && [ ! -f "$KEEP/rl2/config.json" ] \
+        && [ "$(stage2_generation)" -lt "$STAGE2_GENERATIONS" ]; then
+    exec nice -n 5 $TABULA rl --dir "$RUNS/rl" --keep "$KEEP/rl" --start-from "$RUNS/sl/model.onnx" --lr 0.002 \
+        "${SHARED[@]}"
 fi
 
 # Stage 3 (runs/komi/rl2): stage 2 with AdamW at lr 0.0005 instead of SGD at 0.002, from stage 2's network. SGD moved
-# the value's komi weights too slowly (4 generations with the moved komi: at komi 0.5 black 54% predicted where it
+# the value's komi weights too slowly (4 generations with the moved komi: at komi 0.5 black 59% predicted where it
 # won 70%); 600 AdamW steps on stage 2's 9x9 games at the same spread brought that to 67% (docs/TRAINING.md).
+STAGE2_NET=$(ls "$KEEP"/rl/nets/gen-*.onnx | tail -n 1)
 exec nice -n 5 $TABULA rl --dir "$RUNS/rl2" --keep "$KEEP/rl2" --start-from "$STAGE2_NET" \
-    --komi 7 --komi-spread 3 --handicap-fraction 0.1 --max-handicap 4 \
-    --optimizer adamw --lr 0.0005 --train-only "$TRAINED" --freeze-batchnorm --policy-loss-weight 0 --gate-games 0 \
-    --train-komi-spread 6 --resign-ceiling 0 \
-    --anchor-data "$RECORDS" --anchor-fraction 0.33 --anchor-shards 1 \
-    --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"
+    --optimizer adamw --lr 0.0005 "${SHARED[@]}"

@@ -627,6 +627,15 @@ class NetworkSet:
         return evaluate_all_symmetries(self.network_for(states[0].size), states)
 
 
+def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> tuple[object, list[OnnxEvaluator]]:
+    """(the evaluator the search sees, the networks): one ``OnnxEvaluator`` a path, each with its own random stream
+    spawned from ``seed`` and the given options, behind a ``NetworkSet`` where there are several (each board size to
+    the first that plays it)."""
+    rngs = [np.random.default_rng(s) for s in seed.spawn(len(paths))]
+    networks = [OnnxEvaluator(path, rng=rng, **options) for path, rng in zip(paths, rngs)]
+    return (networks[0] if len(networks) == 1 else NetworkSet(networks)), networks
+
+
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
 
 

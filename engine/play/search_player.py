@@ -292,21 +292,15 @@ def best_move_chooser(evaluator: Evaluator, search: SearchConfig, seed: int) -> 
 
 def from_config(config: EngineConfig) -> SearchGenerator:
     """The ``search`` entry of ``engine.play.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
-    from tabula.engine.net.evaluator import (  # onnxruntime loads only when chosen
-        NetworkSet,
-        OnnxEvaluator,
-        available_cores,
-    )
+    from tabula.engine.net.evaluator import available_cores, load_networks  # onnxruntime loads only when chosen
 
     seed = np.random.SeedSequence(config.seed)
     net_seed, search_seed, playout_seed = seed.spawn(3)
     paths = list(config.net.weights) or default_weights()
-    net_rngs = [np.random.default_rng(s) for s in net_seed.spawn(len(paths))]
     net = config.net.for_search(config.search, available_cores())
-    networks = [OnnxEvaluator(path, symmetry="random", rng=rng, threads=net.threads, provider=net.provider,
-                              precision=net.precision, max_batch=net.max_batch, batch_hint=config.search.batch_size,
-                              cache_dir=net.cache_dir or None) for path, rng in zip(paths, net_rngs)]
-    evaluator = networks[0] if len(networks) == 1 else NetworkSet(networks)
+    evaluator, networks = load_networks(paths, net_seed, symmetry="random", threads=net.threads,
+                                        provider=net.provider, precision=net.precision, max_batch=net.max_batch,
+                                        batch_hint=config.search.batch_size, cache_dir=net.cache_dir or None)
     search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
     resign_by_size: dict[int, ResignThresholds] = {}
     if config.play.resign_winrate == CALIBRATED:

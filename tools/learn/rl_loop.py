@@ -505,6 +505,8 @@ class Loop:
         os.makedirs(self.nets, exist_ok=True)
         self.state_path = os.path.join(directory, STATE)
         self.state = self._load_state()
+        # a ceiling lowered on resume holds at once, for the games this generation still plays and in its status
+        self.state["resign_threshold"] = min(self.state["resign_threshold"], self.rl.resign_ceiling)
         self.started = time.time()
         self.session_games = 0
         self._signal = None
@@ -665,9 +667,7 @@ class Loop:
         best = NetBlob.load(os.path.join(self.directory, state["best"]))
         # Task numbers never repeat, even for games lost in flight, so no two games share a seed.
         first = max(state.get("tasks_issued", 0), store.total)
-        # the ceiling holds from the moment it is set, a lowered one on resume included
-        threshold = min(state["resign_threshold"], self.rl.resign_ceiling)
-        tasks = selfplay_tasks(best, self.selfplay, count, self.rl.seed, first, threshold)
+        tasks = selfplay_tasks(best, self.selfplay, count, self.rl.seed, first, state["resign_threshold"])
         state["tasks_issued"] = first + count
         self._save_state()
         bar = tqdm(total=count, desc=f"gen {state['generation']} self-play", unit="game", file=sys.stderr,

@@ -505,7 +505,7 @@ def train(config: TrainConfig, log=print,
     chunk_steps or SIGTERM.
 
     ``make_sampler``: the training sampler from the train shard paths (default: ``PositionSampler`` with the
-    configuration's ``komi_spread``), e.g. ``engine.data.replay.MixedSizeSampler``
+    configuration's ``komi_spread``), e.g. ``engine.data.replay.MixedSizeSampler`` (with its own komi spread)
     for self-play's window (batch ``s`` must stay a pure function of (seed, s) for exact resume; each batch is of
     one board size, and the sampler's ``size`` is the one the agz head is built for). Validation always
     reads the val shards with ``PositionSampler`` (the played move is its policy target).
@@ -533,7 +533,8 @@ def train(config: TrainConfig, log=print,
         if make_sampler is None:
             sampler = PositionSampler(train_paths, komi_spread=config.komi_spread)
         elif config.komi_spread:
-            raise SystemExit("tabula train: --komi-spread moves the komi of records, not of self-play's window")
+            raise SystemExit("tabula train: --komi-spread is for records; a sampler given by the caller moves its own "
+                             "komi (tabula rl --train-komi-spread)")
         else:
             sampler = make_sampler(train_paths)
         game = getattr(sampler, "game", None)  # the shards' game, where the sampler knows it
