@@ -180,8 +180,12 @@ def test_tabula_gomocup_plays_the_shipped_network_by_default():
     import sys
 
     done = subprocess.run([sys.executable, "-m", "tabula.tools.cli", "gomocup", "--visits", "8", "--seed", "4"],
-                          input="START 9\nBEGIN\nEND\n", capture_output=True, text=True, timeout=120)
+                          input="START 9\nBEGIN\nSTART 15\nBEGIN\nEND\n", capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "tabula-gomoku9-4x32.onnx" in done.stderr and "pure MCTS" not in done.stderr
+    # 9x9 by its own network, 15x15 by the one for every size: no board falls back to pure MCTS
+    assert "tabula-gomoku9-4x32.onnx" in done.stderr and "tabula-gomoku-any-4x32.onnx" in done.stderr
+    assert "pure MCTS" not in done.stderr
     replies = done.stdout.split()
-    assert replies[0] == "OK" and len(replies) == 2 and all(0 <= int(v) < 9 for v in replies[1].split(","))
+    assert replies[0] == replies[2] == "OK" and len(replies) == 4
+    assert all(0 <= int(v) < 9 for v in replies[1].split(",")) and all(0 <= int(v) < 15 for v in replies[3].split(","))

@@ -67,11 +67,14 @@ def plays_19x19_from_anywhere(bin_dir: Path) -> None:
 
 
 def plays_gomoku_from_anywhere(bin_dir: Path) -> None:
-    """`tabula gomocup` with no arguments, started in /, answers a Gomocup session with the shipped gomoku network."""
+    """`tabula gomocup` with no arguments, started in /, answers a Gomocup session with the shipped gomoku networks
+    (9x9's, and the one for every size on 15x15)."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
     done = run(bin_dir / "tabula", "gomocup", "--visits", "8", "--seed", "1", cwd="/", env=env, timeout=300,
-               stdin="START 9\nBEGIN\nEND\n")
-    assert done.stdout.split()[0] == "OK" and re.fullmatch(r"\d,\d", done.stdout.split()[1]), done.stderr[-2000:]
+               stdin="START 9\nBEGIN\nSTART 15\nBEGIN\nEND\n")
+    replies = done.stdout.split()
+    assert replies[0] == replies[2] == "OK" and re.fullmatch(r"\d,\d", replies[1]), done.stderr[-2000:]
+    assert re.fullmatch(r"\d+,\d+", replies[3]) and "pure MCTS" not in done.stderr, done.stderr[-2000:]
 
 
 def installed_names(bin_dir: Path) -> set[str]:
@@ -105,6 +108,7 @@ def test_a_wheel_built_by_python_m_build_installs_the_same_and_holds_no_training
     assert not [name for name in names if "/training/" in name or name.endswith((".pt", ".safetensors"))]
     assert "tabula/weights/tabula-6x64-anysize-int8.onnx" in names and "tabula/weights/DEFAULT" in names
     assert "tabula/weights/tabula-gomoku9-4x32.onnx" in names and "tabula/weights/DEFAULT-gomoku" in names
+    assert "tabula/weights/tabula-gomoku-any-4x32.onnx" in names
     assert not [name for name in names if name.startswith("tabula/weights/tabula-4x32")]  # old networks stay out
     bin_dir = fresh_venv(tmp_path / "venv")
     run(bin_dir / "pip", "install", "-q", wheel)
