@@ -35,6 +35,7 @@ from tabula.engine.net.network import (  # noqa: E402
     save_checkpoint,
     to_leelaz,
     with_komi_input,
+    with_small_board_komi,
 )
 
 
@@ -140,6 +141,88 @@ def test_only_a_pooled_go_network_without_it_takes_the_komi_input(old_model):
     # the reference komi is written only where the network has the input: other files' metadata is unchanged
     assert "komi_reference" not in old_model.spec.to_dict()
     assert NetSpec.from_dict(with_komi_input(old_model, 6.5).spec.to_dict()).komi_reference == 6.5
+
+
+def nine_by_nine_records(tmp_path, seed: int) -> str:
+    """A directory of shards: 8 training and 2 validation 9x9 records, at komi 0.5 and 7.5 in turn."""
+    from tabula.engine.data.records import RecordFilter, parse_record
+    from tabula.engine.data.shards import write_shard
+    from tests.records_helpers import game_sgf, play_game
+
+    data = tmp_path / "data"
+    data.mkdir()
+    records = [parse_record(f"g{i}", game_sgf(play_game(seed + i, moves=24, size=9), size=9,
+                                              komi=(0.5, 7.5)[i % 2], result=("B+3.5", "W+10.5")[i % 2]),
+                            RecordFilter(size=9, min_moves=10)) for i in range(10)]
+    write_shard(str(data / "train-0000.tshard"), records[:8], size=9)
+    write_shard(str(data / "val-0000.tshard"), records[8:], size=9)
+    return str(data)
+
+
+def test_the_small_board_komi_term_moves_small_boards_and_leaves_19x19_bit_for_bit(old_model, tmp_path):
+    """Added with zero weights it changes nothing; trained (here: random weights) it moves the value of 9x9 and
+    13x13 with the komi, and 19x19's outputs stay the extended network's exactly; the flag survives the ONNX file."""
+    extended = with_komi_input(old_model)
+    grown = with_small_board_komi(extended)
+    assert grown.spec.small_board_komi and "small_board_komi" not in extended.spec.to_dict()
+    with pytest.raises(ValueError, match="already"):
+        with_small_board_komi(grown)
+    with pytest.raises(ValueError, match="komi input"):
+        with_small_board_komi(old_model)
+    with pytest.raises(ValueError, match="komi input"):
+        NetSpec(blocks=1, filters=8, head=POOLED, aux=True, small_board_komi=True)
+    positions = {size: random_game(size, 12, 5)[1:] for size in (9, 13, 19)}
+    for states in positions.values():
+        planes = encode_batch_with_komi(at_komi(states, 0.5))
+        for before, after in zip(outputs(extended, planes), outputs(grown, planes)):
+            np.testing.assert_array_equal(after, before)
+    with torch.no_grad():
+        grown.head.value_komi_small_boards.weight.normal_(0.0, 1.0)
+    for size, states in positions.items():
+        low, high = (encode_batch_with_komi(at_komi(states, k)) for k in (0.5, 7.5))
+        if size == 19:
+            for planes in (low, high):
+                for before, after in zip(outputs(extended, planes), outputs(grown, planes)):
+                    np.testing.assert_array_equal(after, before)
+        else:
+            assert not np.allclose(outputs(grown, low)[1] - outputs(grown, high)[1],
+                                   outputs(extended, low)[1] - outputs(extended, high)[1])
+    path = str(tmp_path / "grown.onnx")
+    export_onnx(grown, path, "tests", board_sizes=[9, 19])
+    loaded = load_onnx(path)
+    assert loaded.spec.small_board_komi
+    np.testing.assert_array_equal(loaded.head.value_komi_small_boards.weight.detach().numpy(),
+                                  grown.head.value_komi_small_boards.weight.detach().numpy())
+
+
+def test_tabula_export_adds_the_small_board_komi_term_and_the_trainer_keeps_it(old_model, tmp_path):
+    """``--add-small-board-komi`` (alone on a komi network, or with ``--add-komi-input``); a network without the
+    komi input is refused with a message; a run started from such a checkpoint trains the term and keeps it."""
+    from tabula.tools.learn.export import main
+    from tabula.tools.learn.train import TrainConfig, load_training_checkpoint, train
+
+    checkpoint = str(tmp_path / "old.pt")
+    save_checkpoint(old_model, checkpoint)
+    with pytest.raises(SystemExit, match="komi input"):
+        main(["--add-small-board-komi", checkpoint, str(tmp_path / "no.onnx")])
+    both, start = str(tmp_path / "both.onnx"), str(tmp_path / "both.pt")
+    assert main(["--add-komi-input", "--add-small-board-komi", "--board-sizes", "9,19", checkpoint, both,
+                 "--checkpoint-out", start]) == 0
+    assert load_onnx(both).spec.small_board_komi
+    with pytest.raises(SystemExit, match="already"):
+        main(["--add-small-board-komi", both, str(tmp_path / "twice.onnx")])
+    data = nine_by_nine_records(tmp_path, 500)
+    config = TrainConfig(data=data, out=str(tmp_path / "run"), blocks=1, filters=8, head=POOLED, aux=True,
+                         small_board_value=True, steps=4, chunk_steps=2, batch=8, optimizer="adamw", lr=1e-2,
+                         warmup_steps=0, workers=0, threads=1, precision="fp32", val_every=4, val_positions=16,
+                         log_every=2, export=True, init=start, input_encoding=KOMI_INPUT_ENCODING,
+                         train_only="head.value_komi_small_boards", komi_spread=4.0)
+    assert train(config, log=lambda line: None)["step"] == 2
+    assert train(dataclasses.replace(config, chunk_steps=0), log=lambda line: None)["step"] == 4  # resumed
+    saved = load_training_checkpoint(str(tmp_path / "run" / "checkpoint.pt"))
+    assert saved["spec"]["small_board_komi"]
+    assert saved["state_dict"]["head.value_komi_small_boards.weight"].abs().sum() > 0  # trained from zero
+    assert load_onnx(str(tmp_path / "run" / "model.onnx")).spec.small_board_komi
 
 
 @pytest.fixture(scope="module")
@@ -332,22 +415,13 @@ def test_tabula_train_moves_the_komi_only_for_a_network_that_sees_it(tmp_path):
 
 
 def test_the_trainer_extends_an_18_plane_start_and_trains_the_komi_terms(old_model, tmp_path):
-    from tabula.engine.data.records import RecordFilter, parse_record
-    from tabula.engine.data.shards import write_shard
     from tabula.tools.learn.train import TrainConfig, load_training_checkpoint, train
-    from tests.records_helpers import game_sgf, play_game
 
-    data = tmp_path / "data"
-    data.mkdir()
-    records = [parse_record(f"g{i}", game_sgf(play_game(400 + i, moves=24, size=9), size=9,
-                                              komi=(0.5, 7.5)[i % 2], result=("B+3.5", "W+10.5")[i % 2]),
-                            RecordFilter(size=9, min_moves=10)) for i in range(10)]
-    write_shard(str(data / "train-0000.tshard"), records[:8], size=9)
-    write_shard(str(data / "val-0000.tshard"), records[8:], size=9)
+    data = nine_by_nine_records(tmp_path, 400)
     start = str(tmp_path / "start.pt")
     save_checkpoint(old_model, start)
     lines: list[str] = []
-    config = TrainConfig(data=str(data), out=str(tmp_path / "run"), blocks=1, filters=8, head=POOLED, aux=True,
+    config = TrainConfig(data=data, out=str(tmp_path / "run"), blocks=1, filters=8, head=POOLED, aux=True,
                          small_board_value=True, steps=6, chunk_steps=4, batch=8, optimizer="adamw", lr=1e-2,
                          warmup_steps=0, workers=0, threads=1, precision="fp32", val_every=4, val_positions=16,
                          log_every=2, export=True, init=start, input_encoding=KOMI_INPUT_ENCODING)
@@ -460,6 +534,12 @@ def test_self_play_windows_are_seen_at_other_komis_when_the_run_asks(tmp_path):
                 dict(input_encoding="", train_komi_spread=2.0)):
         with pytest.raises(SystemExit, match="train-komi-spread"):
             check_sizes(dataclasses.replace(rl, **bad), config)
+    for bad in (-0.1, 1.0, float("nan")):
+        with pytest.raises(SystemExit, match="ema-decay"):
+            check_sizes(dataclasses.replace(rl, ema_decay=bad), config)
+    from tabula.tools.learn.rl_loop import train_config
+
+    assert train_config(str(tmp_path), dataclasses.replace(rl, ema_decay=0.99), config).ema_decay == 0.99
     # anchored by records: the records' counted games move too, by the same spread
     from tabula.engine.data.records import RecordFilter, parse_record
     from tabula.engine.data.replay import AnchoredSampler

@@ -61,6 +61,8 @@ class NetSpec:
     # leelaz-18+komi only: the komi (points, white's) at which the score head's fixed komi path adds nothing, the
     # komi a network extended by with_komi_input had learned its score at (PooledHead)
     komi_reference: float = 7.5
+    # leelaz-18+komi only: a komi term of the value that only boards below 19x19 see (PooledHead)
+    small_board_komi: bool = False
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -78,6 +80,8 @@ class NetSpec:
             raise ValueError(f"score, ownership and small-board value heads are for Go, not {self.input_encoding}")
         if encoding.komi_plane is not None and self.head != POOLED:
             raise ValueError(f"the komi input ({self.input_encoding}) needs the pooled head")
+        if self.small_board_komi and encoding.komi_plane is None:
+            raise ValueError(f"the small-board komi term reads the komi input, which {self.input_encoding} has not")
 
     @property
     def encoding(self) -> Encoding:
@@ -88,6 +92,8 @@ class NetSpec:
         data = asdict(self)
         if self.encoding.komi_plane is None:
             del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
+        if not self.small_board_komi:
+            del data["small_board_komi"]  # the metadata of networks without it stays as it was
         return data
 
     def same_weights(self, other: "NetSpec") -> bool:
@@ -157,7 +163,14 @@ class PooledHead(nn.Module):
     identity given, the learned part predicts the margin on the board, which the komi moves only through play,
     and the ``komi_reference`` (the side to move's view of the komi the network had learned its score at, 7.5) makes
     the path zero there, so an extended network keeps its outputs at that komi exactly. The value has no such path:
-    how many points make a win more likely depends on the position, which is what ``value_komi`` learns."""
+    how many points make a win more likely depends on the position, which is what ``value_komi`` learns.
+
+    With ``small_board_komi`` (a komi input's networks only): ``value_komi_small_boards``, a linear map of k times the
+    value features' mean, k and k × (size - 14) / 10, all scaled by ``max(19 - size, 0) / 10``, into the value's
+    hidden layer, zero-initialised. Why: self-play on 9×9 and 13×13 is where a point of komi decides games, but
+    training the komi terms every size shares on it moved the 19×19 values too (white to move 18 points too
+    pessimistic on held-out records, docs/TRAINING.md); this term is zero on 19×19, so trained alone on small boards
+    it leaves the 19×19 network bit for bit as it was."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -184,6 +197,10 @@ class PooledHead(nn.Module):
         if spec.encoding.komi_plane is not None:
             self.value_komi = nn.Linear(2, spec.value_hidden, bias=False)
             nn.init.zeros_(self.value_komi.weight)
+        self.value_komi_small_boards = None
+        if spec.small_board_komi:
+            self.value_komi_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
+            nn.init.zeros_(self.value_komi_small_boards.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
                 komi_plane: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -211,6 +228,10 @@ class PooledHead(nn.Module):
             k = komi_plane.mean(dim=(1, 2))[:, None]  # the side to move's komi / KOMI_SCALE
             komi = k * KOMI_SCALE
             hidden = hidden + self.value_komi(torch.cat([k, k * (size - 14.0) / 10.0], dim=1))
+            if self.value_komi_small_boards is not None:
+                smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
+                hidden = hidden + self.value_komi_small_boards(
+                    torch.cat([k * mean, k, k * (size - 14.0) / 10.0], dim=1) * smallness)
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -325,6 +346,20 @@ def with_komi_input(model: TabulaNet, komi_reference: float = 7.5) -> TabulaNet:
     grown = TabulaNet(replace(spec, input_encoding=KOMI_INPUT_ENCODING, komi_reference=float(komi_reference)))
     missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
     assert not unexpected and sorted(missing) == ["head.value_komi.weight", "input_komi.weight"], (missing, unexpected)
+    return grown.eval()
+
+
+def with_small_board_komi(model: TabulaNet) -> TabulaNet:
+    """``model`` (a network with the komi input) with a zero small-board komi term added (``PooledHead``): the same
+    outputs on every board until the term is trained, and on 19×19 and larger boards after it too."""
+    if model.spec.encoding.komi_plane is None:
+        raise ValueError("the small-board komi term needs a network with the komi input (tabula export "
+                         "--add-komi-input first)")
+    if model.spec.small_board_komi:
+        raise ValueError("the network already has the small-board komi term")
+    grown = TabulaNet(replace(model.spec, small_board_komi=True))
+    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
+    assert not unexpected and missing == ["head.value_komi_small_boards.weight"], (missing, unexpected)
     return grown.eval()
 
 
@@ -608,6 +643,7 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
-           "load_checkpoint", "with_komi_input", "with_small_board_value", "random_network", "export_onnx",
+           "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_value", "random_network",
+           "export_onnx",
            "load_onnx", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz", "default_board_sizes",
            "set_metadata"]

@@ -9,6 +9,8 @@ networks; quantize ONNX to int8.
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
     tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
+    tabula export --add-small-board-komi IN OUT.onnx [--checkpoint-out OUT.pt]   (a komi network with a zero komi
+        term that only boards below 19x19 see; with --add-komi-input, both at once)
     tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
         NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
 """
@@ -232,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "weights from it, and the score's fixed komi path), the same outputs at --komi-reference "
                              "until trained (tabula train --input-encoding leelaz-18+komi --init OUT.pt, with "
                              "--checkpoint-out OUT.pt here)")
+    parser.add_argument("--add-small-board-komi", action="store_true",
+                        help="IN OUT: a network with the komi input gets a zero komi term of the value that only "
+                             "boards below 19x19 see (PooledHead); the same outputs until trained")
     parser.add_argument("--komi-reference", type=float, default=7.5,
                         help="with --add-komi-input: the komi the network learned its score at (default 7.5)")
     parser.add_argument("--resign-winrate", type=_thresholds, default=None, metavar="T|SIZE:T,...",
@@ -286,7 +291,8 @@ def _thresholds(text: str):
 def _only_thresholds(args: argparse.Namespace) -> bool:
     """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
     converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value
-                  or args.add_komi_input or args.quantize == "int8" or args.leelaz_out or args.checkpoint_out)
+                  or args.add_komi_input or args.add_small_board_komi or args.quantize == "int8" or args.leelaz_out
+                  or args.checkpoint_out)
     return (args.resign_winrate is not None and not converting and len(args.paths) == 1
             and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
 
@@ -300,9 +306,9 @@ def _export(args: argparse.Namespace) -> int:
     if args.add_small_board_value and args.to_leelaz:
         raise SystemExit("tabula export: --add-small-board-value writes ONNX of a pooled network, not Leela Zero "
                          "weights")
-    if args.add_komi_input and (args.to_leelaz or args.from_leelaz or args.random):
-        raise SystemExit("tabula export: --add-komi-input takes IN OUT, a pooled Tabula network: Leela Zero weights "
-                         "have no komi input")
+    if (args.add_komi_input or args.add_small_board_komi) and (args.to_leelaz or args.from_leelaz or args.random):
+        raise SystemExit("tabula export: --add-komi-input and --add-small-board-komi take IN OUT, a pooled Tabula "
+                         "network: Leela Zero weights have no komi input")
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
@@ -335,7 +341,8 @@ def _export(args: argparse.Namespace) -> int:
             raise SystemExit("tabula export IN OUT.onnx")
         source = paths[0]
         if source.endswith(".onnx") and args.quantize == "int8" and not (args.add_small_board_value
-                                                                          or args.add_komi_input):
+                                                                          or args.add_komi_input
+                                                                          or args.add_small_board_komi):
             _write_quantized(source, out, args)
             return 0
         model = _load_any(source)
@@ -346,9 +353,15 @@ def _export(args: argparse.Namespace) -> int:
                 raise SystemExit(f"tabula export: {source} already has the small-board value term")
             model = network.with_small_board_value(model)
             provenance += ", with a zero small-board value term"
-        if args.add_komi_input:
-            model = network.with_komi_input(model, args.komi_reference)
-            provenance += f", with a zero komi input (score reference komi {args.komi_reference:g})"
+        try:
+            if args.add_komi_input:
+                model = network.with_komi_input(model, args.komi_reference)
+                provenance += f", with a zero komi input (score reference komi {args.komi_reference:g})"
+            if args.add_small_board_komi:
+                model = network.with_small_board_komi(model)
+                provenance += ", with a zero small-board komi term"
+        except ValueError as error:
+            raise SystemExit(f"tabula export: {source}: {error}") from None
 
     if args.leelaz_out:
         write_leelaz(network.to_leelaz(model), args.leelaz_out)

@@ -101,6 +101,9 @@ class RLConfig:
     freeze_batchnorm: bool = False  # keep the start network's batch-norm statistics (19×19 records' for a network
     # trained on them: small-board batches would replace them)
     train_only: str = ""  # train only the parameters with these name prefixes, e.g. "head.value" ("": all)
+    # each generation's network the trainer's moving average of its weights (this decay a step; 0: the weights as
+    # trained): a fine-tune at a constant rate on a small window swings from generation to generation without it
+    ema_decay: float = 0.0
     anchor_data: str = ""  # `tabula prepare` directories of records (comma-separated) whose train shards anchor the
     # training: a share of the batches comes from them (engine.data.replay.AnchoredSampler)
     anchor_shards: int = 0  # of those shards, the first this many (0: all; each is about a million positions)
@@ -191,6 +194,8 @@ def check_sizes(rl: RLConfig, selfplay: SelfPlayConfig) -> None:
             raise ValueError(f"--input-encoding {spec.input_encoding} is not an input of {selfplay.game}'s positions")
         if not (math.isfinite(rl.train_komi_spread) and rl.train_komi_spread >= 0):
             raise ValueError(f"--train-komi-spread {rl.train_komi_spread}: a standard deviation in points, 0 or more")
+        if not (0.0 <= rl.ema_decay < 1.0):
+            raise ValueError(f"--ema-decay {rl.ema_decay}: a decay a step, at least 0 and below 1")
         if rl.train_komi_spread > 0 and spec.encoding.komi_plane is None:
             raise ValueError(f"--train-komi-spread moves the komi a network sees; {spec.input_encoding} has no komi "
                              f"input (--input-encoding leelaz-18+komi)")
@@ -228,7 +233,7 @@ def train_config(directory: str, rl: RLConfig, selfplay: SelfPlayConfig):
                        blocks=rl.blocks, filters=rl.filters, steps=1 << 40, batch=rl.batch, optimizer=rl.optimizer,
                        lr=rl.lr, weight_decay=rl.weight_decay, warmup_steps=rl.warmup_steps, lr_drops="",
                        policy_loss_weight=rl.policy_loss_weight, freeze_batchnorm=rl.freeze_batchnorm,
-                       train_only=rl.train_only,
+                       train_only=rl.train_only, ema_decay=rl.ema_decay,
                        seed=rl.seed, device="cpu", precision="auto", threads=rl.train_threads,
                        workers=rl.train_workers,
                        val_every=1 << 40, val_positions=0, log_every=max(1, rl.train_steps // 2),

@@ -431,13 +431,18 @@ class WeightAverage:
 # -- the run --------------------------------------------------------------------------------------------------------
 
 
-def _komi_reference(path: str, encoding: Encoding) -> dict:
-    """NetSpec's ``komi_reference`` for a network that sees the komi: that of the checkpoint it continues or starts
-    from (``path``) where that one has the komi input, else the default (an extension of a leelaz-18 network)."""
+def _komi_fields(path: str, encoding: Encoding) -> dict:
+    """NetSpec's fields of a network that sees the komi which no command line sets: those of the checkpoint it
+    continues or starts from (``path``) where that one has the komi input (its ``komi_reference``, and its
+    small-board komi term, added by ``tabula export --add-small-board-komi``), else the defaults (an extension of a
+    leelaz-18 network)."""
     if encoding.komi_plane is None or not path or not os.path.exists(path):
         return {}
     saved = load_training_checkpoint(path)["spec"]
-    return {"komi_reference": float(saved["komi_reference"])} if "komi_reference" in saved else {}
+    fields = {"komi_reference": float(saved["komi_reference"])} if "komi_reference" in saved else {}
+    if saved.get("small_board_komi"):
+        fields["small_board_komi"] = True
+    return fields
 
 
 def _settle_config(config: TrainConfig) -> TrainConfig:
@@ -544,7 +549,7 @@ def train(config: TrainConfig, log=print,
     checkpoint_path = os.path.join(config.out, CHECKPOINT)
     spec = NetSpec(blocks=config.blocks, filters=config.filters, head=config.head, board_size=sampler.size,
                    aux=config.aux, small_board_value=config.small_board_value, input_encoding=config.input_encoding,
-                   **_komi_reference(checkpoint_path if os.path.exists(checkpoint_path) else config.init, encoding))
+                   **_komi_fields(checkpoint_path if os.path.exists(checkpoint_path) else config.init, encoding))
     # What the batches of a resumed run depend on besides (seed, step): the same games in the same order.
     data_fingerprint = f"{len(train_paths)} shards, {sampler.num_games} games, {sampler.num_positions} positions"
 
