@@ -287,6 +287,12 @@ def test_tabula_eval_reads_the_records_at_another_komi_and_reports_the_mean_lead
     # three decimals)
     assert leads[7.5] - leads[0.5] == pytest.approx(7.0, abs=2e-3)
     assert leads[7.5] - leads[None] == pytest.approx(1.0, abs=2e-3)
+    # --record-komi keeps the records played at that komi only
+    (tmp_path / "g2.sgf").write_bytes(game_sgf(play_game(502, moves=31), result="B+R", komi=7.5))
+    for record_komi, games in (("6.5", 2), ("7.5", 1), ("0.5", 0)):
+        capsys.readouterr()
+        assert main([komi_onnx, str(tmp_path), "--size", "19", "--record-komi", record_komi]) == 0
+        assert dict(line.split(": ") for line in capsys.readouterr().out.splitlines())["games"] == str(games)
 
 
 # -- files --------------------------------------------------------------------------------------------------------

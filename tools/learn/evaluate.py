@@ -140,6 +140,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--every", type=int, default=10, help="search every k-th position (with --visits)")
     parser.add_argument("--komi", type=float, default=None,
                         help="read every record at this komi instead of its own (a network that sees the komi)")
+    parser.add_argument("--record-komi", type=float, default=None,
+                        help="only the records played at this komi (an archive of several: Tom's 7.5 and 6.5)")
     return parser.parse_args(argv)
 
 
@@ -213,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for record in records:
         if args.split != "all" and is_validation(record.key(), args.val_fraction) != (args.split == "val"):
+            continue
+        if args.record_komi is not None and record.komi != args.record_komi:
             continue
         scores.games += 1
         scores.resign_games += record.value_weight > 0 and record.winner != 0
