@@ -582,3 +582,23 @@ def test_a_resumed_run_may_change_its_komi_spread_and_lower_its_resignation_ceil
                   handle)
     assert Loop(directory, changed, selfplay, log=lambda *_: None).state["resign_threshold"] == 0.0
     assert Loop(directory, rl, selfplay, log=lambda *_: None).state["resign_threshold"] == 0.1  # under a 0.2 ceiling
+
+
+def test_the_komi_calibration_command_plays_reads_and_tabulates(komi_onnx, tmp_path, capsys):
+    """`python3 -m tabula.tools.check.komi_calibration`: self-play at each komi, the per-colour calibration of each
+    set, the lead's slope over the komi (the extension's fixed path: 1), a table; a cut-off run goes on."""
+    from tabula.tools.check.komi_calibration import main
+
+    out = tmp_path / "cal"
+    args = [komi_onnx, "--out", str(out), "--sizes", "7", "--komis", "0.5,7.5", "--games", "2", "--visits", "4",
+            "--workers", "1", "--records", "0"]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "| 7×7 self-play (2 games) | 0.5 |" in table and "| 7×7 self-play (2 games) | 7.5 |" in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["selfplay"]) == {"7-0.5", "7-7.5"}
+    assert summary["score_lead"]["slope"] == pytest.approx(1.0, abs=1e-2)
+    assert main(args + ["--games", "3"]) == 0  # one more game a komi, the first two kept
+    assert json.loads((out / "summary.json").read_text())["selfplay"]["7-0.5"]["games"] == 3
+    with pytest.raises(SystemExit):
+        main([komi_onnx, "--out", str(out), "--komis", "seven"])
