@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 36's done-when matches of the default engine (`python3 -m tabula.gtp`, whatever weights/DEFAULT names), one
+# set per call, resumable: rerun the same call to go on where it stopped (`tabula match --out` resumes; a game cut
+# off by the time limit is played again).
+#
+#   bash tools/issue36_matches.sh SET [MINUTES] [PARALLEL]    # default: no time limit, 1 game at a time
+#   bash tools/issue36_matches.sh list                        # the sets, with what the issue asks of each
+#
+# Every set plays with resignation off where the calibration needs the games played on (19x19 and handicap:
+# `tabula resign DIR` reads the engines' logs afterwards), GNU Go 3.8 level 10 the opponent, GNU Go the referee.
+# The games (config.json, results.jsonl, games/) are copied to docs/matches/issue36-SET after each call; the logs stay
+# in runs/issue36/SET (they are big: the command makes them again).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9 or list}
+MINUTES=${2:-0}
+PARALLEL=${3:-1}
+GNUGO=${GNUGO:-/usr/games/gnugo}
+TABULA=${TABULA:-tabula}
+AREA_REFEREE="$GNUGO --mode gtp --chinese-rules"
+OPPONENT="$GNUGO --mode gtp --level 10"
+ENGINE="python3 -m tabula.gtp"
+PLAYED_ON="$ENGINE --resign-winrate 0"  # the resignation calibration needs the games played on
+# the default before issue 36 (the shipped network without the komi input, no score utility), for new-vs-old9
+OLD="$ENGINE --weights weights/tabula-6x64-anysize-int8.onnx --static-score-utility 0 --dynamic-score-utility 0"
+
+case "$SET" in
+    list)
+        cat <<'EOF'
+handicap7     19x19, Tabula white giving GNU Go 7 fixed stones at komi 0.5: >= 70% of 50 games
+handicap9     the same with 9 stones: >= 50% of 30 games
+japanese19    19x19 under Japanese rules (GNU Go referees with its own count), komi 6.5: >= 90% of 50 games, and
+              Tabula's final_score equal to GNU Go's in >= 95% of the games ended by two passes
+even9         9x9 even games at komi 7.5: >= 95% of 100
+even13        13x13, the same: >= 95% of 50
+even19        19x19, the same: >= 95% of 50 (also the 19x19 resignation check: played on)
+new-vs-old9   the new default against the one before issue 36, 9x9, komi 7.5: >= 60% of 100
+EOF
+        exit 0;;
+    handicap7|handicap9)
+        STONES=${SET#handicap}
+        GAMES=$([ "$STONES" = 7 ] && echo 50 || echo 30)
+        ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed --fixed-colors
+              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON");;
+    japanese19)
+        ARGS=(--games 50 --size 19 --komi 6.5 --referee "$GNUGO --mode gtp" --engine-scores
+              --names tabula gnugo-10 --engines "$PLAYED_ON --rules japanese" "$OPPONENT");;
+    even9|even13|even19)
+        SIZE=${SET#even}
+        GAMES=$([ "$SIZE" = 9 ] && echo 100 || echo 50)
+        ENGINE_HERE=$([ "$SIZE" = 9 ] && echo "$ENGINE" || echo "$PLAYED_ON")
+        ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE"
+              --names tabula gnugo-10 --engines "$ENGINE_HERE" "$OPPONENT");;
+    new-vs-old9)
+        ARGS=(--games 100 --size 9 --komi 7.5 --referee "$AREA_REFEREE"
+              --names new old --engines "$ENGINE --temperature-moves 8" "$OLD --temperature-moves 8");;
+    *)
+        echo "tools/issue36_matches.sh: unknown set $SET (try: list)" >&2
+        exit 2;;
+esac
+
+OUT=runs/issue36/$SET
+mkdir -p "$OUT"
+status=0
+if [ "$MINUTES" != 0 ]; then
+    timeout --signal=INT "${MINUTES}m" nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" \
+        || status=$?
+else
+    nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" || status=$?
+fi
+KEPT=docs/matches/issue36-$SET
+mkdir -p "$KEPT"
+cp "$OUT/config.json" "$KEPT/"
+[ -f "$OUT/results.jsonl" ] && cp "$OUT/results.jsonl" "$KEPT/"
+[ -d "$OUT/games" ] && cp -r "$OUT/games" "$KEPT/"
+$TABULA match --out "$OUT" --summary || true
+# 124: the time limit ended this call (rerun to go on); anything else is the match's own status
+[ "$status" = 124 ] && exit 0
+exit "$status"
