@@ -571,7 +571,7 @@ def test_a_resumed_run_may_change_its_komi_spread_and_lower_its_resignation_ceil
     selfplay = SelfPlayConfig(sizes=(7,), visits=4, fast_visits=0, batch_size=4)
     rl = RLConfig(blocks=1, filters=8, head="pooled", input_encoding=KOMI_INPUT_ENCODING, resign_ceiling=0.2)
     settle_config(directory, rl, selfplay)
-    changed = dataclasses.replace(rl, train_komi_spread=6.0, resign_ceiling=0.0)
+    changed = dataclasses.replace(rl, train_komi_spread=6.0, resign_ceiling=0.0, min_positions=40000)
     assert settle_config(directory, changed, selfplay)[0] == changed
     with pytest.raises(SystemExit, match="lr"):
         settle_config(directory, dataclasses.replace(changed, lr=0.5), selfplay)

@@ -20,17 +20,22 @@
 # keep theirs): at their own komis alone (6.5 and 7.5, a few KGS games at 0.5 and 5.5) 800 steps at SGD's lr 0.002
 # left the value the same at every komi from -7.5 to 15.5 (docs/TRAINING.md). AdamW, since the komi weights start at
 # zero. Tygem 2016 stays held out.
-# Stage 2, self-play (runs/komi/rl): 9x9 and 13x13 from stage 1's network, each game's komi drawn around 7 (about
-# the fair area komi on both sizes; --komi-spread 3, normal, rounded to half points) and one game in ten a handicap
-# game of 2 to 4 stones at komi 0.5; the same parameters train, a third of the batches stage 1's records (--anchor-
-# data), so that 19x19 keeps what stage 1 taught it. Every candidate is accepted (--gate-games 0): the komi's
-# calibration, not strength, is what this run is for; measure both after (docs/TRAINING.md, "The komi input").
-# From generation 18 on (2026-11-26): every game in the window and the anchor is seen at a komi moved by a normal
-# draw of 6 points (--train-komi-spread 6; 18 generations at the games' own komi 7 +- 3 left the value's komi swing
-# far too small: at komi 0.5 on 9x9 it predicted black 54% where black won 70%), and no game resigns
-# (--resign-ceiling 0), so that every game has a margin and moves.
+# Stages 2 and 3 (2026-11-26; kept in weights/training/komi/{rl,rl2}, the commands in git history and
+# docs/TRAINING.md): self-play on 9x9 and 13x13 trained the value's and score's komi terms that every size shares;
+# the small boards learned the komi but 19x19 got worse (white to move 18 points too pessimistic on held-out
+# records), and the values swung from generation to generation at a constant rate.
+# Stage 4, self-play (runs/komi/rl4): stage 1's network given a komi term that only boards below 19x19 see
+# (`tabula export --add-small-board-komi`: k times the value features' mean, k and k(size-14)/10, scaled by
+# max(19 - size, 0)/10, zero at first), and only that term and the small-board value term train
+# (--train-only head.value_komi_small_boards,head.value_small_boards): 19x19 stays stage 1's bit for bit, so no
+# records anchor it. Self-play on 9x9 and 13x13 at komi 5 +- 4 (0.5 to 7.5, the komis a server offers, within one
+# spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted (--resign-ceiling 0) and
+# seen at a komi moved by a normal draw of 6 points (--train-komi-spread 6); AdamW at lr 0.0005, each generation's
+# network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate accepted
+# (--gate-games 0). The first training waits for about 1,000 games (--min-positions 40000: the recorded positions,
+# the full-visit moves, about 40 a game), so that the term does not learn one generation's games first.
 #
-# --keep copies what resumes each stage to weights/training/komi/{sl,rl,rl2} (commit that folder after a chunk); on a
+# --keep copies what resumes each stage to weights/training/komi/{sl,rl4} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
 # are missing (the archives are in ../shared/data/games).
 set -euo pipefail
@@ -52,7 +57,6 @@ if [ -n "${QUICK:-}" ]; then
     SL=(--steps 4 --batch 16 --warmup-steps 0 --val-every 4 --val-positions 64 --log-every 2 --checkpoint-every 4)
     RL=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
         --train-steps 2 --batch 16 --warmup-steps 0 --generations 1)
-    STAGE2_GENERATIONS=2
 else
     RUNS=runs/komi
     KEEP=weights/training/komi
@@ -62,9 +66,8 @@ else
     KGS=("$GAMES"/kgs-KGS-*.tar.gz)
     SL=(--steps 1500 --batch 256 --warmup-steps 50 --schedule cosine --val-every 250 --val-positions 4096
         --log-every 50)
-    RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000 --min-positions 1000
-        --train-steps 100 --batch 128 --warmup-steps 50)
-    STAGE2_GENERATIONS=22
+    RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000
+        --min-positions 40000 --train-steps 100 --batch 128 --warmup-steps 50)
 fi
 START_DIR=$RUNS/start
 START=$START_DIR/komi-start.pt
@@ -87,38 +90,33 @@ prepare() {  # prepare NAME HANDICAP ARCHIVE...: shards of the 19x19 records, on
         mv "$RUNS/records-$name.tmp" "$RUNS/records-$name"
     fi
 }
-prepare tom drop "${TOM[@]}"
-prepare tygem drop "${TYGEM[@]}"
-prepare kgs policy "${KGS[@]}"
+stage1_step() {  # the step stage 1's kept checkpoint reached (0: none)
+    python3 -c 'import sys, torch; print(torch.load(sys.argv[1], weights_only=True)["step"])' "$KEEP/sl/checkpoint.pt" \
+        2>/dev/null || echo 0
+}
+STAGE1_STEPS=${SL[1]}  # --steps N
 
-# Stage 1 until it completes (its model.onnx is written at its last step), then stage 2.
-if [ ! -f "$RUNS/sl/model.onnx" ]; then
+# Stage 1 until it completes (its model.onnx is written at its last step); it needs the records' shards.
+if [ ! -f "$RUNS/sl/model.onnx" ] && [ "$(stage1_step)" -lt "$STAGE1_STEPS" ]; then
+    prepare tom drop "${TOM[@]}"
+    prepare tygem drop "${TYGEM[@]}"
+    prepare kgs policy "${KGS[@]}"
     exec nice -n 5 $TABULA train --data "$RECORDS" --out "$RUNS/sl" --keep "$KEEP/sl" --init "$START" \
         --input-encoding leelaz-18+komi --blocks 6 --filters 64 --head pooled --aux --small-board-value \
         --train-only "$TRAINED" --freeze-batchnorm --optimizer adamw --lr 0.0005 --ema-decay 0.999 --komi-spread 5 \
         --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
 fi
 
-# Stage 2 until its kept state reaches STAGE2_GENERATIONS (it stopped at generation 22, its best 21, on
-# 2026-11-26; QUICK: after one), then stage 3 from the network it kept. Stage 2 is not resumed after that, so the
-# file stage 3 started from (saved in its config.json) stays.
-stage2_generation() {
-    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["generation"])' "$KEEP/rl/state.json" \
-        2>/dev/null || echo 0
-}
-SHARED=(--komi 7 --komi-spread 3 --handicap-fraction 0.1 --max-handicap 4 --train-only "$TRAINED" --freeze-batchnorm
-        --policy-loss-weight 0 --gate-games 0 --train-komi-spread 6 --resign-ceiling 0
-        --anchor-data "$RECORDS" --anchor-fraction 0.33 --anchor-shards 1
-        --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}")
-if [ ! -f "$RUNS/rl2/config.json" ] && [ ! -f "$KEEP/rl2/config.json" ] \
-        && [ "$(stage2_generation)" -lt "$STAGE2_GENERATIONS" ]; then
-    exec nice -n 5 $TABULA rl --dir "$RUNS/rl" --keep "$KEEP/rl" --start-from "$RUNS/sl/model.onnx" --lr 0.002 \
-        "${SHARED[@]}"
+# Stage 4 from stage 1's network (its kept checkpoint: a new machine needs no records for it).
+START4=$RUNS/start4.onnx
+if [ ! -f "$START4" ]; then
+    STAGE1=$RUNS/sl/checkpoint.pt
+    [ -f "$STAGE1" ] || STAGE1=$KEEP/sl/checkpoint.pt
+    $TABULA export --add-small-board-komi "$STAGE1" "$START4.tmp.onnx"
+    mv "$START4.tmp.onnx" "$START4"
 fi
-
-# Stage 3 (runs/komi/rl2): stage 2 with AdamW at lr 0.0005 instead of SGD at 0.002, from stage 2's network. SGD moved
-# the value's komi weights too slowly (4 generations with the moved komi: at komi 0.5 black 59% predicted where it
-# won 70%); 600 AdamW steps on stage 2's 9x9 games at the same spread brought that to 67% (docs/TRAINING.md).
-STAGE2_NET=$(ls "$KEEP"/rl/nets/gen-*.onnx | tail -n 1)
-exec nice -n 5 $TABULA rl --dir "$RUNS/rl2" --keep "$KEEP/rl2" --start-from "$STAGE2_NET" \
-    --optimizer adamw --lr 0.0005 "${SHARED[@]}"
+exec nice -n 5 $TABULA rl --dir "$RUNS/rl4" --keep "$KEEP/rl4" --start-from "$START4" \
+    --komi 5 --komi-spread 4 --handicap-fraction 0.1 --max-handicap 4 \
+    --train-only head.value_komi_small_boards,head.value_small_boards --freeze-batchnorm --policy-loss-weight 0 \
+    --optimizer adamw --lr 0.0005 --ema-decay 0.998 --train-komi-spread 6 --gate-games 0 --resign-ceiling 0 \
+    --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"

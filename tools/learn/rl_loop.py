@@ -78,7 +78,8 @@ STOP = "STOP"
 # Settings that may change when a run is resumed (where to run, how long, the schedule, the komi spread training
 # sees, the resignation ceiling); the rest is fixed.
 MUTABLE = ("workers", "ray", "ray_address", "max_minutes", "generations", "train_threads", "train_workers",
-           "games_per_generation", "train_steps", "gate_games", "keep", "train_komi_spread", "resign_ceiling")
+           "games_per_generation", "train_steps", "gate_games", "keep", "train_komi_spread", "resign_ceiling",
+           "min_positions")
 
 
 @dataclass(frozen=True)
