@@ -67,7 +67,7 @@ else
     SL=(--steps 1500 --batch 256 --warmup-steps 50 --schedule cosine --val-every 250 --val-positions 4096
         --log-every 50)
     RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000
-        --min-positions 40000 --train-steps 100 --batch 128 --warmup-steps 50)
+        --min-positions 40000 --train-steps 300 --batch 128 --warmup-steps 50)
 fi
 START_DIR=$RUNS/start
 START=$START_DIR/komi-start.pt
