@@ -598,6 +598,7 @@ def test_the_komi_calibration_command_plays_reads_and_tabulates(komi_onnx, tmp_p
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["selfplay"]) == {"7-0.5", "7-7.5"}
     assert summary["score_lead"]["slope"] == pytest.approx(1.0, abs=1e-2)
+    assert len(summary["score_lead_own_games"]["leads"]) == 2
     assert main(args + ["--games", "3"]) == 0  # one more game a komi, the first two kept
     assert json.loads((out / "summary.json").read_text())["selfplay"]["7-0.5"]["games"] == 3
     with pytest.raises(SystemExit):

@@ -11,7 +11,8 @@ value on every position of them, per colour: the mover's mean predicted winrate 
 the mover went on to win. 19×19: Tygem 2016's first ``--records`` games (all at 6.5) and the first ``--records`` of
 Tom's validation split (`tabula prepare`'s 2%) at 7.5 and at 6.5 (``tabula eval --record-komi``). The slope: the
 first size's games at the last komi read at every komi (``tabula eval --komi``), the score head's mean lead for white
-against the komi, by least squares. Prints a markdown table (and writes OUT/summary.json).
+against the komi, by least squares; and the same over each komi's own games (where play adapts to the komi). Prints
+a markdown table (and writes OUT/summary.json).
 
 Games are the unit of chance: with n games the share won is good to about ±1/sqrt(n) (two standard errors at an even
 share; the positions of one game share its result), which the table prints beside each cell.
@@ -50,7 +51,8 @@ def sgf_count(directory: str) -> int:
 
 def calibration(lines: dict[str, str]) -> dict[str, float]:
     return {key: float(lines[key]) for key in ("black_to_move_predicted", "black_to_move_won",
-                                               "white_to_move_predicted", "white_to_move_won") if key in lines}
+                                               "white_to_move_predicted", "white_to_move_won", "white_score_lead")
+            if key in lines}
 
 
 def slope(points: list[tuple[float, float]]) -> float:
@@ -121,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
             leads.append((komi, float(lines["white_score_lead"])))
     if len(leads) > 1:
         summary["score_lead"] = {"games": source, "leads": leads, "slope": slope(leads)}
+    # the same over each komi's own games (each read at its komi): the lead as play at that komi makes it
+    own = [(komi, summary["selfplay"][f"{sizes[0]}-{komi:g}"].get("white_score_lead")) for komi in komis]
+    own = [(k, v) for k, v in own if v is not None]
+    if len(own) > 1:
+        summary["score_lead_own_games"] = {"leads": own, "slope": slope(own)}
     with open(os.path.join(args.out, "summary.json"), "w") as handle:
         json.dump(summary, handle, indent=1)
     print("| board | komi | black to move: predicted vs won | white to move: predicted vs won |")
@@ -135,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     if "score_lead" in summary:
         text = ", ".join(f"{k:g}: {v:+.2f}" for k, v in leads)
         print(f"\nwhite's mean predicted lead by komi ({source}): {text}; slope {summary['score_lead']['slope']:.2f}")
+    if "score_lead_own_games" in summary:
+        text = ", ".join(f"{k:g}: {v:+.2f}" for k, v in summary["score_lead_own_games"]["leads"])
+        print(f"white's mean predicted lead on each komi's own games: {text}; "
+              f"slope {summary['score_lead_own_games']['slope']:.2f}")
     return 0
 
 
