@@ -29,9 +29,10 @@
 # max(19 - size, 0)/10, zero at first), and only that term and the small-board value term train
 # (--train-only head.value_komi_small_boards,head.value_small_boards): 19x19 stays stage 1's bit for bit, so no
 # records anchor it. Self-play on 9x9 and 13x13 at komi 5 +- 4 (0.5 to 7.5, the komis a server offers, within one
-# spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted (--resign-ceiling 0) and
-# seen at a komi moved by a normal draw of 6 points (--train-komi-spread 6); AdamW at lr 0.0005, each generation's
-# network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate accepted
+# spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted (--resign-ceiling 0), seen
+# at its own komi (generations 1-24 also at a komi moved by a normal draw of 6 points, --train-komi-spread 6: that
+# overstated what a point is worth, since play adapts to the komi; docs/TRAINING.md); AdamW at lr 0.0005, each
+# generation's network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate accepted
 # (--gate-games 0). The first training waits for about 1,000 games (--min-positions 40000: the recorded positions,
 # the full-visit moves, about 40 a game), so that the term does not learn one generation's games first.
 #
@@ -118,5 +119,5 @@ fi
 exec nice -n 5 $TABULA rl --dir "$RUNS/rl4" --keep "$KEEP/rl4" --start-from "$START4" \
     --komi 5 --komi-spread 4 --handicap-fraction 0.1 --max-handicap 4 \
     --train-only head.value_komi_small_boards,head.value_small_boards --freeze-batchnorm --policy-loss-weight 0 \
-    --optimizer adamw --lr 0.0005 --ema-decay 0.998 --train-komi-spread 6 --gate-games 0 --resign-ceiling 0 \
+    --optimizer adamw --lr 0.0005 --ema-decay 0.998 --train-komi-spread 0 --gate-games 0 --resign-ceiling 0 \
     --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"
