@@ -32,9 +32,9 @@
 # spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted (--resign-ceiling 0), seen
 # at its own komi (generations 1-24 also at a komi moved by a normal draw of 6 points, --train-komi-spread 6: that
 # overstated what a point is worth, since play adapts to the komi; docs/TRAINING.md); AdamW at lr 0.0005, each
-# generation's network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate accepted
-# (--gate-games 0). The first training waits for about 1,000 games (--min-positions 40000: the recorded positions,
-# the full-visit moves, about 40 a game), so that the term does not learn one generation's games first.
+# generation's network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate
+# accepted (--gate-games 0). The first training waits for about 1,000 games (--min-positions 40000: the recorded
+# positions, the full-visit moves, about 40 a game), so that the term does not learn one generation's games first.
 #
 # --keep copies what resumes each stage to weights/training/komi/{sl,rl4} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they

@@ -217,8 +217,10 @@ class PooledHead(nn.Module):
         # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
         value_pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
         hidden = self.value_fc1(value_pooled)
-        if self.value_small_boards is not None:
+        smallness = None  # the small-board terms' scale: 1 on 9×9, 0 on 19×19 and larger boards
+        if self.value_small_boards is not None or self.value_komi_small_boards is not None:
             smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
+        if self.value_small_boards is not None:
             hidden = hidden + self.value_small_boards(torch.cat([mean, black, torch.ones_like(black)], dim=1)
                                                       * smallness)
         komi = None
@@ -227,11 +229,10 @@ class PooledHead(nn.Module):
             # path to the score is then exact, not clipped to the range calibration saw in the trunk.
             k = komi_plane.mean(dim=(1, 2))[:, None]  # the side to move's komi / KOMI_SCALE
             komi = k * KOMI_SCALE
-            hidden = hidden + self.value_komi(torch.cat([k, k * (size - 14.0) / 10.0], dim=1))
+            komi_features = torch.cat([k, k * (size - 14.0) / 10.0], dim=1)
+            hidden = hidden + self.value_komi(komi_features)
             if self.value_komi_small_boards is not None:
-                smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
-                hidden = hidden + self.value_komi_small_boards(
-                    torch.cat([k * mean, k, k * (size - 14.0) / 10.0], dim=1) * smallness)
+                hidden = hidden + self.value_komi_small_boards(torch.cat([k * mean, komi_features], dim=1) * smallness)
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -343,10 +344,8 @@ def with_komi_input(model: TabulaNet, komi_reference: float = 7.5) -> TabulaNet:
         raise ValueError("the network already has the komi input")
     if spec.input_encoding != INPUT_ENCODING:
         raise ValueError(f"the komi input is Go's ({INPUT_ENCODING} networks), not {spec.input_encoding}'s")
-    grown = TabulaNet(replace(spec, input_encoding=KOMI_INPUT_ENCODING, komi_reference=float(komi_reference)))
-    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
-    assert not unexpected and sorted(missing) == ["head.value_komi.weight", "input_komi.weight"], (missing, unexpected)
-    return grown.eval()
+    return _grown(model, ["head.value_komi.weight", "input_komi.weight"], input_encoding=KOMI_INPUT_ENCODING,
+                  komi_reference=float(komi_reference))
 
 
 def with_small_board_komi(model: TabulaNet) -> TabulaNet:
@@ -357,10 +356,7 @@ def with_small_board_komi(model: TabulaNet) -> TabulaNet:
                          "--add-komi-input first)")
     if model.spec.small_board_komi:
         raise ValueError("the network already has the small-board komi term")
-    grown = TabulaNet(replace(model.spec, small_board_komi=True))
-    missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
-    assert not unexpected and missing == ["head.value_komi_small_boards.weight"], (missing, unexpected)
-    return grown.eval()
+    return _grown(model, ["head.value_komi_small_boards.weight"], small_board_komi=True)
 
 
 def with_small_board_value(model: TabulaNet) -> TabulaNet:
@@ -370,9 +366,15 @@ def with_small_board_value(model: TabulaNet) -> TabulaNet:
         raise ValueError("the small-board value term needs the pooled head")
     if model.spec.small_board_value:
         return model
-    grown = TabulaNet(replace(model.spec, small_board_value=True))
+    return _grown(model, ["head.value_small_boards.weight"], small_board_value=True)
+
+
+def _grown(model: TabulaNet, new_parameters: list[str], **spec_changes) -> TabulaNet:
+    """``model`` rebuilt under its spec with ``spec_changes``: its weights, and ``new_parameters`` (those the
+    changes add, which start at zero) as initialised, so that it computes what it computed until they train."""
+    grown = TabulaNet(replace(model.spec, **spec_changes))
     missing, unexpected = grown.load_state_dict(model.state_dict(), strict=False)
-    assert not unexpected and missing == ["head.value_small_boards.weight"], (missing, unexpected)
+    assert not unexpected and sorted(missing) == sorted(new_parameters), (missing, unexpected)
     return grown.eval()
 
 
