@@ -30,12 +30,14 @@ from tabula.engine.net.network import (  # noqa: E402
     NetSpec,
     TabulaNet,
     export_onnx,
+    komi_parity_wave,
     load_onnx,
     random_network,
     save_checkpoint,
     to_leelaz,
     with_komi_input,
     with_small_board_komi,
+    with_small_board_komi_parity,
 )
 
 
@@ -159,6 +161,29 @@ def nine_by_nine_records(tmp_path, seed: int) -> str:
     return str(data)
 
 
+def assert_a_small_board_term(before, grown, weight, komis: tuple[float, float], sizes: tuple[int, ...], seed: int):
+    """``grown`` (``before`` with a new term whose ``weight`` is zero) computes what ``before`` did at both
+    ``komis``; with ``weight`` made random, it moves the value's gap between the two komis on the small boards, and
+    19x19's outputs stay exactly ``before``'s."""
+    positions = {size: random_game(size, 12, seed)[1:] for size in sizes}
+    for states in positions.values():
+        for komi in komis:
+            planes = encode_batch_with_komi(at_komi(states, komi))
+            for then, now in zip(outputs(before, planes), outputs(grown, planes)):
+                np.testing.assert_array_equal(now, then)
+    with torch.no_grad():
+        weight.normal_(0.0, 1.0)
+    for size, states in positions.items():
+        low, high = (encode_batch_with_komi(at_komi(states, k)) for k in komis)
+        if size == 19:
+            for planes in (low, high):
+                for then, now in zip(outputs(before, planes), outputs(grown, planes)):
+                    np.testing.assert_array_equal(now, then)
+        else:
+            assert not np.allclose(outputs(grown, low)[1] - outputs(grown, high)[1],
+                                   outputs(before, low)[1] - outputs(before, high)[1])
+
+
 def test_the_small_board_komi_term_moves_small_boards_and_leaves_19x19_bit_for_bit(old_model, tmp_path):
     """Added with zero weights it changes nothing; trained (here: random weights) it moves the value of 9x9 and
     13x13 with the komi, and 19x19's outputs stay the extended network's exactly; the flag survives the ONNX file."""
@@ -171,22 +196,7 @@ def test_the_small_board_komi_term_moves_small_boards_and_leaves_19x19_bit_for_b
         with_small_board_komi(old_model)
     with pytest.raises(ValueError, match="komi input"):
         NetSpec(blocks=1, filters=8, head=POOLED, aux=True, small_board_komi=True)
-    positions = {size: random_game(size, 12, 5)[1:] for size in (9, 13, 19)}
-    for states in positions.values():
-        planes = encode_batch_with_komi(at_komi(states, 0.5))
-        for before, after in zip(outputs(extended, planes), outputs(grown, planes)):
-            np.testing.assert_array_equal(after, before)
-    with torch.no_grad():
-        grown.head.value_komi_small_boards.weight.normal_(0.0, 1.0)
-    for size, states in positions.items():
-        low, high = (encode_batch_with_komi(at_komi(states, k)) for k in (0.5, 7.5))
-        if size == 19:
-            for planes in (low, high):
-                for before, after in zip(outputs(extended, planes), outputs(grown, planes)):
-                    np.testing.assert_array_equal(after, before)
-        else:
-            assert not np.allclose(outputs(grown, low)[1] - outputs(grown, high)[1],
-                                   outputs(extended, low)[1] - outputs(extended, high)[1])
+    assert_a_small_board_term(extended, grown, grown.head.value_komi_small_boards.weight, (0.5, 7.5), (9, 13, 19), 5)
     path = str(tmp_path / "grown.onnx")
     export_onnx(grown, path, "tests", board_sizes=[9, 19])
     loaded = load_onnx(path)
@@ -223,6 +233,62 @@ def test_tabula_export_adds_the_small_board_komi_term_and_the_trainer_keeps_it(o
     assert saved["spec"]["small_board_komi"]
     assert saved["state_dict"]["head.value_komi_small_boards.weight"].abs().sum() > 0  # trained from zero
     assert load_onnx(str(tmp_path / "run" / "model.onnx")).spec.small_board_komi
+
+
+def test_the_komi_parity_wave_is_zero_where_a_draw_is_possible():
+    """KataGo's wave: on odd boards (odd area) the odd komis allow a draw, on even boards the even ones; ±0.5 halfway,
+    the sign telling which side of the step a komi is on, and the same a hair off a komi (the plane's float)."""
+    komi = torch.tensor([[-7.5], [-6.5], [0.5], [5.0], [5.5], [6.0], [6.5], [7.0], [7.5], [6.5], [7.5], [6.0],
+                         [6.5 + 1e-6], [6.5 - 1e-6]])
+    size = torch.tensor([[9.0]] * 9 + [[13.0], [10.0], [10.0], [9.0], [9.0]])
+    expected = [-0.5, 0.5, -0.5, 0.0, 0.5, 0.0, -0.5, 0.0, 0.5, -0.5, -0.5, 0.0, -0.5, -0.5]
+    # komi 5.5 and 6.5 lie between the same two drawable komis on 9x9 (5 and 7): opposite waves set them apart from
+    # the line through them; 7.5, past the draw at 7, shares 5.5's
+    np.testing.assert_allclose(komi_parity_wave(komi, size)[:, 0].numpy(), expected, atol=1e-5)
+    assert komi_parity_wave(torch.tensor([[0.9999999]]), torch.tensor([[19.0]])).abs().item() < 1e-5
+
+
+def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_for_bit(old_model, tmp_path):
+    """Added with zero weights it changes nothing; trained (here: random weights) it moves 9x9's value apart at komi
+    5.5 and 6.5 (which the komi term alone, linear in the komi, moves by a straight line), 19x19 stays exactly as it
+    was; the flag survives the ONNX file, its int8 twin keeps the term in fp32, and the exporter adds it."""
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
+
+    komi_net = with_small_board_komi(with_komi_input(old_model))
+    with pytest.raises(ValueError, match="small-board komi term"):
+        with_small_board_komi_parity(with_komi_input(old_model))
+    with pytest.raises(ValueError, match="small-board komi term"):
+        NetSpec(blocks=1, filters=8, head=POOLED, aux=True, input_encoding=KOMI_INPUT_ENCODING,
+                small_board_komi_parity=True)
+    grown = with_small_board_komi_parity(komi_net)
+    assert grown.spec.small_board_komi_parity and "small_board_komi_parity" not in komi_net.spec.to_dict()
+    with pytest.raises(ValueError, match="already"):
+        with_small_board_komi_parity(grown)
+    assert_a_small_board_term(komi_net, grown, grown.head.value_parity_small_boards.weight, (5.5, 6.5), (9, 19), 7)
+    fp32, int8 = str(tmp_path / "parity.onnx"), str(tmp_path / "parity-int8.onnx")
+    export_onnx(grown, fp32, "tests", board_sizes=[9, 19])
+    loaded = load_onnx(fp32)
+    assert loaded.spec.small_board_komi_parity
+    np.testing.assert_array_equal(loaded.head.value_parity_small_boards.weight.detach().numpy(),
+                                  grown.head.value_parity_small_boards.weight.detach().numpy())
+    assert main(["--quantize", "int8", "--calibration", "32", fp32, int8]) == 0
+    nine = random_game(9, 12, 7)[1:]
+    for path in (fp32, int8):  # the wave read from the plane in the file: 5.5 and 6.5 apart as in torch
+        net = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
+        gap = net.evaluate(at_komi(nine, 5.5)).value - net.evaluate(at_komi(nine, 6.5)).value
+        with torch.no_grad():
+            torch_gap = (grown(torch.from_numpy(encode_batch_with_komi(at_komi(nine, 5.5))))[1]
+                         - grown(torch.from_numpy(encode_batch_with_komi(at_komi(nine, 6.5))))[1]).numpy()
+        np.testing.assert_allclose(gap, torch_gap, atol=1e-4 if path == fp32 else 0.1)
+    checkpoint, both = str(tmp_path / "komi.pt"), str(tmp_path / "both.onnx")
+    save_checkpoint(komi_net, checkpoint)
+    komi_only = str(tmp_path / "komi-only.pt")
+    save_checkpoint(with_komi_input(old_model), komi_only)
+    with pytest.raises(SystemExit, match="small-board komi term"):
+        main(["--add-small-board-komi-parity", komi_only, str(tmp_path / "refused.onnx")])
+    assert main(["--add-small-board-komi-parity", "--board-sizes", "9,19", checkpoint, both]) == 0
+    assert load_onnx(both).spec.small_board_komi_parity
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 36's done-when matches of the default engine (`python3 -m tabula.gtp`, whatever weights/DEFAULT names), one
-# set per call, resumable: rerun the same call to go on where it stopped (`tabula match --out` resumes; a game cut
+# Issue 36's done-when matches of the default engine (`python3 -m tabula.gtp`, whatever weights/DEFAULT names, or
+# NET=FILE.onnx: the default engine with that network, e.g. a candidate default before it ships), one set per call,
+# resumable: rerun the same call to go on where it stopped (`tabula match --out` resumes; a game cut
 # off by the time limit is played again).
 #
 #   bash tools/issue36_matches.sh SET [MINUTES] [PARALLEL]    # default: no time limit, 1 game at a time
@@ -19,7 +20,7 @@ GNUGO=${GNUGO:-/usr/games/gnugo}
 TABULA=${TABULA:-tabula}
 AREA_REFEREE="$GNUGO --mode gtp --chinese-rules"
 OPPONENT="$GNUGO --mode gtp --level 10"
-ENGINE="python3 -m tabula.gtp"
+ENGINE="python3 -m tabula.gtp${NET:+ --weights $NET}"
 PLAYED_ON="$ENGINE --resign-winrate 0"  # the resignation calibration needs the games played on
 # the default before issue 36 (the shipped network without the komi input, no score utility), for new-vs-old9
 OLD="$ENGINE --weights weights/tabula-6x64-anysize-int8.onnx --static-score-utility 0 --dynamic-score-utility 0"

@@ -24,19 +24,23 @@
 # docs/TRAINING.md): self-play on 9x9 and 13x13 trained the value's and score's komi terms that every size shares;
 # the small boards learned the komi but 19x19 got worse (white to move 18 points too pessimistic on held-out
 # records), and the values swung from generation to generation at a constant rate.
-# Stage 4, self-play (runs/komi/rl4): stage 1's network given a komi term that only boards below 19x19 see
-# (`tabula export --add-small-board-komi`: k times the value features' mean, k and k(size-14)/10, scaled by
-# max(19 - size, 0)/10, zero at first), and only that term and the small-board value term train
-# (--train-only head.value_komi_small_boards,head.value_small_boards): 19x19 stays stage 1's bit for bit, so no
-# records anchor it. Self-play on 9x9 and 13x13 at komi 5 +- 4 (0.5 to 7.5, the komis a server offers, within one
-# spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted (--resign-ceiling 0), seen
-# at its own komi (generations 1-24 also at a komi moved by a normal draw of 6 points, --train-komi-spread 6: that
-# overstated what a point is worth, since play adapts to the komi; docs/TRAINING.md); AdamW at lr 0.0005, each
-# generation's network the moving average of the weights (--ema-decay 0.998, about 5 generations), every candidate
-# accepted (--gate-games 0). The first training waits for about 1,000 games (--min-positions 40000: the recorded
-# positions, the full-visit moves, about 40 a game), so that the term does not learn one generation's games first.
-#
-# --keep copies what resumes each stage to weights/training/komi/{sl,rl4} (commit that folder after a chunk); on a
+# Stage 4, self-play (runs/komi/rl4, 2026-11-27, to generation 27; kept in weights/training/komi/rl4): stage 1's
+# network given a komi term that only boards below 19x19 see (`tabula export --add-small-board-komi`: k times the
+# value features' mean, k and k(size-14)/10, scaled by max(19 - size, 0)/10, zero at first), and only that term and
+# the small-board value term train (--train-only head.value_komi_small_boards,head.value_small_boards): 19x19 stays
+# stage 1's bit for bit, so no records anchor it. Self-play on 9x9 and 13x13 at komi 5 +- 4 (0.5 to 7.5, the komis a
+# server offers, within one spread) and a tenth of handicap games of 2 to 4 stones at komi 0.5; every game counted
+# (--resign-ceiling 0), seen at its own komi (generations 1-24 also at a komi moved by a normal draw of 6 points,
+# --train-komi-spread 6: that overstated what a point is worth, since play adapts to the komi; docs/TRAINING.md);
+# AdamW at lr 0.0005, each generation's network the moving average of the weights (--ema-decay 0.998, about 5
+# generations), every candidate accepted (--gate-games 0). The first training waited for about 1,000 games
+# (--min-positions 40000: the recorded positions, the full-visit moves, about 40 a game).
+# Stage 5 (runs/komi/rl5), now the step after stage 1: stage 4's last network given the komi parity term
+# (`tabula export --add-small-board-komi-parity`: KataGo's parity wave of the komi in the same small-board map, zero
+# at first; under area scoring 9x9's and 13x13's margins are odd, so komi 5.5 and 6.5 decide the same games, which a
+# value linear in the komi cannot show: stage 4 gave white 5-12 points too much at 5.5-7.5), trained with stage 4's
+# two terms, everything else as stage 4 at --train-komi-spread 0.
+# --keep copies what resumes each stage to weights/training/komi/{sl,rl5} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
 # are missing (the archives are in ../shared/data/games).
 set -euo pipefail
@@ -108,16 +112,22 @@ if [ ! -f "$RUNS/sl/model.onnx" ] && [ "$(stage1_step)" -lt "$STAGE1_STEPS" ]; t
         --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
 fi
 
-# Stage 4 from stage 1's network (its kept checkpoint: a new machine needs no records for it).
-START4=$RUNS/start4.onnx
-if [ ! -f "$START4" ]; then
-    STAGE1=$RUNS/sl/checkpoint.pt
-    [ -f "$STAGE1" ] || STAGE1=$KEEP/sl/checkpoint.pt
-    $TABULA export --add-small-board-komi "$STAGE1" "$START4.tmp.onnx"
-    mv "$START4.tmp.onnx" "$START4"
+# Stage 5 from stage 4's last network (its kept copy: weights/training/komi/rl4, state.json names it), given the
+# komi parity term; its window starts with stage 4's games where this machine still has them (a generation that
+# trains at once), else self-play fills it first (--min-positions).
+START5=$RUNS/start5.onnx
+if [ ! -f "$START5" ]; then
+    STAGE4=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$KEEP/rl4/state.json")
+    $TABULA export --add-small-board-komi-parity "$KEEP/rl4/$STAGE4" "$START5.tmp.onnx"
+    mv "$START5.tmp.onnx" "$START5"
 fi
-exec nice -n 5 $TABULA rl --dir "$RUNS/rl4" --keep "$KEEP/rl4" --start-from "$START4" \
+if [ ! -f "$RUNS/rl5/state.json" ] && [ ! -f "$KEEP/rl5/state.json" ] && [ -d "$RUNS/rl4/replay" ]; then
+    mkdir -p "$RUNS/rl5/replay"
+    cp "$RUNS"/rl4/replay/*.tshard "$RUNS/rl5/replay/"
+fi
+exec nice -n 5 $TABULA rl --dir "$RUNS/rl5" --keep "$KEEP/rl5" --start-from "$START5" \
     --komi 5 --komi-spread 4 --handicap-fraction 0.1 --max-handicap 4 \
-    --train-only head.value_komi_small_boards,head.value_small_boards --freeze-batchnorm --policy-loss-weight 0 \
+    --train-only head.value_komi_small_boards,head.value_small_boards,head.value_parity_small_boards \
+    --freeze-batchnorm --policy-loss-weight 0 \
     --optimizer adamw --lr 0.0005 --ema-decay 0.998 --train-komi-spread 0 --gate-games 0 --resign-ceiling 0 \
     --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}"

@@ -63,6 +63,8 @@ class NetSpec:
     komi_reference: float = 7.5
     # leelaz-18+komi only: a komi term of the value that only boards below 19x19 see (PooledHead)
     small_board_komi: bool = False
+    # with small_board_komi only: its komi parity term (PooledHead)
+    small_board_komi_parity: bool = False
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -82,6 +84,8 @@ class NetSpec:
             raise ValueError(f"the komi input ({self.input_encoding}) needs the pooled head")
         if self.small_board_komi and encoding.komi_plane is None:
             raise ValueError(f"the small-board komi term reads the komi input, which {self.input_encoding} has not")
+        if self.small_board_komi_parity and not self.small_board_komi:
+            raise ValueError("the small-board komi parity term extends the small-board komi term, which is missing")
 
     @property
     def encoding(self) -> Encoding:
@@ -92,8 +96,9 @@ class NetSpec:
         data = asdict(self)
         if self.encoding.komi_plane is None:
             del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
-        if not self.small_board_komi:
-            del data["small_board_komi"]  # the metadata of networks without it stays as it was
+        for flag in ("small_board_komi", "small_board_komi_parity"):
+            if not data[flag]:
+                del data[flag]  # the metadata of networks without it stays as it was
         return data
 
     def same_weights(self, other: "NetSpec") -> bool:
@@ -170,7 +175,14 @@ class PooledHead(nn.Module):
     hidden layer, zero-initialised. Why: self-play on 9×9 and 13×13 is where a point of komi decides games, but
     training the komi terms every size shares on it moved the 19×19 values too (white to move 18 points too
     pessimistic on held-out records, docs/TRAINING.md); this term is zero on 19×19, so trained alone on small boards
-    it leaves the 19×19 network bit for bit as it was."""
+    it leaves the 19×19 network bit for bit as it was.
+
+    With ``small_board_komi_parity`` too: ``value_parity_small_boards``, the same map of KataGo's komi parity wave w
+    (w × the value features' mean, w and w × (size - 14) / 10, scaled the same), zero-initialised. Why: under area
+    scoring a board without neutral points ends with a margin of the board area's parity (odd on 9×9 and 13×13), so
+    komi 5.5 and 6.5 decide the same games and 6.5 and 7.5 do not; a value linear in the komi cannot show that steps
+    (it gave white 5–12 points too much at 5.5–7.5 on 9×9, docs/TRAINING.md). w is a triangle wave of the side to
+    move's komi, 0 at the komis that allow a draw, ±0.5 halfway between them (``komi_parity_wave``)."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -201,6 +213,10 @@ class PooledHead(nn.Module):
         if spec.small_board_komi:
             self.value_komi_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
             nn.init.zeros_(self.value_komi_small_boards.weight)
+        self.value_parity_small_boards = None
+        if spec.small_board_komi_parity:
+            self.value_parity_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
+            nn.init.zeros_(self.value_parity_small_boards.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
                 komi_plane: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -233,6 +249,10 @@ class PooledHead(nn.Module):
             hidden = hidden + self.value_komi(komi_features)
             if self.value_komi_small_boards is not None:
                 hidden = hidden + self.value_komi_small_boards(torch.cat([k * mean, komi_features], dim=1) * smallness)
+            if self.value_parity_small_boards is not None:
+                wave = komi_parity_wave(komi, size)
+                parity_features = torch.cat([wave * mean, wave, wave * (size - 14.0) / 10.0], dim=1)
+                hidden = hidden + self.value_parity_small_boards(parity_features * smallness)
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -244,6 +264,17 @@ class PooledHead(nn.Module):
                 reference = self.komi_reference * (1.0 - 2.0 * black)  # the side to move's view of it
                 out["score"] = out["score"] + ((komi - reference) / SCORE_SCALE)[:, 0]
         return out
+
+
+def komi_parity_wave(komi: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
+    """KataGo's komi parity wave of ``komi`` (points, the side to move's) on boards of side ``size`` (both [B, 1]):
+    a triangle wave of period 2 that is 0 at the komis which allow a draw under area scoring (those of the board
+    area's parity: odd on 9×9, even on 10×10), +0.5 half a point above them and -0.5 half a point below. Continuous,
+    so a komi read back from the input plane a hair off its value gives the same wave."""
+    odd = torch.remainder(torch.round(size), 2.0)  # the area's parity is the side's
+    floor = torch.floor((komi - odd) / 2.0) * 2.0 + odd  # the drawable komi at or below
+    delta = komi - floor  # in [0, 2)
+    return torch.where(delta < 0.5, delta, torch.where(delta < 1.5, 1.0 - delta, delta - 2.0))
 
 
 class TabulaNet(nn.Module):
@@ -357,6 +388,17 @@ def with_small_board_komi(model: TabulaNet) -> TabulaNet:
     if model.spec.small_board_komi:
         raise ValueError("the network already has the small-board komi term")
     return _grown(model, ["head.value_komi_small_boards.weight"], small_board_komi=True)
+
+
+def with_small_board_komi_parity(model: TabulaNet) -> TabulaNet:
+    """``model`` (a network with the small-board komi term) with a zero komi parity term added (``PooledHead``): the
+    same outputs on every board until the term is trained, and on 19×19 and larger boards after it too."""
+    if not model.spec.small_board_komi:
+        raise ValueError("the komi parity term extends the small-board komi term (tabula export "
+                         "--add-small-board-komi first)")
+    if model.spec.small_board_komi_parity:
+        raise ValueError("the network already has the small-board komi parity term")
+    return _grown(model, ["head.value_parity_small_boards.weight"], small_board_komi_parity=True)
 
 
 def with_small_board_value(model: TabulaNet) -> TabulaNet:
@@ -645,7 +687,7 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
-           "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_value", "random_network",
-           "export_onnx",
+           "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
+           "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
            "load_onnx", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz", "default_board_sizes",
            "set_metadata"]

@@ -11,6 +11,8 @@ networks; quantize ONNX to int8.
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
     tabula export --add-small-board-komi IN OUT.onnx [--checkpoint-out OUT.pt]   (a komi network with a zero komi
         term that only boards below 19x19 see; with --add-komi-input, both at once)
+    tabula export --add-small-board-komi-parity IN OUT.onnx [--checkpoint-out OUT.pt]   (that term's zero komi
+        parity term, for area scoring's odd margins on 9x9 and 13x13)
     tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
         NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
 """
@@ -237,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--add-small-board-komi", action="store_true",
                         help="IN OUT: a network with the komi input gets a zero komi term of the value that only "
                              "boards below 19x19 see (PooledHead); the same outputs until trained")
+    parser.add_argument("--add-small-board-komi-parity", action="store_true",
+                        help="IN OUT: a network with the small-board komi term (or with --add-small-board-komi) gets "
+                             "its zero komi parity term (area scoring's odd margins: PooledHead); the same outputs "
+                             "until trained")
     parser.add_argument("--komi-reference", type=float, default=7.5,
                         help="with --add-komi-input: the komi the network learned its score at (default 7.5)")
     parser.add_argument("--resign-winrate", type=_thresholds, default=None, metavar="T|SIZE:T,...",
@@ -291,7 +297,8 @@ def _thresholds(text: str):
 def _only_thresholds(args: argparse.Namespace) -> bool:
     """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
     converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value
-                  or args.add_komi_input or args.add_small_board_komi or args.quantize == "int8" or args.leelaz_out
+                  or args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+                  or args.quantize == "int8" or args.leelaz_out
                   or args.checkpoint_out)
     return (args.resign_winrate is not None and not converting and len(args.paths) == 1
             and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
@@ -306,9 +313,10 @@ def _export(args: argparse.Namespace) -> int:
     if args.add_small_board_value and args.to_leelaz:
         raise SystemExit("tabula export: --add-small-board-value writes ONNX of a pooled network, not Leela Zero "
                          "weights")
-    if (args.add_komi_input or args.add_small_board_komi) and (args.to_leelaz or args.from_leelaz or args.random):
-        raise SystemExit("tabula export: --add-komi-input and --add-small-board-komi take IN OUT, a pooled Tabula "
-                         "network: Leela Zero weights have no komi input")
+    komi_terms = args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+    if komi_terms and (args.to_leelaz or args.from_leelaz or args.random):
+        raise SystemExit("tabula export: --add-komi-input, --add-small-board-komi and --add-small-board-komi-parity "
+                         "take IN OUT, a pooled Tabula network: Leela Zero weights have no komi input")
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
@@ -340,9 +348,7 @@ def _export(args: argparse.Namespace) -> int:
         if len(paths) != 2:
             raise SystemExit("tabula export IN OUT.onnx")
         source = paths[0]
-        if source.endswith(".onnx") and args.quantize == "int8" and not (args.add_small_board_value
-                                                                          or args.add_komi_input
-                                                                          or args.add_small_board_komi):
+        if source.endswith(".onnx") and args.quantize == "int8" and not (args.add_small_board_value or komi_terms):
             _write_quantized(source, out, args)
             return 0
         model = _load_any(source)
@@ -360,6 +366,9 @@ def _export(args: argparse.Namespace) -> int:
             if args.add_small_board_komi:
                 model = network.with_small_board_komi(model)
                 provenance += ", with a zero small-board komi term"
+            if args.add_small_board_komi_parity:
+                model = network.with_small_board_komi_parity(model)
+                provenance += ", with a zero small-board komi parity term"
         except ValueError as error:
             raise SystemExit(f"tabula export: {source}: {error}") from None
 

@@ -434,14 +434,15 @@ class WeightAverage:
 def _komi_fields(path: str, encoding: Encoding) -> dict:
     """NetSpec's fields of a network that sees the komi which no command line sets: those of the checkpoint it
     continues or starts from (``path``) where that one has the komi input (its ``komi_reference``, and its
-    small-board komi term, added by ``tabula export --add-small-board-komi``), else the defaults (an extension of a
-    leelaz-18 network)."""
+    small-board komi term and its parity term, added by ``tabula export --add-small-board-komi`` and
+    ``--add-small-board-komi-parity``), else the defaults (an extension of a leelaz-18 network)."""
     if encoding.komi_plane is None or not path or not os.path.exists(path):
         return {}
     saved = load_training_checkpoint(path)["spec"]
     fields = {"komi_reference": float(saved["komi_reference"])} if "komi_reference" in saved else {}
-    if saved.get("small_board_komi"):
-        fields["small_board_komi"] = True
+    for flag in ("small_board_komi", "small_board_komi_parity"):
+        if saved.get(flag):
+            fields[flag] = True
     return fields
 
 
