@@ -7,13 +7,14 @@
 #   bash tools/issue36_matches.sh SET [MINUTES] [PARALLEL]    # default: no time limit, 1 game at a time
 #   bash tools/issue36_matches.sh list                        # the sets, with what the issue asks of each
 #
-# Every set plays with resignation off where the calibration needs the games played on (19x19 and handicap:
-# `tabula resign DIR` reads the engines' logs afterwards), GNU Go 3.8 level 10 the opponent, GNU Go the referee.
+# Every set but new-vs-old9 plays with resignation off, so that the games are played on for the resignation
+# calibration (`tabula resign DIR...` reads the engines' logs afterwards: the issue asks for 200 games a size, and
+# for the handicap games, hence the self-play sets), GNU Go 3.8 level 10 the opponent, GNU Go the referee.
 # The games (config.json, results.jsonl, games/) are copied to docs/matches/issue36-SET after each call; the logs stay
 # in runs/issue36/SET (they are big: the command makes them again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9 or list}
+SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19 or list}
 MINUTES=${2:-0}
 PARALLEL=${3:-1}
 GNUGO=${GNUGO:-/usr/games/gnugo}
@@ -36,6 +37,9 @@ even9         9x9 even games at komi 7.5: >= 95% of 100
 even13        13x13, the same: >= 95% of 50
 even19        19x19, the same: >= 95% of 50 (also the 19x19 resignation check: played on)
 new-vs-old9   the new default against the one before issue 36, 9x9, komi 7.5: >= 60% of 100
+self9         the resignation calibration's self-play, played on: 100 9x9 games at komi 7.5 (with even9, 200 a size)
+self13        the same, 150 13x13 games (with even13, 200)
+self19        the same, 100 19x19 games (with even19 and japanese19, 200)
 EOF
         exit 0;;
     handicap7|handicap9)
@@ -49,9 +53,14 @@ EOF
     even9|even13|even19)
         SIZE=${SET#even}
         GAMES=$([ "$SIZE" = 9 ] && echo 100 || echo 50)
-        ENGINE_HERE=$([ "$SIZE" = 9 ] && echo "$ENGINE" || echo "$PLAYED_ON")
         ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE"
-              --names tabula gnugo-10 --engines "$ENGINE_HERE" "$OPPONENT");;
+              --names tabula gnugo-10 --engines "$PLAYED_ON" "$OPPONENT");;
+    self9|self13|self19)
+        SIZE=${SET#self}
+        GAMES=$(case "$SIZE" in 9) echo 100;; 13) echo 150;; *) echo 100;; esac)
+        # two seeds and the first 8 moves drawn by visits, so that the games differ (as resign-self-9's)
+        ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE" --names tabula-a tabula-b
+              --engines "$PLAYED_ON --temperature-moves 8 --seed 11" "$PLAYED_ON --temperature-moves 8 --seed 12");;
     new-vs-old9)
         ARGS=(--games 100 --size 9 --komi 7.5 --referee "$AREA_REFEREE"
               --names new old --engines "$ENGINE --temperature-moves 8" "$OLD --temperature-moves 8");;
