@@ -105,13 +105,19 @@ class SearchConfig:
     dynamic_score_utility: float = 0.3
     dynamic_score_scale: float = 0.75
     dynamic_score_zero_weight: float = 0.2
+    # The share of a leaf's score (the utility's and the reported lead's) taken from its ownership, Σ ownership plus
+    # the side to move's komi (an area count of the predicted final board), instead of the score head. Why: the
+    # score head learned its margins from records whose big losers resign, and compresses big ones (at -150 points
+    # it said -50 in 19x19 handicap games, the ownership -120: docs/STRENGTH.md), so a search on it sees a dead group
+    # as a few points.
+    ownership_score: float = 0.0
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "visits", "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
                   "virtual_loss", "cache_entries", "reuse_undo_plies")
         _at_least(self, 1, "threads", "batch_size", "max_nodes")
         _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix",
-                       "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight")
+                       "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight", "ownership_score")
         _require(self, "dirichlet_alpha", _finite(self.dirichlet_alpha) and self.dirichlet_alpha > 0, "above 0")
         _require(self, "dynamic_score_scale", _finite(self.dynamic_score_scale) and self.dynamic_score_scale > 0,
                  "above 0")

@@ -64,6 +64,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "dynamic_score_scale": "the dynamic score utility's scale, points per board line (default %(default)s)",
         "dynamic_score_zero_weight": "how far the dynamic centre moves from the expected score towards 0, in [0, 1] "
                                      "(default %(default)s)",
+        "ownership_score": "the share in [0, 1] of each position's score taken from the ownership head's area count "
+                           "instead of the score head, which compresses big margins (default %(default)s)",
     })
     add_flags(parser, defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "

@@ -217,3 +217,29 @@ def test_the_weights_are_range_checked_and_offered_as_flags():
     assert not SearchConfig(**OFF).score_utility
     with pytest.raises(SystemExit):
         parse_args(["--dynamic-score-utility", "2"])
+
+
+def test_the_ownership_score_takes_its_share_of_the_score_from_the_area_count():
+    """``ownership_score`` w: each expansion's score is (1 - w)·head + w·(Σ ownership + the side to move's komi),
+    for either side to move; 0 leaves the head's; the setting is range-checked and a flag."""
+    from tabula.engine.play.tree import expansions, ownership_margins
+    from tabula.gtp.__main__ import build_config, parse_args
+
+    black = GameState(5, Rules(komi=6.5))
+    white = black.copy()
+    white.play(parse_vertex("C3", 5))
+    states = [black, white]
+    ownership = np.zeros((2, 25), dtype=np.float32)
+    ownership[0, :15] = 1.0  # black to move owns 15 points, the opponent 10: +5 on the board, -6.5 komi
+    ownership[1, :20] = 1.0  # white to move owns 20, black 5: +15, +6.5 komi
+    ownership[1, 20:] = -1.0
+    ownership[0, 15:] = -1.0
+    evaluation = Evaluation(policy=np.full((2, 26), 1 / 26, dtype=np.float32), value=np.zeros(2, dtype=np.float32),
+                            score=np.array([-3.0, 4.0], dtype=np.float32), ownership=ownership)
+    assert ownership_margins(states, ownership) == pytest.approx([-1.5, 21.5])
+    assert [e.score for e in expansions(states, evaluation, False)] == pytest.approx([-3.0, 4.0])
+    assert [e.score for e in expansions(states, evaluation, False, 1.0)] == pytest.approx([-1.5, 21.5])
+    assert [e.score for e in expansions(states, evaluation, False, 0.5)] == pytest.approx([-2.25, 12.75])
+    with pytest.raises(ConfigError):
+        SearchConfig(ownership_score=1.5)
+    assert build_config(parse_args(["--ownership-score", "0.5"])).search.ownership_score == 0.5

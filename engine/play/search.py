@@ -528,7 +528,7 @@ class Search:
 
     def _expansions(self, states: list[Game], evaluation: Evaluation) -> list[Expansion]:
         """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
-        found = expansions(states, evaluation, self.config.eye_filter)
+        found = expansions(states, evaluation, self.config.eye_filter, self.config.ownership_score)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
         self._scores = evaluation.score is not None
         return found

@@ -20,6 +20,7 @@ import numpy as np
 
 from tabula.engine.config import SearchConfig
 from tabula.engine.net.evaluator import Evaluation
+from tabula.engine.net.features import komi_points
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, PASS
 from tabula.engine.rules.interface import Game, game_key
@@ -133,10 +134,12 @@ class ScoreUtility:
                 + self.dynamic * np.arctan((scores - sign * self.centre) / self.dynamic_scale))
 
 
-def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool) -> list[Expansion]:
+def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool,
+               ownership_score: float = 0.0) -> list[Expansion]:
     """The network's answer for each of ``states`` as the tree expands it: the children are the moves with a
     nonzero prior, and the pass in a game that has one. ``eye_filter``: without the moves that fill the mover's own
-    single-point eyes, in a game that has them (the state class's ``own_eye_masks``). Raises ValueError for an
+    single-point eyes, in a game that has them (the state class's ``own_eye_masks``). ``ownership_score``: the
+    share of each score taken from the ownership (``SearchConfig.ownership_score``). Raises ValueError for an
     answer of the wrong shape."""
     policy = np.asarray(evaluation.policy, dtype=np.float32)
     values = np.asarray(evaluation.value, dtype=np.float32)
@@ -159,6 +162,9 @@ def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool) -> 
     found = []
     start = 0
     scores = [0.0] * len(states) if evaluation.score is None else np.asarray(evaluation.score).tolist()
+    if ownership_score > 0 and evaluation.score is not None and evaluation.ownership is not None:
+        counted = ownership_margins(states, evaluation.ownership)
+        scores = [(1.0 - ownership_score) * head + ownership_score * area for head, area in zip(scores, counted)]
     owners: list[np.ndarray | None] = [None] * len(states)
     if evaluation.ownership is not None:
         black = np.array([1.0 if state.to_move == BLACK else -1.0 for state in states], dtype=np.float32)
@@ -167,6 +173,14 @@ def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool) -> 
         found.append(Expansion(columns[start:end], priors[start:end], value, score, owner))
         start = end
     return found
+
+
+def ownership_margins(states: list[Game], ownership: np.ndarray) -> list[float]:
+    """The final margin (points, side to move's view) that ``ownership`` (float [B, N*N], side to move's view,
+    in [-1, 1]) predicts for each of ``states`` under area counting: the points it owns less the opponent's, plus
+    its komi (the handicap bonus in it)."""
+    owned = np.asarray(ownership, dtype=np.float64).sum(axis=1)
+    return [float(points) + komi_points(state) for points, state in zip(owned, states)]
 
 
 def _without_own_eyes(policy: np.ndarray, eyes: np.ndarray) -> np.ndarray:
