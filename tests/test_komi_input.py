@@ -669,3 +669,31 @@ def test_the_komi_calibration_command_plays_reads_and_tabulates(komi_onnx, tmp_p
     assert json.loads((out / "summary.json").read_text())["selfplay"]["7-0.5"]["games"] == 3
     with pytest.raises(SystemExit):
         main([komi_onnx, "--out", str(out), "--komis", "seven"])
+
+
+def test_the_score_sources_command_compares_both_scores_with_counted_results(komi_onnx, tmp_path, capsys):
+    """`python3 -m tabula.tools.check.score_sources`: counted games give rows, a resigned game and a broken file
+    are skipped with a line, and the numbers are the network's own (checked for one position)."""
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.play.tree import ownership_margins
+    from tabula.engine.rules.sgf import write_sgf
+    from tabula.tools.check.score_sources import main, positions_of
+
+    game = random_game(9, 40, 3)[-1]
+    (tmp_path / "counted.sgf").write_bytes(write_sgf(game, result="W+12.5"))
+    (tmp_path / "resigned.sgf").write_bytes(write_sgf(game, result="B+R"))
+    (tmp_path / "broken.sgf").write_bytes(b"(;SZ[9];B[zz")
+    states, margin = positions_of(str(tmp_path / "counted.sgf"), 10)
+    assert margin == -12.5 and [len(s.moves) for s in states] == [10, 20, 30]
+    assert positions_of(str(tmp_path / "resigned.sgf"), 10) is None
+    assert main([komi_onnx, str(tmp_path / "*.sgf"), "--every", "10"]) == 0
+    captured = capsys.readouterr()
+    assert "games: 1, positions: 3" in captured.out and "broken.sgf: skipped" in captured.err
+    net = OnnxEvaluator(komi_onnx, symmetry="identity", provider="cpu", log=None)
+    answer = net.evaluate(states)
+    truth = np.array([-12.5 if s.to_move == BLACK else 12.5 for s in states])
+    area = np.array(ownership_margins(states, answer.ownership))
+    assert f"| all | 3 | {np.abs(answer.score - truth).mean():.1f} |" in captured.out
+    assert f"| {np.abs(area - truth).mean():.1f} |" in captured.out
+    with pytest.raises(SystemExit):
+        main([komi_onnx, "x.sgf", "--every", "0"])
