@@ -473,6 +473,15 @@ def test_records_are_seen_at_other_komis_with_the_result_their_margin_gives_ther
         np.testing.assert_array_equal(getattr(after, name), getattr(before, name))
     with pytest.raises(ValueError, match="komi_spread"):
         PositionSampler([path], komi_spread=-1.0)
+    # score only: the same moved komis and scores, and the moved positions train no value
+    score_only = PositionSampler([path], komi_spread=5.0, moved_value=False)
+    score_only.games["margin"][3] = -3.5
+    score_only.games["winner"][4], score_only.games["margin"][4] = 0, 0.0
+    only = score_only.batch(np.random.default_rng(3), 0, symmetries=False, positions=positions)
+    for name in ("komi", "score", "score_weight", "value"):
+        np.testing.assert_array_equal(getattr(only, name), getattr(after, name))
+    assert not only.value_weight[shift != 0].any() and (shift != 0).any()
+    np.testing.assert_array_equal(only.value_weight[shift == 0], before.value_weight[shift == 0])
 
 
 def test_tabula_train_moves_the_komi_only_for_a_network_that_sees_it(tmp_path):
@@ -601,6 +610,12 @@ def test_self_play_windows_are_seen_at_other_komis_when_the_run_asks(tmp_path):
     assert np.all(moved.komi * 2 == np.round(moved.komi * 2)) and np.std(np.abs(moved.komi)) > 2  # half points
     # the result is the moved margin's sign, from the mover's view
     np.testing.assert_array_equal(moved.value, np.sign(moved.score))
+    # --train-komi-spread-score-only: the same batch, the moved positions without a value target
+    score_only = window_sampler(dataclasses.replace(rl, train_komi_spread_score_only=True))(paths)
+    only = score_only.batch(np.random.default_rng(1), 256)
+    np.testing.assert_array_equal(only.score, moved.score)
+    shifted = np.abs(only.komi) != 7.5
+    assert shifted.any() and not only.value_weight[shifted].any() and only.value_weight[~shifted].all()
     check_sizes(rl, config)
     for bad in (dict(train_komi_spread=-1.0), dict(train_komi_spread=float("nan")),
                 dict(input_encoding="", train_komi_spread=2.0)):

@@ -286,9 +286,10 @@ class ReplaySampler(PositionSampler):
     around the fair one, too few games at each komi to show what a point is worth).
     """
 
-    def __init__(self, paths: Iterable[str], require_targets: bool = True, komi_spread: float = 0.0):
+    def __init__(self, paths: Iterable[str], require_targets: bool = True, komi_spread: float = 0.0,
+                 moved_value: bool = True):
         paths = list(paths)
-        super().__init__(paths, komi_spread=komi_spread)
+        super().__init__(paths, komi_spread=komi_spread, moved_value=moved_value)
         offsets, indices, visits, positions = [0], [], [], []
         first_position = 0
         for game, path in enumerate(paths):
@@ -354,13 +355,13 @@ class MixedSizeSampler:
     positions within that size as ``ReplaySampler`` does (uniformly, a target from π, a random symmetry), with
     every auxiliary target. With one size its batches are exactly ``ReplaySampler``'s: no draw is spent on the
     size. Built, like ``PositionSampler``, from a list of shard paths; has what the trainer reads of one.
-    ``komi_spread``: as ``ReplaySampler``'s."""
+    ``komi_spread``, ``moved_value``: as ``ReplaySampler``'s (``PositionSampler``'s)."""
 
-    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0):
+    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0, moved_value: bool = True):
         by_size: dict[int, list[str]] = {}
         for path in paths:
             by_size.setdefault(int(read_header(path)["size"]), []).append(path)
-        built = {size: ReplaySampler(group, require_targets=False, komi_spread=komi_spread)
+        built = {size: ReplaySampler(group, require_targets=False, komi_spread=komi_spread, moved_value=moved_value)
                  for size, group in sorted(by_size.items())}
         self.samplers: dict[int, ReplaySampler] = {size: s for size, s in built.items() if s.num_targets > 0}
         if not self.samplers:
@@ -405,11 +406,11 @@ class AnchoredSampler:
     which would teach a network that sees the komi that its usual values mean a decided game."""
 
     def __init__(self, window_paths: Iterable[str], anchor_paths: Iterable[str], fraction: float,
-                 komi_spread: float = 0.0):
+                 komi_spread: float = 0.0, moved_value: bool = True):
         if not 0.0 <= fraction < 1.0:
             raise ValueError(f"anchor fraction {fraction}: needs 0 <= fraction < 1")
-        self.window = MixedSizeSampler(window_paths, komi_spread=komi_spread)
-        self.anchor = PositionSampler(anchor_paths, komi_spread=komi_spread)
+        self.window = MixedSizeSampler(window_paths, komi_spread=komi_spread, moved_value=moved_value)
+        self.anchor = PositionSampler(anchor_paths, komi_spread=komi_spread, moved_value=moved_value)
         if self.anchor.game != self.window.game:
             raise ShardError(f"anchor records of {self.anchor.game.name} for a window of {self.window.game.name}")
         self.game = self.window.game

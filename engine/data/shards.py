@@ -205,13 +205,17 @@ class PositionSampler:
     engine.rules.games.GameSpec; Go where it names none), whose positions and input planes they become.
     """
 
-    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0):
+    def __init__(self, paths: Iterable[str], komi_spread: float = 0.0, moved_value: bool = True):
         if not (komi_spread >= 0.0 and np.isfinite(komi_spread)):
             raise ValueError(f"komi_spread must be a finite number of points, at least 0, not {komi_spread!r}")
         # Records are played at one or two komis, too few for a network that sees the komi to learn what a point of
         # komi is worth; a game whose counted margin is known is as good a game at any other komi, its result the
         # margin's sign there (``_moved_komi``).
         self.komi_spread = float(komi_spread)
+        # False: a position at a moved komi trains the score alone (its value weight 0). Why: between players who
+        # play to win the margin follows the komi, so the moved game's result overstates what a point is worth,
+        # while its moved margin is exactly the lead the score should learn (docs/TRAINING.md, stage 5).
+        self.moved_value = bool(moved_value)
         games_list, moves_list, owners_list, size, game = [], [], [], None, None
         base = owner_base = 0
         for path in paths:
@@ -303,8 +307,11 @@ class PositionSampler:
         score_weight = (np.isfinite(margin) & (self.games["value_weight"][games] > 0)).astype(np.float32)
         score = np.where(score_weight > 0, np.nan_to_num(margin) * black, 0.0).astype(np.float32)
         value = np.asarray(values, dtype=np.float32)
+        value_weight = np.asarray(weights, dtype=np.float32)
         if self.komi_spread > 0 and komi is not None:
-            value, score, komi = self._moved_komi(rng, games, black, margin, score_weight, value, komi)
+            value, score, komi, moved = self._moved_komi(rng, games, black, margin, score_weight, value, komi)
+            if not self.moved_value:
+                value_weight = np.where(moved != 0, 0.0, value_weight).astype(np.float32)
         ownership = np.zeros((len(states), self.size * self.size), dtype=np.int8)
         has_owners = rows >= 0
         ownership[has_owners] = self.owners[rows[has_owners]] * black[has_owners, None].astype(np.int8)
@@ -318,20 +325,21 @@ class PositionSampler:
             ownership = transform_planes(ownership.reshape(len(states), 1, self.size, self.size),
                                          chosen).reshape(len(states), -1)
         return Batch(planes=np.ascontiguousarray(planes, dtype=np.float32), policy=policy,
-                     value=value, value_weight=np.asarray(weights, dtype=np.float32),
+                     value=value, value_weight=value_weight,
                      reply=reply, reply_weight=reply_weight, score=score, score_weight=score_weight,
                      ownership=np.ascontiguousarray(ownership), ownership_weight=has_owners.astype(np.float32),
                      komi=komi)
 
     def _moved_komi(self, rng: np.random.Generator, games: np.ndarray, black: np.ndarray, margin: np.ndarray,
                     score_weight: np.ndarray, value: np.ndarray, komi: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Each position's game replayed at another komi: white's komi moved by a normal draw of ``komi_spread``
         points (rounded to half points), the counted margin by as much the other way, and the value target the new
         margin's sign (0 where it is 0). Only counted games move (their margin is the result's; a resignation has
         none, and keeps its komi and result), and only where the margin agrees with the recorded winner (a draw
         with a margin of 0 included); ownership does not depend on komi.
-        ``black``: +1 where black moves; ``margin``: black's view; ``value``, ``komi``: the mover's view."""
+        ``black``: +1 where black moves; ``margin``: black's view; ``value``, ``komi``: the mover's view. Returns
+        the value, score and komi, and the points each position's komi moved (0: not moved)."""
         moved = np.round(rng.normal(0.0, self.komi_spread, size=len(games)) * 2.0) / 2.0
         winner = self.games["winner"][games]
         agrees = (((margin > 0) & (winner == BLACK)) | ((margin < 0) & (winner == WHITE))
@@ -341,7 +349,7 @@ class PositionSampler:
         mover_margin = margin * black
         value = np.where(moved != 0, np.sign(mover_margin), value).astype(np.float32)
         score = np.where(score_weight > 0, mover_margin, 0.0).astype(np.float32)
-        return value, score, (komi - moved * black).astype(np.float32)
+        return value, score, (komi - moved * black).astype(np.float32), moved
 
     def _replies(self, games: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The policy index of the move after move k (int64 [B]; pass where there is none) and its weight."""

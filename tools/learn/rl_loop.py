@@ -79,7 +79,7 @@ STOP = "STOP"
 # sees, the resignation ceiling); the rest is fixed.
 MUTABLE = ("workers", "ray", "ray_address", "max_minutes", "generations", "train_threads", "train_workers",
            "games_per_generation", "train_steps", "gate_games", "keep", "train_komi_spread", "resign_ceiling",
-           "min_positions")
+           "min_positions", "train_komi_spread_score_only")
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,8 @@ class RLConfig:
     # its result the margin's there (PositionSampler._moved_komi), so that a network that sees the komi learns what
     # a point is worth from every counted game, not only from the komi each was played at (0: their own komi)
     train_komi_spread: float = 0.0
+    # with train_komi_spread: a position at a moved komi trains the score alone, not the value (PositionSampler)
+    train_komi_spread_score_only: bool = False
     gate_games: int = 20  # evaluation games per candidate (AGZ: 400; 0: accept every candidate, as AlphaZero)
     gate_threshold: float = 0.55  # score the candidate needs to replace the best
     gate_visits: int = 32
@@ -254,15 +256,18 @@ def trained_steps(directory: str) -> int:
 def window_sampler(rl: RLConfig):
     """The trainer's sampler maker for this run: the window alone, or anchored by record shards."""
     spread = rl.train_komi_spread
+    moved_value = not rl.train_komi_spread_score_only
     if not rl.anchor_data or rl.anchor_fraction <= 0:
-        return functools.partial(MixedSizeSampler, komi_spread=spread) if spread else MixedSizeSampler
+        return (functools.partial(MixedSizeSampler, komi_spread=spread, moved_value=moved_value) if spread
+                else MixedSizeSampler)
     from tabula.tools.learn.train import all_shard_paths
 
     anchor = all_shard_paths(rl.anchor_data, "train")
     anchor = anchor[:rl.anchor_shards] if rl.anchor_shards > 0 else anchor
     if not anchor:
         raise SystemExit(f"tabula rl: no train-*.tshard files in --anchor-data {rl.anchor_data}")
-    return lambda paths: AnchoredSampler(paths, anchor, rl.anchor_fraction, komi_spread=spread)
+    return lambda paths: AnchoredSampler(paths, anchor, rl.anchor_fraction, komi_spread=spread,
+                                         moved_value=moved_value)
 
 
 def train_chunk(directory: str, rl: RLConfig, selfplay: SelfPlayConfig, target_step: int, log) -> int:
