@@ -230,8 +230,7 @@ class PooledHead(nn.Module):
         out = {"policy": points if self.policy_pass is None else torch.cat([points, self.policy_pass(pooled)], dim=1)}
         v = F.relu(self.value_conv(x))
         mean = v.mean(dim=(2, 3))
-        # KataGo's trick: a size-scaled copy of the mean lets one net learn how board size shifts the value.
-        value_pooled = torch.cat([mean, mean * (size - 14.0) / 10.0, v.amax(dim=(2, 3))], dim=1)
+        value_pooled = torch.cat([with_size_term(mean, size), v.amax(dim=(2, 3))], dim=1)
         hidden = self.value_fc1(value_pooled)
         smallness = None  # the small-board terms' scale: 1 on 9×9, 0 on 19×19 and larger boards
         if self.value_small_boards is not None or self.value_komi_small_boards is not None:
@@ -245,14 +244,14 @@ class PooledHead(nn.Module):
             # path to the score is then exact, not clipped to the range calibration saw in the trunk.
             k = komi_plane.mean(dim=(1, 2))[:, None]  # the side to move's komi / KOMI_SCALE
             komi = k * KOMI_SCALE
-            komi_features = torch.cat([k, k * (size - 14.0) / 10.0], dim=1)
+            komi_features = with_size_term(k, size)
             hidden = hidden + self.value_komi(komi_features)
             if self.value_komi_small_boards is not None:
                 hidden = hidden + self.value_komi_small_boards(torch.cat([k * mean, komi_features], dim=1) * smallness)
             if self.value_parity_small_boards is not None:
                 wave = komi_parity_wave(komi, size)
-                parity_features = torch.cat([wave * mean, wave, wave * (size - 14.0) / 10.0], dim=1)
-                hidden = hidden + self.value_parity_small_boards(parity_features * smallness)
+                hidden = hidden + self.value_parity_small_boards(
+                    torch.cat([wave * mean, with_size_term(wave, size)], dim=1) * smallness)
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -264,6 +263,12 @@ class PooledHead(nn.Module):
                 reference = self.komi_reference * (1.0 - 2.0 * black)  # the side to move's view of it
                 out["score"] = out["score"] + ((komi - reference) / SCORE_SCALE)[:, 0]
         return out
+
+
+def with_size_term(x: torch.Tensor, size: torch.Tensor) -> torch.Tensor:
+    """``x`` [B, C] and its size-scaled copy, x × (size - 14) / 10 ([B, 2C]): KataGo's trick, with which one
+    network learns how the board's size shifts what a feature means (the value's pooled mean, the komi)."""
+    return torch.cat([x, x * (size - 14.0) / 10.0], dim=1)
 
 
 def komi_parity_wave(komi: torch.Tensor, size: torch.Tensor) -> torch.Tensor:

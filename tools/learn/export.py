@@ -294,12 +294,15 @@ def _thresholds(text: str):
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _komi_terms(args: argparse.Namespace) -> bool:
+    """Whether the command adds a komi term: the komi input, the small-board komi term or its parity term."""
+    return args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+
+
 def _only_thresholds(args: argparse.Namespace) -> bool:
     """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
-    converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value
-                  or args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
-                  or args.quantize == "int8" or args.leelaz_out
-                  or args.checkpoint_out)
+    converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value or _komi_terms(args)
+                  or args.quantize == "int8" or args.leelaz_out or args.checkpoint_out)
     return (args.resign_winrate is not None and not converting and len(args.paths) == 1
             and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
 
@@ -313,7 +316,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.add_small_board_value and args.to_leelaz:
         raise SystemExit("tabula export: --add-small-board-value writes ONNX of a pooled network, not Leela Zero "
                          "weights")
-    komi_terms = args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+    komi_terms = _komi_terms(args)
     if komi_terms and (args.to_leelaz or args.from_leelaz or args.random):
         raise SystemExit("tabula export: --add-komi-input, --add-small-board-komi and --add-small-board-komi-parity "
                          "take IN OUT, a pooled Tabula network: Leela Zero weights have no komi input")
