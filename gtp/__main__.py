@@ -66,6 +66,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      "(default %(default)s)",
         "ownership_score": "the share in [0, 1] of each position's score taken from the ownership head's area count "
                            "instead of the score head, which compresses big margins (default %(default)s)",
+        "cpuct_utility_stdev_scale": "KataGo's variance-scaled exploration, in [0, 1]: each node's c_puct times "
+                                     "1 + scale·(σ/prior - 1), σ the spread of its utilities, so that where every "
+                                     "move is equally lost the search still ranks them (default %(default)s)",
+        "cpuct_utility_stdev_prior": "the spread σ counts as at first (default %(default)s)",
+        "cpuct_utility_stdev_prior_weight": "how many visits that prior counts for (default %(default)s)",
     })
     add_flags(parser, defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "

@@ -80,7 +80,7 @@ class Scripted(RandomGenerator):
 
 def test_chat_summarises_a_search_and_announces_the_end_of_the_game() -> None:
     chat: list[str] = []
-    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=24, threads=1),
+    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=24, threads=1, early_stop=False),
                                 rng=np.random.default_rng(1), play=PlayConfig(resign_winrate=0.0))
     session = Session(player=Player(generator, size=9), chat=chat.append)
     assert session.dispatch("genmove b").startswith("= ")

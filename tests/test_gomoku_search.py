@@ -20,7 +20,7 @@ from tests.test_search import check_tree
 SIZE = 7
 # A value that says nothing (uniform, or a random network) gives no first-play reduction a reason: every reply is
 # tried, so that the move that wins or loses at once is found by its terminal value.
-CONFIG = SearchConfig(threads=1, fpu_reduction=0.0)
+CONFIG = SearchConfig(threads=1, fpu_reduction=0.0, cpuct_utility_stdev_scale=0.0)  # gomocup's exploration
 
 
 def position(black: list[int], white: list[int], to_move: int = BLACK) -> GomokuState:

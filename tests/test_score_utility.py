@@ -11,7 +11,7 @@ import tests.test_search_golden as golden
 from tabula.engine.config import ConfigError, SearchConfig
 from tabula.engine.net.evaluator import Evaluation, UniformEvaluator, legal_mask
 from tabula.engine.play.search import Search
-from tabula.engine.play.tree import EXPANDED, ScoreUtility
+from tabula.engine.play.tree import EXPANDED, Node, ScoreUtility, Tree
 from tabula.engine.rules.coords import BLACK, PASS, parse_vertex
 from tabula.engine.rules.game import GameState, Rules
 from tests.conftest import board_from_ascii
@@ -243,3 +243,57 @@ def test_the_ownership_score_takes_its_share_of_the_score_from_the_area_count():
     with pytest.raises(ConfigError):
         SearchConfig(ownership_score=1.5)
     assert build_config(parse_args(["--ownership-score", "0.5"])).search.ownership_score == 0.5
+
+
+# -- KataGo's variance-scaled exploration ---------------------------------------------------------------------------
+
+def spread_node(utilities: list[float]) -> Node:
+    node = Node()
+    node.visits = len(utilities)
+    node.u_sum = float(sum(utilities))
+    node.u_sq = float(sum(u * u for u in utilities))
+    return node
+
+
+def test_the_exploration_factor_follows_the_spread_of_a_nodes_utilities():
+    """1 + scale·(σ/prior - 1), σ shrunk towards the prior by its weight: below 1 where the utilities agree, above
+    where they spread wider than the prior, 1 before a node has two visits."""
+    tree = Tree(SearchConfig(cpuct_utility_stdev_scale=0.85))
+    assert tree._spread_factor(spread_node([-0.99])) == 1.0
+    quiet = tree._spread_factor(spread_node([-0.99] * 500))
+
+    def kata_go(mean: float, square_mean: float, n: int) -> float:  # KataGo's σ, the prior 0.4 counted twice
+        return math.sqrt(((mean ** 2 + 0.4 ** 2) * 2 + square_mean * n) / (2 + n - 1) - mean ** 2)
+
+    assert quiet == pytest.approx(1 + 0.85 * (kata_go(-0.99, 0.99 ** 2, 500) / 0.4 - 1), rel=1e-6)
+    assert quiet < 0.3
+    wild = tree._spread_factor(spread_node([1.0, -1.0] * 250))
+    assert wild == pytest.approx(1 + 0.85 * (kata_go(0.0, 1.0, 500) / 0.4 - 1), rel=1e-6)
+    assert wild > 2.0
+    # few visits: the prior still counts (σ near the prior's, the factor near 1)
+    assert quiet < 0.8 < tree._spread_factor(spread_node([-0.99] * 3)) < 1.5
+
+
+def test_where_every_move_is_lost_the_scaled_exploration_spends_less_on_the_worse_moves():
+    """The capture position (every move's value the same, the capture 44 points better): with the exploration
+    scaled by the spread, the search gives the policy's favourite far fewer of its visits, and still captures."""
+    shares = {}
+    for scale in (0.0, 0.85):
+        search, result, capture, favourite = search_capture(early_stop=False, cpuct_utility_stdev_scale=scale)
+        assert result.move == capture
+        by_move = {c.move: c.visits for c in result.candidates}
+        shares[scale] = by_move[favourite] / sum(by_move.values())
+        check_tree(search)
+    assert shares[0.85] < 0.5 * shares[0.0]
+
+
+def test_the_scaled_exploration_is_katagos_by_default_and_range_checked():
+    assert SearchConfig().cpuct_utility_stdev_scale == 0.85
+    assert SearchConfig().cpuct_utility_stdev_prior == 0.4 and SearchConfig().cpuct_utility_stdev_prior_weight == 2.0
+    for bad in ({"cpuct_utility_stdev_scale": 1.5}, {"cpuct_utility_stdev_scale": -0.1},
+                {"cpuct_utility_stdev_prior": 0.0}, {"cpuct_utility_stdev_prior_weight": -1.0}):
+        with pytest.raises(ConfigError):
+            SearchConfig(**bad)
+    from tabula.gtp.__main__ import build_config, parse_args
+    args = parse_args(["--cpuct-utility-stdev-scale", "0.85"])
+    assert build_config(args).search.cpuct_utility_stdev_scale == 0.85

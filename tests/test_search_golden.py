@@ -6,8 +6,9 @@ stand-in, the shipped network under random symmetries), tree reuse between moves
 after ``undo``, and Dirichlet noise. A change that moves one visit anywhere shows in the diff.
 
 After a change that is meant to change the search: ``python -m tests.test_search_golden --write``, and say why in the
-commit. It also rewrites tests/golden/search-no-score-utility.txt, the same searches with the score utility's weights 0
-(tests/test_score_utility.py), first stored as search.txt was before the search had a score utility, byte for byte.
+commit. It also rewrites tests/golden/search-no-score-utility.txt, the same searches with the score utility's weights
+0 and the variance scaling of the exploration off (tests/test_score_utility.py), first stored as search.txt was before
+the search had either, byte for byte.
 """
 from __future__ import annotations
 
@@ -154,9 +155,11 @@ def dump() -> str:
 
 
 def dump_without_score_utility() -> str:
-    """``dump`` with every search's score utility off (its weights 0)."""
+    """``dump`` with every search's score utility off (its weights 0) and the plain exploration (no variance
+    scaling): the search as it was before issue 36."""
     def off(**changes) -> SearchConfig:
-        return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0, **changes)
+        return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0,
+                            cpuct_utility_stdev_scale=0.0, **changes)
 
     with mock.patch(f"{__name__}.one_thread", off):
         return dump()

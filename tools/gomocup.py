@@ -136,7 +136,10 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
         if not network.encoding.accepts(GomokuState(9, 9, N_IN_ROW)):
             raise NetworkFileError(str(path), f"a network of another game (its input is {network.encoding.name}), "
                                               f"not of gomoku")
-    network = best_move_chooser(evaluator, SearchConfig(visits=config.visits), seed)
+    # The plain exploration, as the gomoku networks were measured with (docs/STRENGTH.md): the variance scaling
+    # was measured on Go only, and where a network's values agree (a uniform one, a drawn-looking position) it dives
+    # into one line and can miss an immediate win (tests/test_gomoku_search.py).
+    network = best_move_chooser(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
 
 

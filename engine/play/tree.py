@@ -39,14 +39,17 @@ class Node:
     utility ``w``/``w2`` sum utilities, and ``v`` (float32 [k], None without one) the values alone, no virtual loss),
     ``utility`` (the net's value plus the score utility of its score at the current centre: first-play urgency),
     ``n_sum`` (sum of ``n``), ``visits`` (real visits of this node: 1 for its own evaluation plus its children's),
+    ``u_sum``/``u_sq`` (the sum and sum of squares of the utilities those ``visits`` brought, this node's view: the
+    spread that scales its exploration),
     ``visited_prior`` (prior mass of children with ``n > 0``, for first-play urgency), ``children``
     (edge index -> Node, created on first descent), ``blocked`` (bool [k] of edges found illegal by superko).
     Kept in step with ``n``/``w`` so that selection is two array operations: ``q`` (float32 [k]: ``w / n``, or
     the first-play urgency where ``n == 0``) and ``pu`` (float32 [k]: ``prior / (1 + n)``).
     """
 
-    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "v", "q", "pu", "n_sum", "visits", "value",
-                 "utility", "epoch", "score", "ownership", "visited_prior", "children", "blocked", "averaged")
+    __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "v", "q", "pu", "n_sum", "visits", "u_sum",
+                 "u_sq", "value", "utility", "epoch", "score", "ownership", "visited_prior", "children", "blocked",
+                 "averaged")
 
     def __init__(self) -> None:
         self.status = UNEXPANDED
@@ -62,6 +65,8 @@ class Node:
         self.pu: np.ndarray | None = None
         self.n_sum = 0.0
         self.visits = 0
+        self.u_sum = 0.0
+        self.u_sq = 0.0
         self.value = 0.0
         self.utility = 0.0  # value + score utility of ``score``, for first-play urgency (== value without one)
         self.epoch = 0  # the Tree.epoch whose score centre ``utility`` and ``w`` are reckoned at
@@ -375,6 +380,8 @@ class Tree:
             if node.v is not None:
                 node.v[idx] += value
             node.visits += visits
+            node.u_sum += utility
+            node.u_sq += squares
 
     def clear(self) -> None:
         """Forget the tree and the cached network results."""
@@ -416,6 +423,9 @@ class Tree:
         total = float(prior.sum())
         if total > 0:
             root.prior = (prior / total).astype(np.float32)
+        # The root's own evaluation among the utilities it has seen becomes the mean (no leaf is in flight here).
+        root.u_sum += averaged.value - root.utility
+        root.u_sq += averaged.value * averaged.value - root.utility * root.utility
         root.value = root.utility = averaged.value  # start_run adds the score utility to the urgency
         root.score, root.ownership = averaged.score, averaged.ownership
         root.averaged = True
@@ -454,6 +464,8 @@ class Tree:
                 after = after + n * scorer.terms(node.s[visited] / n, sign)
             node.w[visited] = after
             node.w2[visited] += (after * after - before * before) / n  # the same variance about the new mean
+        node.u_sum = node.utility + float(node.w[visited].sum())
+        node.u_sq = node.utility * node.utility + float(node.w2[visited].sum())
         self.refresh(node)
 
     # -- one playout: select, expand, back up --------------------------------------------------------------------
@@ -469,6 +481,7 @@ class Tree:
         pass_index = state.size * state.size  # never a child in a game without a pass
         path: Path = []
         c_puct = config.c_puct
+        stdev_scale = config.cpuct_utility_stdev_scale
         update = self.update
         rescore, epoch = self.keeps_values, self.epoch
         while node.status == EXPANDED:
@@ -476,7 +489,8 @@ class Tree:
                 self._rescore(node, 1.0 if len(path) % 2 == 0 else -1.0)
             at_root = node is root
             # Q + c·P·√N/(1+n): q and pu are kept up to date by update.
-            score = node.pu * (c_puct * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
+            explore = c_puct * self._spread_factor(node) if stdev_scale else c_puct
+            score = node.pu * (explore * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
             score += node.q
             if node.blocked is not None:
                 score[node.blocked] = -np.inf
@@ -503,6 +517,25 @@ class Tree:
                 child = node.children[idx] = Node()
             node = child
         return node, path, state
+
+    def _spread_factor(self, node: Node) -> float:
+        """KataGo's variance-scaled cPUCT: 1 + scale·(σ/σ₀ - 1), where σ is the spread of the utilities backed up
+        through ``node`` (shrunk towards the prior σ₀ by a prior weight of visits). Why: where every move's value is
+        the same (a handicap game, a decided one), the utilities differ by fractions of a point of score, and a
+        constant exploration weight spreads the visits by prior alone; a small spread explores less, so the search
+        still ranks those moves. A wild position (a big fight) explores more."""
+        config = self.config
+        prior = config.cpuct_utility_stdev_prior
+        visits = node.visits
+        if visits <= 1:
+            return 1.0
+        mean = node.u_sum / visits
+        mean_sq = mean * mean
+        square_mean = max(node.u_sq / visits, mean_sq)  # float sums can dip below the mean's square
+        weight = config.cpuct_utility_stdev_prior_weight
+        variance = ((mean_sq + prior * prior) * weight + square_mean * visits) / (weight + visits - 1.0) - mean_sq
+        spread = math.sqrt(variance) if variance > 0.0 else 0.0
+        return 1.0 + config.cpuct_utility_stdev_scale * (spread / prior - 1.0)
 
     def expand(self, node: Node, expansion: Expansion, depth: int = 0) -> None:
         """Give ``node``, ``depth`` plies below the root, its network result."""
@@ -587,6 +620,8 @@ class Tree:
         if scorer is not None:
             utility = value + scorer.term(score, sign)
         keep = self.keeps_values
+        leaf.u_sum += utility
+        leaf.u_sq += utility * utility
         gain[0] += 1
         gain[1] += sign * utility
         gain[2] += utility * utility
@@ -600,8 +635,9 @@ class Tree:
             value = -value
             score = -score
             update(node, idx, 1 - vl, utility + vl)
+            square = utility * utility
             squares = node.w2
-            squares[idx] = squares.item(idx) + utility * utility
+            squares[idx] = squares.item(idx) + square
             scores = node.s
             scores[idx] = scores.item(idx) + score
             squares = node.s2
@@ -610,6 +646,8 @@ class Tree:
                 values = node.v
                 values[idx] = values.item(idx) + value
             node.visits += 1
+            node.u_sum += utility
+            node.u_sq += square
             if node is root:
                 self.root_pending[idx] -= 1
 

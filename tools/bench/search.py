@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "2 on a GPU and 1 on the CPU)",
         "static_score_utility": "the static score utility's weight (default as tabula gtp)",
         "dynamic_score_utility": "the dynamic score utility's weight (default as tabula gtp)",
+        "cpuct_utility_stdev_scale": "the variance-scaled exploration's scale (default as tabula gtp)",
     })
     add_flags(parser, BENCH_NET, {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
                                              "chooses)"}, prefix="net_")

@@ -125,12 +125,14 @@ class SelfPlayConfig:
     def search_config(self, visits: int, noise: bool) -> SearchConfig:
         """The search of one move: full searches get noise and no early stop, so their visits are a target. Self-play
         keeps its batches full and its root to one symmetry: 8 root evaluations would cost a 16-visit fast search
-        half as much again, and at these visit counts the games, not each move, are what the run is short of."""
+        half as much again, and at these visit counts the games, not each move, are what the run is short of. The
+        exploration stays the plain c·P·√N/(1+n) (no variance scaling): the policy targets are pruned by it
+        (prune_target), and the training runs resumed across sessions keep the search they started with."""
         return SearchConfig(visits=visits, threads=1, batch_size=self.batch_size, c_puct=self.c_puct,
                             adaptive_batch=False, root_symmetries=False,
                             fpu_root_reduction=0.0 if noise else SearchConfig.fpu_root_reduction,
                             lcb=False, early_stop=not noise, noise=noise, dirichlet_alpha=self.dirichlet_alpha,
-                            noise_weight=self.noise_weight, cache_entries=20_000)
+                            noise_weight=self.noise_weight, cache_entries=20_000, cpuct_utility_stdev_scale=0.0)
 
 
 # -- the search's visit distribution as a target ----------------------------------------------------------------
