@@ -23,8 +23,12 @@ AREA_REFEREE="$GNUGO --mode gtp --chinese-rules"
 OPPONENT="$GNUGO --mode gtp --level 10"
 ENGINE="python3 -m tabula.gtp${NET:+ --weights $NET}"
 PLAYED_ON="$ENGINE --resign-winrate 0"  # the resignation calibration needs the games played on
-# the default before issue 36 (the shipped network without the komi input, no score utility), for new-vs-old9
-OLD="$ENGINE --weights weights/tabula-6x64-anysize-int8.onnx --static-score-utility 0 --dynamic-score-utility 0"
+# the default before issue 36 (the shipped network without the komi input, no score utility, the plain exploration),
+# for new-vs-old9
+# (its own --weights: with NET set, ENGINE's would come first and play every size)
+OLD="python3 -m tabula.gtp --weights weights/tabula-6x64-anysize-int8.onnx --static-score-utility 0"
+OLD="$OLD --dynamic-score-utility 0"
+OLD="$OLD --cpuct-utility-stdev-scale 0"
 
 case "$SET" in
     list)
