@@ -24,14 +24,15 @@ def searched(number: int, vertex: str, winrate: float, best: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_match(out: Path, games: list[tuple[str, list[float], str]], size: int = 9, handicap: int = 0) -> Path:
+def write_match(out: Path, games: list[tuple[str, list[float], str]], size: int = 9, handicap: int = 0,
+                first: int = 0) -> Path:
     """A match of a Tabula engine (engine 0, black in every game) and another engine. ``games``: (name, engine 0's
-    winrate for each of its moves, result)."""
+    winrate for each of its moves, result); ``first``: the index of the first game (each game's moves differ)."""
     (out / "games").mkdir(parents=True)
     (out / "logs").mkdir()
     log, results = NETWORK_LINE, []
     for g, (name, winrates, result) in enumerate(games):
-        points = [(i + 3 * g) % (size * size) for i in range(2 * len(winrates))]  # each game's own moves
+        points = [(i + 3 * (g + first)) % (size * size) for i in range(2 * len(winrates))]  # each game's own moves
         moves = "".join(f";{'B' if i % 2 == 0 else 'W'}[{chr(97 + p % size)}{chr(97 + p // size)}]"
                         for i, p in enumerate(points))
         (out / "games" / f"{name}.sgf").write_text(f"(;FF[4]GM[1]SZ[{size}]KM[7.5]RE[{result}]{moves})")
@@ -96,3 +97,41 @@ def test_the_table_calibrates_from_the_winners_and_counts_the_big_losses_it_resi
 def test_a_directory_that_is_no_match_is_a_clear_error(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "not a tabula match directory" in capsys.readouterr().err
+
+
+def test_the_kept_extract_stands_for_the_logs_and_a_resumed_match_adds_its_new_games(tmp_path):
+    """search_log --write OUT/searched keeps each searched move's winrate: without the logs (a new machine) the
+    calibration reads the same games from it; logs of games played since add to it, and win where both have one."""
+    import shutil
+
+    from tabula.tools.compete.search_log import SEARCHED_DIR, assign, read_written, searched_moves, write
+
+    late = [0.5] * 11
+    games = [(f"0-1-{i:04d}", late + [w, w, w], "B+5.5" if w > 0.1 else "W+30.5")
+             for i, w in enumerate([0.9, 0.3, 0.08, 0.02])]
+    out = write_match(tmp_path / "cal-9", games)
+    write(searched_moves(out)[0], out / SEARCHED_DIR)  # what search_log OUT --write OUT/searched does
+    assert read_written(out / SEARCHED_DIR) == assign(out)[0]  # winrates and all, to the 4 digits written
+    before = sorted(played_games(out, 3, 0.25), key=lambda g: g.game)
+
+    shutil.rmtree(out / "logs")  # another machine: the games and the extract, no logs
+    assert sorted(played_games(out, 3, 0.25), key=lambda g: g.game) == before
+    assert main([str(out), "--min-games", "1"]) == 0
+
+    # resumed there: a new game's log, the earlier games from the extract
+    newer = write_match(tmp_path / "newer", [("0-1-0004", late + [0.6, 0.6, 0.6], "B+2.5")], first=4)
+    shutil.copytree(newer / "logs", out / "logs")
+    shutil.copy(newer / "games" / "0-1-0004.sgf", out / "games")
+    with open(out / "results.jsonl", "a") as handle:
+        handle.write((newer / "results.jsonl").read_text())
+    assigned, _ = searched_moves(out)
+    assert sorted(assigned[0]) == [f"0-1-{i:04d}" for i in range(5)]
+    assert len(played_games(out, 3, 0.25)) == 5
+
+
+def test_a_bad_line_in_the_extract_is_a_clear_error(tmp_path):
+    from tabula.tools.compete.search_log import read_written
+
+    (tmp_path / "engine0.txt").write_text("0-1-0000 1 D4 100 0.1 0.5\n0-1-0000 three D5\n")
+    with pytest.raises(ValueError, match="engine0.txt:2"):
+        read_written(tmp_path)

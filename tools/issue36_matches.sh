@@ -10,8 +10,10 @@
 # Every set but new-vs-old9 plays with resignation off, so that the games are played on for the resignation
 # calibration (`tabula resign DIR...` reads the engines' logs afterwards: the issue asks for 200 games a size, and
 # for the handicap games, hence the self-play sets), GNU Go 3.8 level 10 the opponent, GNU Go the referee.
-# The games (config.json, results.jsonl, games/) are copied to docs/matches/issue36-SET after each call; the logs stay
-# in runs/issue36/SET (they are big: the command makes them again).
+# The games (config.json, results.jsonl, games/) and what the resignation calibration needs of the engines' logs
+# (searched/: each searched move's winrate, `python3 -m tabula.tools.compete.search_log OUT --write OUT/searched`) are
+# copied to docs/matches/issue36-SET after each call; the logs themselves stay in runs/issue36/SET (they are big). On
+# a machine without runs/issue36/SET the call starts from the kept copy, so a set goes on across machines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19 or list}
@@ -49,8 +51,10 @@ EOF
     handicap7|handicap9)
         STONES=${SET#handicap}
         GAMES=$([ "$STONES" = 7 ] && echo 50 || echo 30)
+        # Tabula told the referee's rules, as kgsGtp tells it (kgs-rules chinese): GNU Go's Chinese count gives
+        # white a point a handicap stone, which Tabula's default area rules do not (its counts were 7 points apart)
         ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed --fixed-colors
-              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON");;
+              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON --rules chinese");;
     japanese19)
         ARGS=(--games 50 --size 19 --komi 6.5 --referee "$GNUGO --mode gtp" --engine-scores
               --names tabula gnugo-10 --engines "$PLAYED_ON --rules japanese" "$OPPONENT");;
@@ -74,6 +78,11 @@ EOF
 esac
 
 OUT=runs/issue36/$SET
+KEPT=docs/matches/issue36-$SET
+if [ ! -f "$OUT/config.json" ] && [ -f "$KEPT/config.json" ]; then
+    mkdir -p "$OUT"
+    cp -r "$KEPT"/. "$OUT"/  # config.json, results.jsonl, games/, searched/: tabula match resumes from them
+fi
 mkdir -p "$OUT"
 status=0
 if [ "$MINUTES" != 0 ]; then
@@ -82,11 +91,13 @@ if [ "$MINUTES" != 0 ]; then
 else
     nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" || status=$?
 fi
-KEPT=docs/matches/issue36-$SET
 mkdir -p "$KEPT"
 cp "$OUT/config.json" "$KEPT/"
 [ -f "$OUT/results.jsonl" ] && cp "$OUT/results.jsonl" "$KEPT/"
 [ -d "$OUT/games" ] && cp -r "$OUT/games" "$KEPT/"
+if [ -d "$OUT/logs" ]; then
+    python3 -m tabula.tools.compete.search_log "$OUT" --write "$OUT/searched" > /dev/null && cp -r "$OUT/searched" "$KEPT/"
+fi
 $TABULA match --out "$OUT" --summary || true
 # 124: the time limit ended this call (rerun to go on); anything else is the match's own status
 [ "$status" = 124 ] && exit 0

@@ -4,7 +4,8 @@
     tabula resign runs/cal-9 runs/cal-13 runs/cal-19 runs/cal-19-h7
 
 Each Tabula engine of each match logs its search per move (`tabula.search: move N: ...` and the candidates' winrates,
-kept by `tabula match` in OUT/logs; tools/compete/search_log.py gives them to their games). For every game a Tabula
+kept by `tabula match` in OUT/logs, or their extract in OUT/searched; tools/compete/search_log.py gives them to their
+games). For every game a Tabula
 engine played to the end, its *trigger* is the lowest threshold at which it would NOT have resigned under
 MoveDecider's rule: the winrate of the move played under the threshold for ``--consecutive`` of its moves in a row,
 never in the first ``--after`` share of the board's points in moves, and as white in a handicap game a threshold
@@ -31,7 +32,7 @@ from tabula.engine.data.replay import calibrate_resign_threshold, false_positive
 from tabula.engine.play.decision import resign_threshold_factor
 from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.tools.compete.results import read_results
-from tabula.tools.compete.search_log import SearchedMove, assign
+from tabula.tools.compete.search_log import SEARCHED_DIR, SearchedMove, searched_moves
 
 THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 MARGIN = re.compile(r"^[BW]\+(\d+(?:\.\d+)?)$")
@@ -84,7 +85,7 @@ def played_games(out: Path, consecutive: int, after: float) -> list[PlayedGame]:
     result, from that engine's side."""
     records = {record["game"]: record for record in read_results(out / "results.jsonl")}
     config = _read_config(out)
-    assigned, _ = assign(out)
+    assigned, _ = searched_moves(out)  # its logs, or what search_log --write kept of them (OUT/searched)
     games = []
     for engine, runs in assigned.items():
         for name, moves in runs.items():
@@ -149,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--consecutive must be >= 1, --after in [0, 1), --max-false-positive and --ceiling in (0, 1)")
     games = []
     for out in args.matches:
-        if not (out / "results.jsonl").exists() or not (out / "logs").is_dir():
-            print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl or logs/)", file=sys.stderr)
+        if not (out / "results.jsonl").exists() or not ((out / "logs").is_dir() or (out / SEARCHED_DIR).is_dir()):
+            print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl, or neither logs/ nor "
+                  f"{SEARCHED_DIR}/)", file=sys.stderr)
             return 2
         games += played_games(out, args.consecutive, args.after)
     if not games:

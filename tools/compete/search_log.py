@@ -9,6 +9,11 @@ worker, the games one after another. A game's lines are told apart by the move n
 engine starting again. Each run of lines is given to the finished game (OUT/games/*.sgf) whose moves it names, so
 the lines of a game cut short by a stop and replayed on resume are left out (counted as unmatched) rather than
 counted twice.
+
+The logs are big (about 70 KB a 19×19 game) and stay in runs/; ``--write OUT/searched`` keeps what the resignation
+calibration needs of them (`tabula resign`: each searched move's playouts, seconds and winrate, about 30 bytes), to be
+kept with the games. A match directory without logs is read from its ``searched/`` (``searched_moves``), and one with
+both from both: a match resumed on another machine logs only its new games.
 """
 from __future__ import annotations
 
@@ -138,14 +143,49 @@ def summary(assigned: Assigned, unmatched: dict[int, int], name_of: Callable[[in
     return "\n".join(lines)
 
 
+SEARCHED_DIR = "searched"  # a match directory's kept extract of its logs (write, read_written)
+WRITTEN_NAME = re.compile(r"engine(\d+)\.txt$")
+
+
 def write(assigned: Assigned, target: Path) -> None:
-    """target/engineK.txt: ``game move-number move playouts seconds``, a line a searched move."""
+    """target/engineK.txt: ``game move-number move playouts seconds winrate`` (winrate ``-`` where the log had
+    none), a line a searched move."""
     target.mkdir(parents=True, exist_ok=True)
     for engine, runs in assigned.items():
         with open(target / f"engine{engine}.txt", "w") as handle:
             for game in sorted(runs):
                 for m in runs[game]:
-                    handle.write(f"{game} {m.number} {m.move} {m.playouts} {m.seconds:g}\n")
+                    winrate = "-" if m.winrate is None else f"{m.winrate:.4f}"
+                    handle.write(f"{game} {m.number} {m.move} {m.playouts} {m.seconds:g} {winrate}\n")
+
+
+def read_written(source: Path) -> Assigned:
+    """What ``write`` wrote to ``source`` (lines of five fields, without the winrate, read too)."""
+    assigned: Assigned = {}
+    for path in sorted(source.glob("engine*.txt")):
+        found = WRITTEN_NAME.search(path.name)
+        if not found:
+            continue
+        runs = assigned.setdefault(int(found[1]), {})
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            fields = line.split()
+            try:
+                winrate = None if len(fields) < 6 or fields[5] == "-" else float(fields[5])
+                runs.setdefault(fields[0], []).append(
+                    SearchedMove(int(fields[1]), fields[2], int(fields[3]), float(fields[4]), winrate))
+            except (IndexError, ValueError):
+                raise ValueError(f"{path}:{number}: not a searched move: {line!r}") from None
+    return assigned
+
+
+def searched_moves(out: Path) -> tuple[Assigned, dict[int, int]]:
+    """engine → game → its searched moves, from ``out``'s kept extract (``searched/``) and its logs, the logs
+    first where both have a game; and the unmatched runs of the logs."""
+    assigned = read_written(out / SEARCHED_DIR) if (out / SEARCHED_DIR).is_dir() else {}
+    from_logs, unmatched = assign(out) if (out / "logs").is_dir() else ({}, {})
+    for engine, runs in from_logs.items():
+        assigned.setdefault(engine, {}).update(runs)
+    return assigned, unmatched
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,14 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="a tabula match --out directory")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write DIR/engineK.txt, a line a searched move")
     args = parser.parse_args(argv)
-    if not (args.out / "logs").is_dir():
-        print(f"search_log: {args.out}/logs: no engine logs there", file=sys.stderr)
+    if not (args.out / "logs").is_dir() and not (args.out / SEARCHED_DIR).is_dir():
+        print(f"search_log: {args.out}: no engine logs there, nor a {SEARCHED_DIR}/ extract", file=sys.stderr)
         return 2
     if (args.out / CONFIG_FILE).exists():
         name_of = functools.partial(config_name, load_config(args.out / CONFIG_FILE))
     else:
         name_of = "engine{}".format  # as its log file is named
-    assigned, unmatched = assign(args.out)
+    assigned, unmatched = searched_moves(args.out)
     if args.write:
         write(assigned, args.write)
     print(summary(assigned, unmatched, name_of))
