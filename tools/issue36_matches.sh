@@ -25,9 +25,8 @@ AREA_REFEREE="$GNUGO --mode gtp --chinese-rules"
 OPPONENT="$GNUGO --mode gtp --level 10"
 ENGINE="python3 -m tabula.gtp${NET:+ --weights $NET}"
 PLAYED_ON="$ENGINE --resign-winrate 0"  # the resignation calibration needs the games played on
-# the default before issue 36 (the shipped network without the komi input, no score utility, the plain exploration),
-# for new-vs-old9
-# (its own --weights: with NET set, ENGINE's would come first and play every size)
+# new-vs-old9's old default, before issue 36: the shipped network without the komi input, no score utility, the plain
+# exploration (its own --weights, not ENGINE's: with NET set, ENGINE's would come first and play every size)
 OLD="python3 -m tabula.gtp --weights weights/tabula-6x64-anysize-int8.onnx --static-score-utility 0"
 OLD="$OLD --dynamic-score-utility 0"
 OLD="$OLD --cpuct-utility-stdev-scale 0"
@@ -79,11 +78,10 @@ esac
 
 OUT=runs/issue36/$SET
 KEPT=docs/matches/issue36-$SET
+mkdir -p "$OUT"
 if [ ! -f "$OUT/config.json" ] && [ -f "$KEPT/config.json" ]; then
-    mkdir -p "$OUT"
     cp -r "$KEPT"/. "$OUT"/  # config.json, results.jsonl, games/, searched/: tabula match resumes from them
 fi
-mkdir -p "$OUT"
 status=0
 if [ "$MINUTES" != 0 ]; then
     timeout --signal=INT "${MINUTES}m" nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" \

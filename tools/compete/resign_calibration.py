@@ -5,11 +5,11 @@
 
 Each Tabula engine of each match logs its search per move (`tabula.search: move N: ...` and the candidates' winrates,
 kept by `tabula match` in OUT/logs, or their extract in OUT/searched; tools/compete/search_log.py gives them to their
-games). For every game a Tabula
-engine played to the end, its *trigger* is the lowest threshold at which it would NOT have resigned under
-MoveDecider's rule: the winrate of the move played under the threshold for ``--consecutive`` of its moves in a row,
-never in the first ``--after`` share of the board's points in moves, and as white in a handicap game a threshold
-lowered early (engine.play.decision.resign_threshold_factor). A game is resigned at threshold T iff its trigger < T.
+games). For every game a Tabula engine played to the end, its *trigger* is the lowest threshold at which it would NOT
+have resigned under MoveDecider's rule: the winrate of the move played under the threshold for ``--consecutive`` of
+its moves in a row, never in the first ``--after`` share of the board's points in moves, and as white in a handicap
+game a threshold lowered early (engine.play.decision.resign_threshold_factor). A game is resigned at threshold T
+iff its trigger < T.
 
 For each board size, even and handicap games apart, it prints: the games won and lost, the share of the won games
 that resigning at T would have thrown away (the false positives, AGZ keeps them under 5%) for T = 0.02 … 0.30, the
@@ -32,7 +32,7 @@ from tabula.engine.data.replay import calibrate_resign_threshold, false_positive
 from tabula.engine.play.decision import resign_threshold_factor
 from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.tools.compete.results import read_results
-from tabula.tools.compete.search_log import SEARCHED_DIR, SearchedMove, searched_moves
+from tabula.tools.compete.search_log import SEARCHED_DIR, SearchedMove, has_searched_moves, searched_moves
 
 THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 MARGIN = re.compile(r"^[BW]\+(\d+(?:\.\d+)?)$")
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--consecutive must be >= 1, --after in [0, 1), --max-false-positive and --ceiling in (0, 1)")
     games = []
     for out in args.matches:
-        if not (out / "results.jsonl").exists() or not ((out / "logs").is_dir() or (out / SEARCHED_DIR).is_dir()):
+        if not (out / "results.jsonl").exists() or not has_searched_moves(out):
             print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl, or neither logs/ nor "
                   f"{SEARCHED_DIR}/)", file=sys.stderr)
             return 2

@@ -178,6 +178,11 @@ def read_written(source: Path) -> Assigned:
     return assigned
 
 
+def has_searched_moves(out: Path) -> bool:
+    """Whether ``out`` holds engine logs or their kept extract (what ``searched_moves`` reads)."""
+    return (out / "logs").is_dir() or (out / SEARCHED_DIR).is_dir()
+
+
 def searched_moves(out: Path) -> tuple[Assigned, dict[int, int]]:
     """engine → game → its searched moves, from ``out``'s kept extract (``searched/``) and its logs, the logs
     first where both have a game; and the unmatched runs of the logs."""
@@ -194,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="a tabula match --out directory")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write DIR/engineK.txt, a line a searched move")
     args = parser.parse_args(argv)
-    if not (args.out / "logs").is_dir() and not (args.out / SEARCHED_DIR).is_dir():
+    if not has_searched_moves(args.out):
         print(f"search_log: {args.out}: no engine logs there, nor a {SEARCHED_DIR}/ extract", file=sys.stderr)
         return 2
     if (args.out / CONFIG_FILE).exists():
