@@ -52,8 +52,10 @@ def test_the_command_prints_medians_and_writes_a_line_a_move(tmp_path, capsys):
     assert main([str(out), "--write", str(tmp_path / "search")]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[1].split()[:4] == ["engine0", "2", "4", "80"]  # 2 games, 4 moves, median of 40, 60, 100, 900
+    # game, move number, move, playouts, seconds, and the chosen move's winrate where the log printed candidates
     assert (tmp_path / "search" / "engine0.txt").read_text().splitlines() == [
-        "0-1-0000 1 C3 40 0.5", "0-1-0000 3 C7 60 0.8", "0-1-0001 2 D5 900 0.9", "0-1-0001 4 pass 100 0.2"]
+        "0-1-0000 1 C3 40 0.5 0.7500", "0-1-0000 3 C7 60 0.8 -", "0-1-0001 2 D5 900 0.9 -",
+        "0-1-0001 4 pass 100 0.2 -"]
 
 
 def test_a_directory_without_logs_is_a_clear_error(tmp_path, capsys):
