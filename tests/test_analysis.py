@@ -17,8 +17,8 @@ from tabula.gtp.__main__ import load_extensions
 from tabula.gtp.analysis import install_pondering, parse_analyze_args
 from tabula.gtp.commands import Session
 from tabula.gtp.protocol import GtpError
-from tests.conftest import make_session
-from tests.test_search import LeadEvaluator, ScoreEvaluator
+from tests.conftest import FakeClock, make_session
+from tests.test_search import ClockedEvaluator, LeadEvaluator, ScoreEvaluator
 
 VERTEX = re.compile(r"^(pass|[A-HJ-Z]([1-9]|1[0-9]|2[0-5]))$", re.IGNORECASE)
 
@@ -104,12 +104,16 @@ def check_lz_lines(lines: list[str]) -> list[list[dict]]:
 
 
 def test_lz_analyze_streams_lines_until_input():
-    session = search_session()
+    # the search's clock moves 0.01 s an evaluation: an interval is 10 evaluations, so that a loaded machine cannot
+    # make two lines in a row show the same visits
+    clock = FakeClock()
+    session = search_session(evaluator=ClockedEvaluator(ScoreEvaluator(delay_s=0.001), clock, 0.01), clock=clock)
     session.dispatch("play b E5")
     lines = stream(session, "lz-analyze w 10", info_lines=3)
     parsed = check_lz_lines(lines)
     assert len(parsed) >= 2
-    assert sum(int(m["visits"]) for m in parsed[-1]) > sum(int(m["visits"]) for m in parsed[0])
+    totals = [sum(int(m["visits"]) for m in moves) for moves in parsed]
+    assert all(a < b for a, b in zip(totals, totals[1:])), totals  # every line has searched further
     assert len(session.player.state.moves) == 1  # analysis plays nothing
 
 

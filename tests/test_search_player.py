@@ -565,6 +565,18 @@ def test_analysis_runs_the_mixed_search():
     assert result.playouts > 0 and rollout.positions >= result.evaluated > 0
 
 
+def test_analysis_reports_once_after_a_stall_not_a_burst(fake_clock):
+    """An evaluation that takes ten intervals (a stalled machine) gives one report on the next beat, not ten in a
+    row showing the same candidates."""
+    stop = threading.Event()
+    evaluator = ClockedEvaluator(ScoreEvaluator(delay_s=0.01), fake_clock, step_s=1.0,
+                                 after=lambda calls: calls >= 20 and stop.set())
+    player = SearchGenerator(evaluator, SearchConfig(threads=1), rng=np.random.default_rng(0), clock=fake_clock)
+    reports = []
+    player.analyze(GameState(7), stop, reports.append, 0.1)
+    assert 0 < len(reports) <= evaluator.calls
+
+
 def test_final_status_list_and_final_score_judge_a_position_once():
     """The judgement of dead stones draws random playouts; a GUI that asks final_status_list dead and then
     final_score sees the same stones in both, and a new position is judged afresh."""
