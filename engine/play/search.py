@@ -284,8 +284,10 @@ class Search:
             while thread.is_alive():
                 wait = 0.05 if on_progress is None else max(0.0, min(0.05, next_report - self.clock()))
                 thread.join(wait)
+                if on_progress is None:
+                    continue
                 now = self.clock()
-                if on_progress is not None and now >= next_report:
+                if now >= next_report:
                     # on the interval's beat, the beats missed while this thread waited for the CPU skipped: a burst
                     # of reports in a row would show a GUI the same candidates several times
                     while next_report <= now:
