@@ -84,7 +84,9 @@ if [ ! -f "$OUT/config.json" ] && [ -f "$KEPT/config.json" ]; then
 fi
 status=0
 if [ "$MINUTES" != 0 ]; then
-    timeout --signal=INT "${MINUTES}m" nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" \
+    # TERM, not INT: a job started in the background (nohup ... &) ignores SIGINT, and tabula match stops on TERM as
+    # on Ctrl-C (the finished games saved)
+    timeout --signal=TERM "${MINUTES}m" nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" \
         || status=$?
 else
     nice -n 5 $TABULA match --out "$OUT" --parallel "$PARALLEL" "${ARGS[@]}" || status=$?
