@@ -6,6 +6,8 @@
 #
 #   bash tools/issue36_matches.sh SET [MINUTES] [PARALLEL]    # default: no time limit, 1 game at a time
 #   bash tools/issue36_matches.sh list                        # the sets, with what the issue asks of each
+#   TAG=-by-size bash tools/issue36_matches.sh even9          # a set played again apart from the first (its own
+#                                                             # runs/issue36/SETTAG and docs/matches/issue36-SETTAG)
 #
 # Every set but new-vs-old9 plays with resignation off, so that the games are played on for the resignation
 # calibration (`tabula resign DIR...` reads the engines' logs afterwards: the issue asks for 200 games a size, and
@@ -44,7 +46,7 @@ even19        19x19, the same: >= 95% of 50 (also the 19x19 resignation check: p
 new-vs-old9   the new default against the one before issue 36, 9x9, komi 7.5: >= 60% of 100
 self9         the resignation calibration's self-play, played on: 100 9x9 games at komi 7.5 (with even9, 200 a size)
 self13        the same, 150 13x13 games (with even13, 200)
-self19        the same, 100 19x19 games (with even19 and japanese19, 200)
+self19        the same, 120 19x19 games (with even19 and japanese19, 220: a few games are not counted)
 EOF
         exit 0;;
     handicap7|handicap9)
@@ -64,7 +66,7 @@ EOF
               --names tabula gnugo-10 --engines "$PLAYED_ON" "$OPPONENT");;
     self9|self13|self19)
         SIZE=${SET#self}
-        GAMES=$(case "$SIZE" in 9) echo 100;; 13) echo 150;; *) echo 100;; esac)
+        GAMES=$(case "$SIZE" in 9) echo 100;; 13) echo 150;; *) echo 120;; esac)
         # two seeds and the first 8 moves drawn by visits, so that the games differ (as resign-self-9's)
         ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE" --names tabula-a tabula-b
               --engines "$PLAYED_ON --temperature-moves 8 --seed 11" "$PLAYED_ON --temperature-moves 8 --seed 12");;
@@ -76,8 +78,8 @@ EOF
         exit 2;;
 esac
 
-OUT=runs/issue36/$SET
-KEPT=docs/matches/issue36-$SET
+OUT=runs/issue36/$SET${TAG:-}
+KEPT=docs/matches/issue36-$SET${TAG:-}
 mkdir -p "$OUT"
 if [ ! -f "$OUT/config.json" ] && [ -f "$KEPT/config.json" ]; then
     cp -r "$KEPT"/. "$OUT"/  # config.json, results.jsonl, games/, searched/: tabula match resumes from them
