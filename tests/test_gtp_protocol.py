@@ -344,7 +344,7 @@ def test_temperature_moves_from_the_command_line(capsys) -> None:
 
 @pytest.mark.parametrize("argv, error", [
     (["--threads", "0"], "argument --threads: must be 1 or more, not 0"),
-    (["--visits", "-1"], "argument --visits: must be 0 or more, not -1"),
+    (["--visits", "-2"], "argument --visits: must be 0 or more (or -1: by board size), not -2"),
     (["--visits", "many"], "argument --visits: invalid int value: 'many'"),
     (["--resign-winrate", "1"], "argument --resign-winrate: must be in [0, 1), or -1: the network's calibrated "
                                 "threshold, not 1.0"),
@@ -369,6 +369,7 @@ def test_a_bad_flag_value_over_the_command_line_exits_2_without_a_traceback() ->
 
 def test_every_configuration_checks_its_own_fields() -> None:
     from tabula.engine.config import (
+        BY_BOARD_SIZE,
         CALIBRATED,
         ConfigError,
         EngineConfig,
@@ -378,7 +379,7 @@ def test_every_configuration_checks_its_own_fields() -> None:
         TimeConfig,
     )
 
-    for make, field, bad in [(SearchConfig, "visits", -1), (SearchConfig, "threads", 0),
+    for make, field, bad in [(SearchConfig, "visits", -2), (SearchConfig, "threads", 0),
                              (SearchConfig, "rollout_mix", 1.5), (SearchConfig, "dirichlet_alpha", 0.0),
                              (SearchConfig, "noise_weight", float("nan")), (PlayConfig, "resign_winrate", 1.0),
                              (PlayConfig, "resign_winrate", -0.5), (PlayConfig, "temperature", -1.0),
@@ -390,6 +391,22 @@ def test_every_configuration_checks_its_own_fields() -> None:
         assert error.value.field == field and str(error.value).startswith(f"{make.__name__}.{field} must be")
     assert PlayConfig(resign_winrate=CALIBRATED).resign_winrate == CALIBRATED and PlayConfig(resign_winrate=0.0)
     assert SearchConfig(visits=0, playouts=0) and EngineConfig(board_size=0) and EngineConfig(board_size=25)
+    assert SearchConfig(visits=BY_BOARD_SIZE).visits == BY_BOARD_SIZE
+
+
+def test_the_engines_default_visits_go_by_board_size_and_a_given_number_holds_on_every_size():
+    """The entry point's budget: 400 on 19x19 and larger, 400·361/N² on smaller boards up to 1,600 (about the time
+    of a 19x19 move); --visits N is N everywhere, and the library's SearchConfig keeps its flat 400."""
+    from tabula.engine.config import BY_BOARD_SIZE, EngineConfig, SearchConfig
+    from tabula.gtp.__main__ import build_config, parse_args
+
+    default = build_config(parse_args([])).search
+    assert default.visits == BY_BOARD_SIZE == EngineConfig().search.visits
+    assert [default.visits_for(n) for n in (5, 9, 13, 19, 25)] == [1600, 1600, 854, 400, 400]
+    given = build_config(parse_args(["--visits", "100"])).search
+    assert [given.visits_for(n) for n in (9, 13, 19)] == [100, 100, 100]
+    assert build_config(parse_args(["--visits", "0"])).search.visits_for(9) == 0
+    assert SearchConfig().visits_for(9) == 400
 
 
 @pytest.mark.parametrize("content", [None, b"not an npz at all"])
