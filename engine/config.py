@@ -148,11 +148,13 @@ class SearchConfig:
         _require(self, "dynamic_score_scale", _finite(self.dynamic_score_scale) and self.dynamic_score_scale > 0,
                  "above 0")
 
-    def visits_for(self, size: int) -> int:
-        """The visits a move on a board of side ``size`` stops at (0: no limit): ``visits``, or with BY_BOARD_SIZE
-        the budget for that size (see BY_BOARD_SIZE)."""
+    def visits_for(self, state: Any) -> int:
+        """The visits a move in ``state`` (a game state with a ``size``) stops at (0: no limit): ``visits``, or with
+        BY_BOARD_SIZE the budget for the board's side (see BY_BOARD_SIZE). The size is read only for that budget: a
+        rectangular gomoku board has none."""
         if self.visits != BY_BOARD_SIZE:
             return self.visits
+        size = state.size
         if size >= REFERENCE_SIZE:
             return REFERENCE_VISITS
         scaled = round(REFERENCE_VISITS * REFERENCE_SIZE ** 2 / size ** 2)

@@ -398,15 +398,17 @@ def test_the_engines_default_visits_go_by_board_size_and_a_given_number_holds_on
     """The entry point's budget: 400 on 19x19 and larger, 400·361/N² on smaller boards up to 1,600 (about the time
     of a 19x19 move); --visits N is N everywhere, and the library's SearchConfig keeps its flat 400."""
     from tabula.engine.config import BY_BOARD_SIZE, EngineConfig, SearchConfig
+    from tabula.engine.rules.game import GameState
     from tabula.gtp.__main__ import build_config, parse_args
 
     default = build_config(parse_args([])).search
     assert default.visits == BY_BOARD_SIZE == EngineConfig().search.visits
-    assert [default.visits_for(n) for n in (5, 9, 13, 19, 25)] == [1600, 1600, 854, 400, 400]
+    boards = {n: GameState(n) for n in (5, 9, 13, 19, 25)}
+    assert [default.visits_for(boards[n]) for n in (5, 9, 13, 19, 25)] == [1600, 1600, 854, 400, 400]
     given = build_config(parse_args(["--visits", "100"])).search
-    assert [given.visits_for(n) for n in (9, 13, 19)] == [100, 100, 100]
-    assert build_config(parse_args(["--visits", "0"])).search.visits_for(9) == 0
-    assert SearchConfig().visits_for(9) == 400
+    assert [given.visits_for(boards[n]) for n in (9, 13, 19)] == [100, 100, 100]
+    assert build_config(parse_args(["--visits", "0"])).search.visits_for(boards[9]) == 0
+    assert SearchConfig().visits_for(boards[9]) == 400
 
 
 @pytest.mark.parametrize("content", [None, b"not an npz at all"])

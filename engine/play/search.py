@@ -29,7 +29,7 @@ from typing import Callable, Collection, Sequence
 
 import numpy as np
 
-from tabula.engine.config import BY_BOARD_SIZE, SearchConfig
+from tabula.engine.config import SearchConfig
 from tabula.engine.net.evaluator import (
     Evaluation,
     Evaluator,
@@ -177,8 +177,7 @@ class Search:
                 calling thread, outside the tree lock.
         """
         config = self.config
-        if visits is None:  # the size is asked only of a budget by size (a rectangular gomoku board has none)
-            visits = config.visits if config.visits != BY_BOARD_SIZE else config.visits_for(state.size)
+        visits = config.visits_for(state) if visits is None else visits
         playouts = config.playouts if playouts is None else playouts
         early_stop = config.early_stop if early_stop is None else early_stop
         if not visits and not playouts and time_s is None and stop is None:

@@ -203,7 +203,7 @@ class SearchGenerator:
     def search_position(self, state: GameState, stop: threading.Event) -> SearchResult:
         """A search of ``state`` with the configured visits (5 s where none are set), ended early by ``stop``:
         what GoGui's analysis views show."""
-        visits = self.config.visits_for(state.size) or None
+        visits = self.config.visits_for(state) or None
         time_s = None if visits or self.config.playouts else DEFAULT_TIME_S
         return self.search.run(state, visits=visits, time_s=time_s, stop=stop, early_stop=False)
 
