@@ -38,6 +38,7 @@ from tabula.engine.net.network import (  # noqa: E402
     with_komi_input,
     with_small_board_komi,
     with_small_board_komi_parity,
+    with_small_board_score_komi,
 )
 
 
@@ -248,6 +249,21 @@ def test_the_komi_parity_wave_is_zero_where_a_draw_is_possible():
     assert komi_parity_wave(torch.tensor([[0.9999999]]), torch.tensor([[19.0]])).abs().item() < 1e-5
 
 
+def saved_with_its_term(grown, flag: str, term: str, tmp_path) -> tuple[str, str]:
+    """``grown`` written to ONNX and quantized to int8 (paths returned); the fp32 file loads with ``flag`` set and
+    the head's ``term`` weights as they were."""
+    from tabula.tools.learn.export import main
+
+    fp32, int8 = str(tmp_path / f"{term}.onnx"), str(tmp_path / f"{term}-int8.onnx")
+    export_onnx(grown, fp32, "tests", board_sizes=[9, 19])
+    loaded = load_onnx(fp32)
+    assert getattr(loaded.spec, flag)
+    np.testing.assert_array_equal(getattr(loaded.head, term).weight.detach().numpy(),
+                                  getattr(grown.head, term).weight.detach().numpy())
+    assert main(["--quantize", "int8", "--calibration", "32", fp32, int8]) == 0
+    return fp32, int8
+
+
 def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_for_bit(old_model, tmp_path):
     """Added with zero weights it changes nothing; trained (here: random weights) it moves 9x9's value apart at komi
     5.5 and 6.5 (which the komi term alone, linear in the komi, moves by a straight line), 19x19 stays exactly as it
@@ -266,13 +282,7 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
     with pytest.raises(ValueError, match="already"):
         with_small_board_komi_parity(grown)
     assert_a_small_board_term(komi_net, grown, grown.head.value_parity_small_boards.weight, (5.5, 6.5), (9, 19), 7)
-    fp32, int8 = str(tmp_path / "parity.onnx"), str(tmp_path / "parity-int8.onnx")
-    export_onnx(grown, fp32, "tests", board_sizes=[9, 19])
-    loaded = load_onnx(fp32)
-    assert loaded.spec.small_board_komi_parity
-    np.testing.assert_array_equal(loaded.head.value_parity_small_boards.weight.detach().numpy(),
-                                  grown.head.value_parity_small_boards.weight.detach().numpy())
-    assert main(["--quantize", "int8", "--calibration", "32", fp32, int8]) == 0
+    fp32, int8 = saved_with_its_term(grown, "small_board_komi_parity", "value_parity_small_boards", tmp_path)
     nine = random_game(9, 12, 7)[1:]
     for path in (fp32, int8):  # the wave read from the plane in the file: 5.5 and 6.5 apart as in torch
         net = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
@@ -289,6 +299,58 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
         main(["--add-small-board-komi-parity", komi_only, str(tmp_path / "refused.onnx")])
     assert main(["--add-small-board-komi-parity", "--board-sizes", "9,19", checkpoint, both]) == 0
     assert load_onnx(both).spec.small_board_komi_parity
+
+
+def test_the_small_board_score_komi_term_moves_the_small_board_score_alone(old_model, tmp_path):
+    """Added with zero weights it changes nothing; trained (here: set) it adds to 9x9's and 13x13's score a straight
+    line in the komi through the reference komi, and nothing else moves: the value everywhere, the score at the
+    reference komi and on 19x19 bit for bit; the flag and the term survive the ONNX file and its int8 twin, and the
+    exporter adds it (to a network with the komi input only)."""
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.tools.learn.export import main
+
+    komi_net = with_small_board_komi_parity(with_small_board_komi(with_komi_input(old_model)))
+    with pytest.raises(ValueError, match="komi input"):
+        with_small_board_score_komi(old_model)
+    with pytest.raises(ValueError, match="score head"):
+        NetSpec(blocks=1, filters=8, head=POOLED, input_encoding=KOMI_INPUT_ENCODING, small_board_score_komi=True)
+    grown = with_small_board_score_komi(komi_net)
+    assert grown.spec.small_board_score_komi and "small_board_score_komi" not in komi_net.spec.to_dict()
+    with pytest.raises(ValueError, match="already"):
+        with_small_board_score_komi(grown)
+    komis = (0.5, 7.5, 11.5)
+    positions = {size: random_game(size, 12, 9)[1:] for size in (9, 13, 19)}
+    planes = {(size, komi): encode_batch_with_komi(at_komi(states, komi))
+              for size, states in positions.items() for komi in komis}
+    for key, batch in planes.items():
+        for then, now in zip(outputs(komi_net, batch), outputs(grown, batch)):
+            np.testing.assert_array_equal(now, then)
+    with torch.no_grad():
+        grown.head.score_komi_small_boards.weight.copy_(torch.tensor([[0.5, 0.2]]))
+    for (size, komi), batch in planes.items():
+        before, after = outputs(komi_net, batch), outputs(grown, batch)
+        for index in (0, 1, 3):  # policy, value, ownership
+            np.testing.assert_array_equal(after[index], before[index])
+        if size == 19 or komi == 7.5:
+            np.testing.assert_array_equal(after[2], before[2])
+            continue
+        # white's komi moved by d points: the side to move's view of it (k - reference) / 20, times (0.5 + 0.2
+        # (size - 14) / 10) and the smallness (19 - size) / 10, in tens of points; black to move sees -d
+        d = komi - 7.5
+        side = np.array([-1.0 if len(s.moves) % 2 == 0 else 1.0 for s in positions[size]])
+        expected = 10.0 * side * d / 20.0 * (0.5 + 0.2 * (size - 14) / 10.0) * (19 - size) / 10.0
+        np.testing.assert_allclose(after[2] - before[2], expected, atol=1e-4)
+    fp32, int8 = saved_with_its_term(grown, "small_board_score_komi", "score_komi_small_boards", tmp_path)
+    nine = positions[9]
+    for path in (fp32, int8):  # the term in the file, in fp32 in the int8 twin's head: 0.5 to 7.5 moves the same
+        net = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
+        gap = net.evaluate(at_komi(nine, 0.5)).score - net.evaluate(at_komi(nine, 7.5)).score
+        torch_gap = (outputs(grown, planes[(9, 0.5)])[2] - outputs(grown, planes[(9, 7.5)])[2])
+        np.testing.assert_allclose(gap, torch_gap, atol=1e-3 if path == fp32 else 0.5)
+    checkpoint, added = str(tmp_path / "komi.pt"), str(tmp_path / "added.onnx")
+    save_checkpoint(with_komi_input(old_model), checkpoint)
+    assert main(["--add-small-board-score-komi", "--board-sizes", "9,19", checkpoint, added]) == 0
+    assert load_onnx(added).spec.small_board_score_komi
 
 
 @pytest.fixture(scope="module")

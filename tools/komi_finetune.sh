@@ -4,6 +4,7 @@
 #
 #   bash tools/komi_finetune.sh [MINUTES] [WORKERS]    # default 150 minutes, 2 self-play processes
 #   QUICK=1 bash tools/komi_finetune.sh                # smoke test: a few games and steps, in runs/komi-quick
+#   STAGE=6 bash tools/komi_finetune.sh [MINUTES] [WORKERS] [GENERATIONS]   # stage 6 (below; default 1 generation)
 #
 # The start: the fifth small-board run's trainer checkpoint (weights/training/rl-small48s/train/checkpoint.pt, the
 # shipped tabula-6x64-anysize), given the komi input by `tabula export --add-komi-input`: the leelaz-18+komi planes
@@ -43,6 +44,14 @@
 # 9x9 value but let the score's komi slope fall to 0.40; from generation 21 the games are also seen at a komi moved
 # by a normal draw of 6 points for the score alone (--train-komi-spread 6 --train-komi-spread-score-only: the moved
 # margin is the lead the score should learn, the moved result overstates a point; docs/TRAINING.md).
+# Stage 6 (runs/komi/rl6, STAGE=6): stage 5's generation 80 (the default's network) given the small-board score komi
+# term (`tabula export --add-small-board-score-komi`: a straight line in the komi through the reference komi added to
+# the score alone on boards below 19x19, zero at first), and only that term trains, on the games of stage 5's window
+# played within a point of komi 7.5 (where this machine still has it; else self-play refills the window) at the same
+# moved komi for the score (--train-komi-spread 6 --train-komi-spread-score-only): stage 5's small-board value terms
+# feed the score's hidden layer too, and pulled 9x9's score slope back to 0.75 points a komi point; the term gives
+# it back while the value stays bit for bit, and so does the score at komi 7.5 and on 19x19. Two weights, so a
+# higher learning rate and no moving average. One generation (more would add self-play at every komi to the window).
 # --keep copies what resumes each stage to weights/training/komi/{sl,rl5} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
 # are missing (the archives are in ../shared/data/games).
@@ -65,6 +74,7 @@ if [ -n "${QUICK:-}" ]; then
     SL=(--steps 4 --batch 16 --warmup-steps 0 --val-every 4 --val-positions 64 --log-every 2 --checkpoint-every 4)
     RL=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
         --train-steps 2 --batch 16 --warmup-steps 0 --generations 1)
+    RL6=()
 else
     RUNS=runs/komi
     KEEP=weights/training/komi
@@ -76,6 +86,7 @@ else
         --log-every 50)
     RL=(--sizes 9,13 --visits 64 --fast-visits 16 --games-per-generation 50 --window-games 2000
         --min-positions 40000 --train-steps 300 --batch 128 --warmup-steps 50)
+    RL6=(--train-steps 600 --min-positions 10000)
 fi
 START_DIR=$RUNS/start
 START=$START_DIR/komi-start.pt
@@ -115,15 +126,44 @@ if [ ! -f "$RUNS/sl/model.onnx" ] && [ "$(stage1_step)" -lt "$STAGE1_STEPS" ]; t
         --threads 2 --workers 1 --max-minutes "$MINUTES" "${SL[@]}"
 fi
 
+grown_start() {  # grown_start OUT RUN FLAG: the best network kept of the run RUN given a zero term (tabula export FLAG)
+    local out=$1 run=$2 flag=$3 best
+    if [ ! -f "$out" ]; then
+        best=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$KEEP/$run/state.json")
+        $TABULA export "$flag" "$KEEP/$run/$best" "$out.tmp.onnx"
+        mv "$out.tmp.onnx" "$out"
+    fi
+}
+
+if [ "${STAGE:-5}" = 6 ]; then
+    START6=$RUNS/start6.onnx
+    grown_start "$START6" rl5 --add-small-board-score-komi
+    if [ ! -f "$RUNS/rl6/state.json" ] && [ ! -f "$KEEP/rl6/state.json" ] && [ -d "$RUNS/rl5/replay" ]; then
+        # only the games played at a komi within a point of the reference (7.5, near 9x9's fair komi): the term sees
+        # the komi alone, not which part of it was moved, so games at their own 0.5 (where black plays safe and wins
+        # by a point or two) would teach it the opposite of the moved komi's point for point
+        mkdir -p "$RUNS/rl6/replay"
+        python3 - "$RUNS/rl5/replay" "$RUNS/rl6/replay" <<'PY'
+import glob, os, shutil, sys
+from tabula.engine.data.shards import read_shard
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.tshard"))):
+    if abs(float(read_shard(path)[1]["komi"][0]) - 7.5) <= 1.0:
+        shutil.copy(path, sys.argv[2])
+PY
+    fi
+    exec nice -n 5 $TABULA rl --dir "$RUNS/rl6" --keep "$KEEP/rl6" --start-from "$START6" \
+        --komi 5 --komi-spread 4 --handicap-fraction 0.1 --max-handicap 4 \
+        --train-only head.score_komi_small_boards --freeze-batchnorm --policy-loss-weight 0 \
+        --optimizer adamw --lr 0.002 --ema-decay 0 --train-komi-spread 6 --train-komi-spread-score-only \
+        --gate-games 0 --resign-ceiling 0 --generations "${3:-1}" \
+        --train-threads 1 --train-workers 1 --workers "$WORKERS" --max-minutes "$MINUTES" "${RL[@]}" "${RL6[@]}"
+fi
+
 # Stage 5 from stage 4's last network (its kept copy: weights/training/komi/rl4, state.json names it), given the
 # komi parity term; its window starts with stage 4's games where this machine still has them (a generation that
 # trains at once), else self-play fills it first (--min-positions).
 START5=$RUNS/start5.onnx
-if [ ! -f "$START5" ]; then
-    STAGE4=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' "$KEEP/rl4/state.json")
-    $TABULA export --add-small-board-komi-parity "$KEEP/rl4/$STAGE4" "$START5.tmp.onnx"
-    mv "$START5.tmp.onnx" "$START5"
-fi
+grown_start "$START5" rl4 --add-small-board-komi-parity
 if [ ! -f "$RUNS/rl5/state.json" ] && [ ! -f "$KEEP/rl5/state.json" ] && [ -d "$RUNS/rl4/replay" ]; then
     mkdir -p "$RUNS/rl5/replay"
     cp "$RUNS"/rl4/replay/*.tshard "$RUNS/rl5/replay/"

@@ -42,6 +42,8 @@ BLACK_VIEW = "black"  # Leela Zero v2 files (ELF OpenGo): the value head predict
 SCORE_SCALE = 10.0  # the score head's raw output is in tens of points, so that it trains at unit scale
 OUTPUTS = ("policy", "value")
 AUX_OUTPUTS = ("score", "ownership")
+# NetSpec's small-board komi terms, each in a network's metadata only where it is on
+SMALL_BOARD_KOMI_FLAGS = ("small_board_komi", "small_board_komi_parity", "small_board_score_komi")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class NetSpec:
     small_board_komi: bool = False
     # with small_board_komi only: its komi parity term (PooledHead)
     small_board_komi_parity: bool = False
+    # leelaz-18+komi with aux only: a komi term of the score alone that only boards below 19x19 see (PooledHead)
+    small_board_score_komi: bool = False
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -86,6 +90,8 @@ class NetSpec:
             raise ValueError(f"the small-board komi term reads the komi input, which {self.input_encoding} has not")
         if self.small_board_komi_parity and not self.small_board_komi:
             raise ValueError("the small-board komi parity term extends the small-board komi term, which is missing")
+        if self.small_board_score_komi and (encoding.komi_plane is None or not self.aux):
+            raise ValueError("the small-board score komi term needs the komi input and the score head")
 
     @property
     def encoding(self) -> Encoding:
@@ -96,7 +102,7 @@ class NetSpec:
         data = asdict(self)
         if self.encoding.komi_plane is None:
             del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
-        for flag in ("small_board_komi", "small_board_komi_parity"):
+        for flag in SMALL_BOARD_KOMI_FLAGS:
             if not data[flag]:
                 del data[flag]  # the metadata of networks without it stays as it was
         return data
@@ -182,7 +188,14 @@ class PooledHead(nn.Module):
     scoring a board without neutral points ends with a margin of the board area's parity (odd on 9×9 and 13×13), so
     komi 5.5 and 6.5 decide the same games and 6.5 and 7.5 do not; a value linear in the komi cannot show that steps
     (it gave white 5–12 points too much at 5.5–7.5 on 9×9, docs/TRAINING.md). w is a triangle wave of the side to
-    move's komi, 0 at the komis that allow a draw, ±0.5 halfway between them (``komi_parity_wave``)."""
+    move's komi, 0 at the komis that allow a draw, ±0.5 halfway between them (``komi_parity_wave``).
+
+    With ``small_board_score_komi`` (a komi input's networks with the score head): ``score_komi_small_boards``, a
+    linear map of (k - reference) and its size-scaled copy, scaled by ``max(19 - size, 0) / 10``, added to the score
+    alone, zero-initialised. Why: the small-board value terms above feed the score's hidden layer too, and trained
+    for the value they pulled 9×9's score back from the fixed path's point for point to 0.75 points a komi point
+    (docs/TRAINING.md); this term, trained alone on the moved-komi score targets (the lead), gives the score its
+    slope back without touching the value anywhere, and adds nothing at the reference komi nor on 19×19."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -217,6 +230,10 @@ class PooledHead(nn.Module):
         if spec.small_board_komi_parity:
             self.value_parity_small_boards = nn.Linear(channels + 2, spec.value_hidden, bias=False)
             nn.init.zeros_(self.value_parity_small_boards.weight)
+        self.score_komi_small_boards = None
+        if spec.small_board_score_komi:
+            self.score_komi_small_boards = nn.Linear(2, 1, bias=False)
+            nn.init.zeros_(self.score_komi_small_boards.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
                 komi_plane: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
@@ -233,7 +250,8 @@ class PooledHead(nn.Module):
         value_pooled = torch.cat([with_size_term(mean, size), v.amax(dim=(2, 3))], dim=1)
         hidden = self.value_fc1(value_pooled)
         smallness = None  # the small-board terms' scale: 1 on 9×9, 0 on 19×19 and larger boards
-        if self.value_small_boards is not None or self.value_komi_small_boards is not None:
+        if (self.value_small_boards is not None or self.value_komi_small_boards is not None
+                or self.score_komi_small_boards is not None):
             smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
         if self.value_small_boards is not None:
             hidden = hidden + self.value_small_boards(torch.cat([mean, black, torch.ones_like(black)], dim=1)
@@ -262,6 +280,9 @@ class PooledHead(nn.Module):
             if self.value_komi is not None:  # the fixed komi path (see the class): exactly 0 at the reference komi
                 reference = self.komi_reference * (1.0 - 2.0 * black)  # the side to move's view of it
                 out["score"] = out["score"] + ((komi - reference) / SCORE_SCALE)[:, 0]
+                if self.score_komi_small_boards is not None:
+                    moved = with_size_term((komi - reference) / KOMI_SCALE, size)
+                    out["score"] = out["score"] + (self.score_komi_small_boards(moved) * smallness)[:, 0]
         return out
 
 
@@ -404,6 +425,18 @@ def with_small_board_komi_parity(model: TabulaNet) -> TabulaNet:
     if model.spec.small_board_komi_parity:
         raise ValueError("the network already has the small-board komi parity term")
     return _grown(model, ["head.value_parity_small_boards.weight"], small_board_komi_parity=True)
+
+
+def with_small_board_score_komi(model: TabulaNet) -> TabulaNet:
+    """``model`` (a network with the komi input and the score head) with a zero small-board score komi term added
+    (``PooledHead``): the same outputs on every board until the term is trained; after it the same value everywhere,
+    and the same score on 19×19 and larger boards and at the reference komi."""
+    if model.spec.encoding.komi_plane is None or not model.spec.aux:
+        raise ValueError("the small-board score komi term needs a network with the komi input (tabula export "
+                         "--add-komi-input first) and the score head")
+    if model.spec.small_board_score_komi:
+        raise ValueError("the network already has the small-board score komi term")
+    return _grown(model, ["head.score_komi_small_boards.weight"], small_board_score_komi=True)
 
 
 def with_small_board_value(model: TabulaNet) -> TabulaNet:
@@ -693,6 +726,7 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
            "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
+           "with_small_board_score_komi", "SMALL_BOARD_KOMI_FLAGS",
            "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
            "load_onnx", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz", "default_board_sizes",
            "set_metadata"]

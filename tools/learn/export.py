@@ -13,6 +13,8 @@ networks; quantize ONNX to int8.
         term that only boards below 19x19 see; with --add-komi-input, both at once)
     tabula export --add-small-board-komi-parity IN OUT.onnx [--checkpoint-out OUT.pt]   (that term's zero komi
         parity term, for area scoring's odd margins on 9x9 and 13x13)
+    tabula export --add-small-board-score-komi IN OUT.onnx [--checkpoint-out OUT.pt]   (a zero komi term of the
+        score alone on boards below 19x19, for its slope: trained alone, it leaves the value as it was)
     tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
         NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
 """
@@ -243,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="IN OUT: a network with the small-board komi term (or with --add-small-board-komi) gets "
                              "its zero komi parity term (area scoring's odd margins: PooledHead); the same outputs "
                              "until trained")
+    parser.add_argument("--add-small-board-score-komi", action="store_true",
+                        help="IN OUT: a network with the komi input and the score head gets a zero komi term of the "
+                             "score alone that only boards below 19x19 see (PooledHead); the same outputs until "
+                             "trained, and the same value after")
     parser.add_argument("--komi-reference", type=float, default=7.5,
                         help="with --add-komi-input: the komi the network learned its score at (default 7.5)")
     parser.add_argument("--resign-winrate", type=_thresholds, default=None, metavar="T|SIZE:T,...",
@@ -295,8 +301,9 @@ def _thresholds(text: str):
 
 
 def _komi_terms(args: argparse.Namespace) -> bool:
-    """Whether the command adds a komi term: the komi input, the small-board komi term or its parity term."""
-    return args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+    """Whether the command adds a komi term: the komi input or a small-board komi term."""
+    return (args.add_komi_input or args.add_small_board_komi or args.add_small_board_komi_parity
+            or args.add_small_board_score_komi)
 
 
 def _only_thresholds(args: argparse.Namespace) -> bool:
@@ -318,8 +325,8 @@ def _export(args: argparse.Namespace) -> int:
                          "weights")
     komi_terms = _komi_terms(args)
     if komi_terms and (args.to_leelaz or args.from_leelaz or args.random):
-        raise SystemExit("tabula export: --add-komi-input, --add-small-board-komi and --add-small-board-komi-parity "
-                         "take IN OUT, a pooled Tabula network: Leela Zero weights have no komi input")
+        raise SystemExit("tabula export: --add-komi-input and --add-small-board-* take IN OUT, a pooled Tabula "
+                         "network: Leela Zero weights have no komi input")
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
@@ -372,6 +379,9 @@ def _export(args: argparse.Namespace) -> int:
             if args.add_small_board_komi_parity:
                 model = network.with_small_board_komi_parity(model)
                 provenance += ", with a zero small-board komi parity term"
+            if args.add_small_board_score_komi:
+                model = network.with_small_board_score_komi(model)
+                provenance += ", with a zero small-board score komi term"
         except ValueError as error:
             raise SystemExit(f"tabula export: {source}: {error}") from None
 

@@ -32,7 +32,16 @@ from torch.nn import functional as F
 from tabula.engine.data.shards import Batch, PositionSampler, shard_paths
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.features import INPUT_ENCODING, KOMI_SCALE, NUM_PLANES
-from tabula.engine.net.network import AGZ, POOLED, SCORE_SCALE, NetSpec, TabulaNet, export_onnx, with_komi_input
+from tabula.engine.net.network import (
+    AGZ,
+    POOLED,
+    SCORE_SCALE,
+    SMALL_BOARD_KOMI_FLAGS,
+    NetSpec,
+    TabulaNet,
+    export_onnx,
+    with_komi_input,
+)
 from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
 
 CHECKPOINT = "checkpoint.pt"
@@ -434,13 +443,13 @@ class WeightAverage:
 def _komi_fields(path: str, encoding: Encoding) -> dict:
     """NetSpec's fields of a network that sees the komi which no command line sets: those of the checkpoint it
     continues or starts from (``path``) where that one has the komi input (its ``komi_reference``, and its
-    small-board komi term and its parity term, added by ``tabula export --add-small-board-komi`` and
-    ``--add-small-board-komi-parity``), else the defaults (an extension of a leelaz-18 network)."""
+    small-board komi terms, added by ``tabula export --add-small-board-komi``, ``--add-small-board-komi-parity`` and
+    ``--add-small-board-score-komi``), else the defaults (an extension of a leelaz-18 network)."""
     if encoding.komi_plane is None or not path or not os.path.exists(path):
         return {}
     saved = load_training_checkpoint(path)["spec"]
     fields = {"komi_reference": float(saved["komi_reference"])} if "komi_reference" in saved else {}
-    for flag in ("small_board_komi", "small_board_komi_parity"):
+    for flag in SMALL_BOARD_KOMI_FLAGS:
         if saved.get(flag):
             fields[flag] = True
     return fields
