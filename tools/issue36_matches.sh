@@ -18,7 +18,7 @@
 # a machine without runs/issue36/SET the call starts from the kept copy, so a set goes on across machines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19 or list}
+SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19, self19hN or list}
 MINUTES=${2:-0}
 PARALLEL=${3:-1}
 GNUGO=${GNUGO:-/usr/games/gnugo}
@@ -47,6 +47,9 @@ new-vs-old9   the new default against the one before issue 36, 9x9, komi 7.5: >=
 self9         the resignation calibration's self-play, played on: 100 9x9 games at komi 7.5 (with even9, 200 a size)
 self13        the same, 150 13x13 games (with even13, 200)
 self19        the same, 120 19x19 games (with even19 and japanese19, 220: a few games are not counted)
+self19hN      19x19 handicap self-play, N = 2, 3, 4, 5, 6, 7 or 9 stones at komi 0.5, played on: 30, 25, 20, 15, 5,
+              15 and 15 games (125, with handicap7 and handicap9 200 handicap games for the handicap threshold, a
+              few forfeits not counted)
 EOF
         exit 0;;
     handicap7|handicap9)
@@ -70,6 +73,19 @@ EOF
         # two seeds and the first 8 moves drawn by visits, so that the games differ (as resign-self-9's)
         ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE" --names tabula-a tabula-b
               --engines "$PLAYED_ON --temperature-moves 8 --seed 11" "$PLAYED_ON --temperature-moves 8 --seed 12");;
+    self19h2|self19h3|self19h4|self19h5|self19h6|self19h7|self19h9)
+        STONES=${SET#self19h}
+        GAMES=$(case "$STONES" in 2) echo 30;; 3) echo 25;; 4) echo 20;; 6) echo 5;; *) echo 15;; esac)
+        # both sides Tabula, so that the handicap threshold sees winners and losers of either colour; told the
+        # referee's count, as in handicap7. KataGo's chinese has simple ko where tabula match judges positional
+        # superko, so 3 of the first 120 games (2, 3, 4, 5, 7 and 9 stones) ended by a forfeit (a long cycle's
+        # repetition, legal under simple ko); self19h6, which tops the 200 up, is told chinese-kgs (positional
+        # superko, as kgsGtp's kgs-rules chinese), which the sets played before keep so that they resume as played
+        RULES=$([ "$STONES" = 6 ] && echo chinese-kgs || echo chinese)
+        ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed
+              --referee "$AREA_REFEREE" --names tabula-a tabula-b
+              --engines "$PLAYED_ON --rules $RULES --temperature-moves 8 --seed 11"
+                        "$PLAYED_ON --rules $RULES --temperature-moves 8 --seed 12");;
     new-vs-old9)
         ARGS=(--games 100 --size 9 --komi 7.5 --referee "$AREA_REFEREE"
               --names new old --engines "$ENGINE --temperature-moves 8" "$OLD --temperature-moves 8");;
