@@ -49,7 +49,8 @@ self13        the same, 150 13x13 games (with even13, 200)
 self19        the same, 120 19x19 games (with even19 and japanese19, 220: a few games are not counted)
 self19hN      19x19 handicap self-play, N = 2, 3, 4, 5, 6, 7 or 9 stones at komi 0.5, played on: 30, 25, 20, 15, 5,
               15 and 15 games (125, with handicap7 and handicap9 200 handicap games for the handicap threshold, a
-              few forfeits not counted)
+              few forfeits not counted); self9h2, self9h3 (100 games each), self13h2, self13h3, self13h4 (70 each):
+              the same on the small boards
 EOF
         exit 0;;
     handicap7|handicap9)
@@ -73,16 +74,20 @@ EOF
         # two seeds and the first 8 moves drawn by visits, so that the games differ (as resign-self-9's)
         ARGS=(--games "$GAMES" --size "$SIZE" --komi 7.5 --referee "$AREA_REFEREE" --names tabula-a tabula-b
               --engines "$PLAYED_ON --temperature-moves 8 --seed 11" "$PLAYED_ON --temperature-moves 8 --seed 12");;
-    self19h2|self19h3|self19h4|self19h5|self19h6|self19h7|self19h9)
-        STONES=${SET#self19h}
-        GAMES=$(case "$STONES" in 2) echo 30;; 3) echo 25;; 4) echo 20;; 6) echo 5;; *) echo 15;; esac)
+    self19h2|self19h3|self19h4|self19h5|self19h6|self19h7|self19h9|self9h2|self9h3|self13h2|self13h3|self13h4)
+        SIZE=${SET%%h*}
+        SIZE=${SIZE#self}
+        STONES=${SET#self*h}
+        GAMES=$(case "$SIZE-$STONES" in 19-2) echo 30;; 19-3) echo 25;; 19-4) echo 20;; 19-6) echo 5;; 19-*) echo 15;;
+                9-*) echo 100;; *) echo 70;; esac)
         # both sides Tabula, so that the handicap threshold sees winners and losers of either colour; told the
         # referee's count, as in handicap7. KataGo's chinese has simple ko where tabula match judges positional
         # superko, so 3 of the first 120 games (2, 3, 4, 5, 7 and 9 stones) ended by a forfeit (a long cycle's
         # repetition, legal under simple ko); self19h6, which tops the 200 up, is told chinese-kgs (positional
-        # superko, as kgsGtp's kgs-rules chinese), which the sets played before keep so that they resume as played
-        RULES=$([ "$STONES" = 6 ] && echo chinese-kgs || echo chinese)
-        ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed
+        # superko, as kgsGtp's kgs-rules chinese), which the sets played before keep so that they resume as played;
+        # the small boards' sets too
+        RULES=$([ "$SIZE-$STONES" = 19-6 ] || [ "$SIZE" != 19 ] && echo chinese-kgs || echo chinese)
+        ARGS=(--games "$GAMES" --size "$SIZE" --komi 0.5 --handicap "$STONES" --handicap-mode fixed
               --referee "$AREA_REFEREE" --names tabula-a tabula-b
               --engines "$PLAYED_ON --rules $RULES --temperature-moves 8 --seed 11"
                         "$PLAYED_ON --rules $RULES --temperature-moves 8 --seed 12");;
