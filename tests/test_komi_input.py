@@ -236,6 +236,31 @@ def test_tabula_export_adds_the_small_board_komi_term_and_the_trainer_keeps_it(o
     assert load_onnx(str(tmp_path / "run" / "model.onnx")).spec.small_board_komi
 
 
+def test_a_run_that_trains_the_score_komi_term_alone_changes_nothing_else(old_model, tmp_path):
+    """Stage 6's training: started from a checkpoint with the small-board score komi term, trained alone
+    (``train_only``, batch norms frozen, as tools/komi_finetune.sh runs it) at moved komis, the term learns from zero
+    and every other weight and statistic stays the start's exactly; the trainer keeps the flag (its spec from the
+    checkpoint it starts from)."""
+    from tabula.tools.learn.train import TrainConfig, load_training_checkpoint, train
+
+    start = str(tmp_path / "start.pt")
+    save_checkpoint(with_small_board_score_komi(with_small_board_komi(with_komi_input(old_model))), start)
+    config = TrainConfig(data=nine_by_nine_records(tmp_path, 600), out=str(tmp_path / "run"), blocks=1, filters=8,
+                         head=POOLED, aux=True, small_board_value=True, steps=3, batch=8, optimizer="adamw", lr=1e-2,
+                         warmup_steps=0, workers=0, threads=1, precision="fp32", val_every=3, val_positions=16,
+                         log_every=3, export=False, init=start, input_encoding=KOMI_INPUT_ENCODING,
+                         train_only="head.score_komi_small_boards", freeze_batchnorm=True, komi_spread=4.0)
+    assert train(config, log=lambda line: None)["step"] == 3
+    before = load_training_checkpoint(start)["state_dict"]
+    saved = load_training_checkpoint(str(tmp_path / "run" / "checkpoint.pt"))
+    assert saved["spec"]["small_board_score_komi"] and saved["spec"]["small_board_komi"]
+    for name, weights in saved["state_dict"].items():
+        if name == "head.score_komi_small_boards.weight":
+            assert weights.abs().sum() > 0  # trained from zero
+        else:
+            assert torch.equal(weights, before[name]), name
+
+
 def test_the_komi_parity_wave_is_zero_where_a_draw_is_possible():
     """KataGo's wave: on odd boards (odd area) the odd komis allow a draw, on even boards the even ones; ±0.5 halfway,
     the sign telling which side of the step a komi is on, and the same a hair off a komi (the plane's float)."""
