@@ -18,7 +18,7 @@
 # a machine without runs/issue36/SET the call starts from the kept copy, so a set goes on across machines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SET=${1:?give a set: handicap7, handicap9, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19, self19hN or list}
+SET=${1:?give a set: handicap7, handicap9, handicap-9-2, handicap-13-2, japanese19, even9, even13, even19, new-vs-old9, self9, self13, self19, self19hN or list}
 MINUTES=${2:-0}
 PARALLEL=${3:-1}
 GNUGO=${GNUGO:-/usr/games/gnugo}
@@ -38,6 +38,8 @@ case "$SET" in
         cat <<'EOF'
 handicap7     19x19, Tabula white giving GNU Go 7 fixed stones at komi 0.5: >= 70% of 50 games
 handicap9     the same with 9 stones: >= 50% of 30 games
+handicap-9-2  9x9, Tabula white giving GNU Go 2 fixed stones at komi 0.5, played on: 100 games (handicap-13-2:
+              13x13, 50 games); no bar, the small boards' handicap strength and resignation
 japanese19    19x19 under Japanese rules (GNU Go referees with its own count), komi 6.5: >= 90% of 50 games, and
               Tabula's final_score equal to GNU Go's in >= 95% of the games ended by two passes
 even9         9x9 even games at komi 7.5: >= 95% of 100
@@ -60,6 +62,14 @@ EOF
         # white a point a handicap stone, which Tabula's default area rules do not (its counts were 7 points apart)
         ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed --fixed-colors
               --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON --rules chinese");;
+    handicap-9-2|handicap-13-2)
+        # the small boards: Tabula white giving GNU Go 2 stones (what a server offers there), played on for the
+        # resignation calibration's winners as white giving handicap, which self-play between equals rarely has
+        SIZE=${SET#handicap-}
+        SIZE=${SIZE%-*}
+        GAMES=$([ "$SIZE" = 9 ] && echo 100 || echo 50)
+        ARGS=(--games "$GAMES" --size "$SIZE" --komi 0.5 --handicap 2 --handicap-mode fixed --fixed-colors
+              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON --rules chinese-kgs");;
     japanese19)
         ARGS=(--games 50 --size 19 --komi 6.5 --referee "$GNUGO --mode gtp" --engine-scores
               --names tabula gnugo-10 --engines "$PLAYED_ON --rules japanese" "$OPPONENT");;
