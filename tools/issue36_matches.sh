@@ -96,7 +96,8 @@ EOF
         # repetition, legal under simple ko); self19h6, which tops the 200 up, is told chinese-kgs (positional
         # superko, as kgsGtp's kgs-rules chinese), which the sets played before keep so that they resume as played;
         # the small boards' sets too
-        RULES=$([ "$SIZE-$STONES" = 19-6 ] || [ "$SIZE" != 19 ] && echo chinese-kgs || echo chinese)
+        RULES=chinese-kgs
+        [ "$SIZE" = 19 ] && [ "$STONES" != 6 ] && RULES=chinese
         ARGS=(--games "$GAMES" --size "$SIZE" --komi 0.5 --handicap "$STONES" --handicap-mode fixed
               --referee "$AREA_REFEREE" --names tabula-a tabula-b
               --engines "$PLAYED_ON --rules $RULES --temperature-moves 8 --seed 11"

@@ -279,10 +279,11 @@ class PooledHead(nn.Module):
             out["score"] = self.score_fc(hidden)[:, 0]
             if self.value_komi is not None:  # the fixed komi path (see the class): exactly 0 at the reference komi
                 reference = self.komi_reference * (1.0 - 2.0 * black)  # the side to move's view of it
-                out["score"] = out["score"] + ((komi - reference) / SCORE_SCALE)[:, 0]
+                moved = komi - reference
+                out["score"] = out["score"] + (moved / SCORE_SCALE)[:, 0]
                 if self.score_komi_small_boards is not None:
-                    moved = with_size_term((komi - reference) / KOMI_SCALE, size)
-                    out["score"] = out["score"] + (self.score_komi_small_boards(moved) * smallness)[:, 0]
+                    line = self.score_komi_small_boards(with_size_term(moved / KOMI_SCALE, size))
+                    out["score"] = out["score"] + (line * smallness)[:, 0]
         return out
 
 
