@@ -110,6 +110,12 @@ class SearchConfig:
     cache_entries: int = 50_000  # network results kept by position hash (about 1-2 KB each on 19x19)
     max_nodes: int = 150_000  # stop searching once this many nodes are expanded (about 7 KB each on 19x19)
     eye_filter: bool = True  # never search moves that fill one's own single-point eye (see Board.is_own_eye)
+    # The least prior of a legal move at the only liberty of a string in atari of atari_min_stones stones or more
+    # (either colour's: it captures, or it gives a liberty), the rest scaled down to make room. Why: the network
+    # gives taking a big group it never expected in atari a prior of about 0, so the search never tries it and reads
+    # a lost position as won (Board.atari_stakes). 0: the network's priors alone.
+    atari_prior: float = 0.0
+    atari_min_stones: int = 2
     reuse_tree: bool = True  # keep the matching subtree between moves
     reuse_undo_plies: int = 4  # keep ancestors of the root this many plies up, for undo and re-sent games
     noise: bool = False  # Dirichlet noise at the root (self-play)
@@ -137,10 +143,11 @@ class SearchConfig:
                  f"0 or more (or {BY_BOARD_SIZE}: by board size)")
         _at_least(self, 0, "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
                   "virtual_loss", "cache_entries", "reuse_undo_plies")
-        _at_least(self, 1, "threads", "batch_size", "max_nodes")
+        _at_least(self, 1, "threads", "batch_size", "max_nodes", "atari_min_stones")
         _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix",
                        "cpuct_utility_stdev_scale",
-                       "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight", "ownership_score")
+                       "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight", "ownership_score",
+                       "atari_prior")
         _require(self, "cpuct_utility_stdev_prior",
                  _finite(self.cpuct_utility_stdev_prior) and self.cpuct_utility_stdev_prior > 0, "above 0")
         _at_least(self, 0, "cpuct_utility_stdev_prior_weight")

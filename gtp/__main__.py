@@ -67,6 +67,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                      "(default %(default)s)",
         "ownership_score": "the share in [0, 1] of each position's score taken from the ownership head's area count "
                            "instead of the score head, which compresses big margins (default %(default)s)",
+        "atari_prior": "the least prior in [0, 1] of a move that captures, or gives a liberty to, a string in atari "
+                       "of --atari-min-stones stones or more, which the network may rate about 0 (0: the network's "
+                       "priors alone; default %(default)s)",
+        "atari_min_stones": "the smallest string in atari whose capture or escape --atari-prior applies to "
+                            "(default %(default)s)",
         "cpuct_utility_stdev_scale": "KataGo's variance-scaled exploration, in [0, 1]: each node's c_puct times "
                                      "1 + scale·(σ/prior - 1), σ the spread of its utilities, so that where every "
                                      "move is equally lost the search still ranks them (default %(default)s)",

@@ -930,3 +930,86 @@ def test_a_rollout_answer_of_the_wrong_shape_is_a_clear_error_and_leaves_no_virt
     with pytest.raises(ValueError, match="rollout answered"):
         search.run(GameState(5))
     assert all(node.status != PENDING for node in walk(search.tree.root))
+
+
+def test_atari_stakes_are_the_stones_of_the_strings_in_atari_at_their_liberty():
+    from tests.conftest_network import random_game
+
+    for size in (5, 9, 13):
+        states = random_game(size, 3 * size * size, seed=size + 1)[::5]
+        batch = GameState.atari_stakes(states)  # as the search asks for its leaves
+        for row, state in enumerate(states):
+            board = state.board
+            expected = [0] * (size * size)
+            for flat in range(size * size):
+                pad = board.geometry.padded[flat]
+                if state.color_at(flat) == 0 or board.root[pad] != pad:
+                    continue  # each string once, at its root
+                liberties = board.string_liberties(pad)
+                if len(liberties) == 1:
+                    expected[board.geometry.flat[next(iter(liberties))]] += len(board.string_stones(pad))
+            assert batch[row].tolist() == expected
+
+
+# White's four stones C5 D5 E5 C4 are in atari at D4, the one move that captures them; the test's policy gives it
+# exactly 0.
+BIG_GROUP_IN_ATARI = """
+    . . . . . . .
+    . X X X X . .
+    . X O O O X .
+    . X O . X . .
+    . . X . . . .
+    . . . . . . .
+    . . . . . . ."""
+
+
+def test_the_atari_floor_lets_the_search_capture_a_group_the_policy_rates_zero():
+    state = board_from_ascii(BIG_GROUP_IN_ATARI, to_move=BLACK, komi=0.5)
+    capture = parse_vertex("D4", 7)
+    assert GameState.atari_stakes([state])[0, capture] == 4
+
+    def prior_of(position):
+        weights = np.ones(50, dtype=np.float32)
+        weights[capture] = 0.0
+        return weights
+
+    blind = Search(ScoreEvaluator(scale=10.0, prior_of=prior_of), SearchConfig(threads=1, visits=300),
+                   rng=np.random.default_rng(0)).run(state)
+    assert all(c.move != capture for c in blind.candidates)  # a zero prior: never a child
+    floored = Search(ScoreEvaluator(scale=10.0, prior_of=prior_of),
+                     SearchConfig(threads=1, visits=300, atari_prior=0.1), rng=np.random.default_rng(0)).run(state)
+    assert floored.move == capture
+    too_small = Search(ScoreEvaluator(scale=10.0, prior_of=prior_of),
+                       SearchConfig(threads=1, visits=300, atari_prior=0.1, atari_min_stones=5),
+                       rng=np.random.default_rng(0)).run(state)
+    assert all(c.move != capture for c in too_small.candidates)
+
+
+def test_the_atari_floor_lifts_legal_points_only_and_renormalises():
+    from tabula.engine.play.tree import expansions
+
+    # White's A2 and B1 stones are both in atari at A1: black captures both there; for white A1 is suicide.
+    rows = """
+        . . . . .
+        . . . . .
+        X . . . .
+        O X . . .
+        . O X . ."""
+    point = parse_vertex("A1", 5)
+    white = board_from_ascii(rows, to_move=WHITE, komi=0.5)
+    assert GameState.atari_stakes([white])[0, point] == 2
+    assert not white.legal(point)
+    uniform = UniformEvaluator().evaluate([white])
+    (found,) = expansions([white], uniform, eye_filter=False, atari_prior=0.5, atari_min_stones=1)
+    assert point not in found.moves.tolist()
+    np.testing.assert_allclose(found.prior, uniform.policy[0][found.moves], rtol=1e-6)  # nothing changed
+
+    black = board_from_ascii(rows, to_move=BLACK, komi=0.5)
+    uniform = UniformEvaluator().evaluate([black])
+    (found,) = expansions([black], uniform, eye_filter=False, atari_prior=0.5, atari_min_stones=1)
+    prior = dict(zip(found.moves.tolist(), found.prior.tolist()))
+    share = float(uniform.policy[0][point])
+    assert prior[point] == pytest.approx(0.5 / (1.0 - share + 0.5), rel=1e-5)
+    assert sum(prior.values()) == pytest.approx(1.0, rel=1e-5)
+    (unchanged,) = expansions([black], uniform, eye_filter=False, atari_prior=0.5, atari_min_stones=3)
+    np.testing.assert_allclose(unchanged.prior, uniform.policy[0][unchanged.moves], rtol=1e-6)

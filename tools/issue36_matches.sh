@@ -8,6 +8,7 @@
 #   bash tools/issue36_matches.sh list                        # the sets, with what the issue asks of each
 #   TAG=-by-size bash tools/issue36_matches.sh even9          # a set played again apart from the first (its own
 #                                                             # runs/issue36/SETTAG and docs/matches/issue36-SETTAG)
+#   FLAGS="--atari-prior 0.1" TAG=-atari bash tools/issue36_matches.sh even13   # a candidate setting of the engine
 #
 # Every set but new-vs-old9 plays with resignation off, so that the games are played on for the resignation
 # calibration (`tabula resign DIR...` reads the engines' logs afterwards: the issue asks for 200 games a size, and
@@ -25,7 +26,7 @@ GNUGO=${GNUGO:-/usr/games/gnugo}
 TABULA=${TABULA:-tabula}
 AREA_REFEREE="$GNUGO --mode gtp --chinese-rules"
 OPPONENT="$GNUGO --mode gtp --level 10"
-ENGINE="python3 -m tabula.gtp${NET:+ --weights $NET}"
+ENGINE="python3 -m tabula.gtp${NET:+ --weights $NET}${FLAGS:+ $FLAGS}"
 PLAYED_ON="$ENGINE --resign-winrate 0"  # the resignation calibration needs the games played on
 # new-vs-old9's old default, before issue 36: the shipped network without the komi input, no score utility, the plain
 # exploration (its own --weights, not ENGINE's: with NET set, ENGINE's would come first and play every size)

@@ -534,7 +534,9 @@ class Search:
 
     def _expansions(self, states: list[Game], evaluation: Evaluation) -> list[Expansion]:
         """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
-        found = expansions(states, evaluation, self.config.eye_filter, self.config.ownership_score)
+        config = self.config
+        found = expansions(states, evaluation, config.eye_filter, config.ownership_score, config.atari_prior,
+                           config.atari_min_stones)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
         self._scores = evaluation.score is not None
         return found

@@ -140,11 +140,13 @@ class ScoreUtility:
 
 
 def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool,
-               ownership_score: float = 0.0) -> list[Expansion]:
+               ownership_score: float = 0.0, atari_prior: float = 0.0, atari_min_stones: int = 1) -> list[Expansion]:
     """The network's answer for each of ``states`` as the tree expands it: the children are the moves with a
     nonzero prior, and the pass in a game that has one. ``eye_filter``: without the moves that fill the mover's own
     single-point eyes, in a game that has them (the state class's ``own_eye_masks``). ``ownership_score``: the
-    share of each score taken from the ownership (``SearchConfig.ownership_score``). Raises ValueError for an
+    share of each score taken from the ownership (``SearchConfig.ownership_score``). ``atari_prior``: the least
+    prior of a legal move at the only liberty of strings in atari of ``atari_min_stones`` stones or more, in a game
+    that has them (the state class's ``atari_stakes``; ``SearchConfig.atari_prior``). Raises ValueError for an
     answer of the wrong shape."""
     policy = np.asarray(evaluation.policy, dtype=np.float32)
     values = np.asarray(evaluation.value, dtype=np.float32)
@@ -156,6 +158,9 @@ def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool,
     own_eyes = getattr(type(first), "own_eye_masks", None) if eye_filter else None
     if own_eyes is not None:
         policy = _without_own_eyes(policy, own_eyes(states))
+    stakes = getattr(type(first), "atari_stakes", None) if atari_prior > 0 else None
+    if stakes is not None:
+        policy = _with_atari_floor(policy, states, stakes(states) >= atari_min_stones, atari_prior)
     # Found for the whole batch at once.
     present = policy > 0.0
     if width > first.size * first.size:
@@ -207,6 +212,30 @@ def _without_own_eyes(policy: np.ndarray, eyes: np.ndarray) -> np.ndarray:
     rows /= totals[:, None]
     policy = policy.copy()
     policy[changed] = rows
+    return policy
+
+
+def _with_atari_floor(policy: np.ndarray, states: list[Game], at_stake: np.ndarray, floor: float) -> np.ndarray:
+    """``policy`` (float32 [B, N*N+1], Go's) with each legal move of ``at_stake`` (bool [B, N*N]: the points that
+    capture or give a liberty to a string in atari) given at least ``floor`` of prior, and the rows that changed
+    renormalised.
+
+    Why: the network's prior for taking a big group it never expected to be in atari can be about 0 (13×13, GNU Go
+    captured 13 stones at a point of prior 0.000), so the search never plays it out and rates a lost position as
+    won; at a floor the search tries such a move within its first visits and keeps it only on its value."""
+    rows = np.flatnonzero(at_stake.any(axis=1))
+    if rows.size == 0:
+        return policy
+    policy = policy.copy()  # the evaluator's array is left alone
+    for row in rows.tolist():
+        state = states[row]
+        changed = False
+        for point in np.flatnonzero(at_stake[row]).tolist():
+            if policy[row, point] < floor and state.legal(point):
+                policy[row, point] = floor
+                changed = True
+        if changed:
+            policy[row] /= policy[row].sum()
     return policy
 
 

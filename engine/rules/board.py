@@ -349,5 +349,32 @@ def own_eye_masks(boards: Sequence[Board], colors: Sequence[int]) -> np.ndarray:
     return eyes[:, geometry.padded_array]
 
 
-__all__ = ["Board", "Geometry", "IllegalMoveError", "own_eye_masks", "EDGE", "NO_POINT", "BLACK", "WHITE",
-           "EMPTY"]
+def atari_stakes(boards: Sequence[Board]) -> np.ndarray:
+    """int32 [B, N*N]: the stones at stake at each flat point of each board (one size): those of every string in
+    atari whose only liberty it is. Either colour's: for the side to move a move there captures the opponent's
+    strings and gives its own a liberty. 0 at every other point.
+
+    Why: a network that never saw a big group left in atari gives the capture (or the escape) a prior of about 0,
+    so the search never tries it and reads a lost position as won (most of the 13×13 losses to GNU Go,
+    docs/STRENGTH.md); the search raises such moves' priors (``SearchConfig.atari_prior``). Cheap: one pass over
+    each board's strings, most of which have more than one liberty."""
+    size = boards[0].geometry.size
+    stakes = np.zeros((len(boards), size * size), dtype=np.int32)
+    for row, board in enumerate(boards):
+        flat = board.geometry.flat
+        next_stone = board.next_stone
+        for root, liberties in board.liberties.items():
+            if len(liberties) != 1:
+                continue
+            stones = 1
+            stone = next_stone[root]
+            while stone != root:
+                stones += 1
+                stone = next_stone[stone]
+            for liberty in liberties:
+                stakes[row, flat[liberty]] += stones
+    return stakes
+
+
+__all__ = ["Board", "Geometry", "IllegalMoveError", "own_eye_masks", "atari_stakes", "EDGE", "NO_POINT", "BLACK",
+           "WHITE", "EMPTY"]

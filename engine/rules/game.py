@@ -556,6 +556,14 @@ class GameState:
         return own_eye_masks([state.board for state in states], [state.to_move for state in states])
 
     @staticmethod
+    def atari_stakes(states: Sequence["GameState"]) -> np.ndarray:
+        """int32 [B, N*N]: the stones of the strings in atari whose only liberty each point is (``board.atari_stakes``):
+        what a move there captures or gives a liberty."""
+        from tabula.engine.rules.board import atari_stakes
+
+        return atari_stakes([state.board for state in states])
+
+    @staticmethod
     def legal_masks(states: Sequence["GameState"]) -> np.ndarray:
         """bool [B, N*N+1]: ``legal_mask`` of many positions at once (the module's ``legal_masks``)."""
         return legal_masks(states)

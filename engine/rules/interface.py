@@ -23,6 +23,8 @@ they are how Go's own rules (passes, eyes, area scoring, setup stones, batched l
   a game without a score).
 - ``own_eye_masks(states) -> bool [B, size*size]`` (static): the points that fill the mover's own single-point eye,
   which the search never plays (default: no filter).
+- ``atari_stakes(states) -> int [B, size*size]`` (static): the stones of the strings in atari whose only liberty
+  each point is, which the search keeps a floor of prior on (default: none).
 - ``legal_masks(states) -> bool [B, policy_size]`` (static): ``legal_mask`` of many positions at once (default: one
   ``legal_mask`` each).
 - ``rules`` (anything comparable with ``==``), ``setup`` and ``handicap``: what, with the size and the move list,

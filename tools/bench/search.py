@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "static_score_utility": "the static score utility's weight (default as tabula gtp)",
         "dynamic_score_utility": "the dynamic score utility's weight (default as tabula gtp)",
         "cpuct_utility_stdev_scale": "the variance-scaled exploration's scale (default as tabula gtp)",
+        "atari_prior": "the least prior of a capture or escape of a string in atari (default as tabula gtp)",
     })
     add_flags(parser, BENCH_NET, {"threads": "onnxruntime threads per network call (default 0: as tabula gtp "
                                              "chooses)"}, prefix="net_")
