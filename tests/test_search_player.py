@@ -166,8 +166,10 @@ def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territor
     assert player.generate(state, BLACK, None) == PASS
     # resigning is on, but not in the first quarter of the game: a pass
     assert generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1).generate(state, BLACK, None) == PASS
+    # and past it, a pass too: the search does not call the game lost (50%), and a pass ends it at the referee's
+    # count, which may be kinder than ours; a search under 50% resigns (the test of a hopeless game above)
     resigning = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1, resign_after=0.0)
-    assert resigning.generate(state, BLACK, None) == RESIGN
+    assert resigning.generate(state, BLACK, None) == PASS
 
 
 def test_after_the_opponents_pass_territory_with_our_dead_stones_in_it_is_still_settled(monkeypatch):
@@ -223,6 +225,58 @@ def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory()
     assert player.search.run(state).move == parse_vertex("A1", 7)  # what the search alone would do
     move = player.generate(state, BLACK, None)
     assert move not in corner + [PASS, RESIGN] and state.legal(move)
+
+
+def test_after_the_opponents_pass_an_open_point_the_search_rejected_is_not_played():
+    """As above, but the open point is one the search rates far below its favourite in the settled corner (in a
+    13x13 game against GNU Go it was a self-atari of 13 stones, 0.71 against 0.98): not that, a pass."""
+    from tabula.engine.play.decision import OPEN_MOVE_MARGIN, MoveDecider
+    from tabula.engine.play.result import Candidate, SearchResult
+    state = board_from_ascii(OPEN_TOP_SETTLED_CORNER, to_move=WHITE, komi=30.5)
+    state.play(PASS)
+    corner, open_point = parse_vertex("A1", 7), parse_vertex("E6", 7)
+    for open_winrate, expected in ((0.3, PASS), (0.6 - OPEN_MOVE_MARGIN, open_point), (0.7, open_point)):
+        candidates = [Candidate(corner, 30, 0.2, 0.5, -1.0, [corner]),
+                      Candidate(open_point, 10, 2 * open_winrate - 1, 0.3, -1.0, [open_point]),
+                      Candidate(PASS, 2, -1.0, 0.01, -1.0, [PASS])]
+        result = SearchResult(corner, candidates, 42, 42, 0.1, 42, 42, 0, 0, 0, False)
+        decider = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
+        assert decider.decide(state, result).move == expected
+
+
+def test_after_the_opponents_pass_the_deciders_count_decides_over_the_quick_estimate(monkeypatch):
+    """Black leads by Tromp-Taylor after white's pass, and the quick random-playout estimate (made to say white
+    owns the top and nobody the bottom) says black is lost: without a count black plays on; with the full count
+    (the generator's ``referee_count``, here a stand-in) saying black leads, black passes and wins (a 13x13 game
+    against GNU Go was lost from W+15.5 when 24 playouts killed a living group)."""
+    from tabula.engine.play.decision import MoveDecider
+    from tabula.engine.play.result import Candidate, SearchResult
+    state = board_from_ascii(LOST_AFTER_WHITES_PASS, to_move=WHITE, komi=0.5)
+    state.play(PASS)
+    assert state.area_score() > 0
+    owned = np.zeros(49, dtype=np.float32)  # black's view: the bottom four rows nobody's, the top three white's
+    owned[4 * 7:] = -1.0
+    monkeypatch.setattr(playout, "ownership", lambda *args, **kwargs: owned)
+    move = parse_vertex("D2", 7)
+    candidates = [Candidate(move, 36, 0.6, 0.5, -1.0, [move]), Candidate(PASS, 4, 0.5, 0.01, -1.0, [PASS])]
+    result = SearchResult(move, candidates, 40, 40, 0.1, 40, 40, 0, 0, 0, False)
+    quick = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
+    assert quick.decide(state, result).move == move
+    counted = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0), count=lambda s: 6.5)
+    assert counted.decide(state, result).move == PASS
+    doubting = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0), count=lambda s: -3.5)
+    assert doubting.decide(state, result).move == move
+
+
+def test_the_generators_count_is_final_scores():
+    from tabula.engine.play.player import Player
+    from tabula.engine.rules.game import Rules, format_result
+    state = board_from_ascii(LOST_AFTER_WHITES_PASS, to_move=BLACK, komi=0.5)
+    player = generator(UniformEvaluator(), visits=10)
+    game = Player(player, size=7, rules=Rules(komi=0.5))
+    for color, point in state.setup:
+        game.state.place_setup(point, color)
+    assert format_result(player.referee_count(game.state)) == game.final_score() == "B+6.5"
 
 
 def test_temperature_zero_plays_the_search_move():

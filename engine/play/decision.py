@@ -8,16 +8,17 @@ moves (``engine.play.search_player``).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from tabula.engine.config import PlayConfig
-from tabula.engine.play.judging import seki_for_counting
+from tabula.engine.play.judging import count_without
 from tabula.engine.play.result import SearchResult
 from tabula.engine.rules import playout
 from tabula.engine.rules.coords import BLACK, EMPTY, PASS, RESIGN, WHITE
-from tabula.engine.rules.game import TAX_SEKI, TERRITORY, GameState
+from tabula.engine.rules.game import TERRITORY, GameState
 from tabula.engine.rules.interface import has_pass
 
 PASS_CHECK_PLAYOUTS = 24  # random playouts behind the dead-stone-aware count checked before passing (~0.05 s 19x19)
@@ -26,6 +27,9 @@ SETTLED_OWNERSHIP = 0.5  # see settled_points()
 # own a 36-point 9x9 territory behind an eyeless wall 0.28 to 0.7 on average (40 seeds of 24 playouts), a region
 # the opponent can take from outside is below 0.
 ENCLOSED_OWNERSHIP = 0.2
+# After the opponent's pass, a move inside settled territory gives way to an open point whose winrate is at most this
+# far below it (winrate, [0, 1]).
+OPEN_MOVE_MARGIN = 0.05
 
 
 def pass_rules(state: GameState, result: SearchResult, move: int, priors: dict[int, float] | None = None,
@@ -81,9 +85,7 @@ def settled_points(state: GameState, owned: np.ndarray) -> np.ndarray:
 def referee_count(state: GameState, owned: np.ndarray) -> float:
     """The count under ``state.rules`` (black's view, komi included) after a referee takes off the stones that
     ``owned`` calls dead, the empty points of a seki counting for nobody where the rules say so."""
-    dead = playout.dead_stones(state, owned)
-    seki = seki_for_counting(state, dead) if state.rules.tax == TAX_SEKI else []
-    return state.score(dead, seki)
+    return count_without(state, playout.dead_stones(state, owned))
 
 
 def _region(state: GameState, point: int) -> list[int]:
@@ -171,15 +173,20 @@ class Decision:
 class MoveDecider:
     """Turns search results into moves for one game at a time.
 
-    Fixed: ``config`` (PlayConfig), ``rng`` (temperature draws), ``playout_rng`` (the referee-aware counts).
+    Fixed: ``config`` (PlayConfig), ``rng`` (temperature draws), ``playout_rng`` (the referee-aware counts),
+    ``count`` (optional: the count a referee would make now, black's view, komi included, with the dead stones
+    judged in full as ``final_score`` judges them; used after the opponent's pass in place of the quick estimate of
+    ``PASS_CHECK_PLAYOUTS`` random playouts, which kills a group living in seki or by a shared liberty).
     Per game: how many of each colour's moves in a row looked hopeless. A game whose move number goes down (a new
     game, an undo) starts the counts again.
     """
 
-    def __init__(self, config: PlayConfig, rng: np.random.Generator, playout_rng: random.Random | None = None):
+    def __init__(self, config: PlayConfig, rng: np.random.Generator, playout_rng: random.Random | None = None,
+                 count: Callable[[GameState], float] | None = None):
         self.config = config
         self.rng = rng
         self.playout_rng = playout_rng or random.Random(int(rng.integers(1 << 62)))
+        self.count = count
         self._hopeless = {BLACK: 0, WHITE: 0}
         self._last_move_number = -1
         self._resign_winrate = config.resign_winrate
@@ -223,13 +230,15 @@ class MoveDecider:
 
         A Tromp-Taylor count calls our dead stones alive: a weak network that passes while it leads by that count
         lets the opponent kill everything (a 9x9 match saw B+73.5 after white passed at move 18 "ahead"). So
-        before passing, the lead is also estimated from random-playout ownership, and the smaller lead decides.
+        before passing, the lead is also estimated from random-playout ownership (after the opponent's pass, by
+        ``count`` where the decider has one), and the smaller lead decides.
 
         After the opponent's pass, a move on a point that is already settled (inside either side's territory,
         dead stones taken off: ``settled_points``) changes nothing under area counting and costs a point under
         territory counting (KGS, OGS's Japanese rules, GNU Go as referee). Such a move gives way to the search's
-        best move on a point still open; where there is none, to a pass, or to a resignation where the count says
-        the game is lost and resigning is allowed at this point of the game. And after the opponent's pass, behind
+        best move on a point still open that the search rates about as well (``OPEN_MOVE_MARGIN``); where there is
+        none, to a pass, or to a resignation where the count says the game is lost, the search rates its move under
+        50% and resigning is allowed at this point of the game. And after the opponent's pass, behind
         by the referee-aware count, when no move the search tried has a chance (``_hopeless_after``), it passes (or
         resigns) at once: GNU Go's territory count saw 10 stones played into its area in a lost 9x9 game.
 
@@ -249,8 +258,13 @@ class MoveDecider:
         estimated = lead
         if (move == PASS and lead >= 0) or passed:
             owned = playout.ownership(state, self.playout_rng, PASS_CHECK_PLAYOUTS)
-            estimated = (referee_count(state, owned) if territory
-                         else float(owned.sum()) - state.counted_komi) * sign
+            if passed and self.count is not None:
+                # the game ends if we pass: worth the full judgement (a 13x13 game against GNU Go was lost from
+                # W+15.5 when 24 playouts killed a group with one eye and a shared liberty, docs/STRENGTH.md)
+                estimated = self.count(state) * sign
+            else:
+                estimated = (referee_count(state, owned) if territory
+                             else float(owned.sum()) - state.counted_komi) * sign
             lead = min(lead, estimated)
         move = pass_rules(state, result, move, priors, lead=lead)
         # Where only the opponent's dead stones make the plain count a loss, removing them is what moves are for.
@@ -269,8 +283,15 @@ class MoveDecider:
         settled = settled_points(state, owned)
         if not settled[move]:
             return move
-        open_moves = [c.move for c in result.candidates if c.move != PASS and not settled[c.move]]
-        return open_moves[0] if open_moves else ending
+        # an open point only where the search rates it about as well: the first open candidate can be a
+        # self-atari the search tried and rejected (a 13-stone group given away at 0.71 against 0.98)
+        chosen = next((c.winrate for c in result.candidates if c.move == move), 0.0)
+        open_moves = [c.move for c in result.candidates if c.move != PASS and not settled[c.move]
+                      and c.winrate >= chosen - OPEN_MOVE_MARGIN]
+        if open_moves:
+            return open_moves[0]
+        # resign only where the search too calls the game lost; a pass lets the referee's count decide
+        return ending if chosen < 0.5 else PASS
 
     def _hopeless_after(self, result: SearchResult) -> bool:
         """Whether every move but a pass that the search tried is below ``lost_winrate``.

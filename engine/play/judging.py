@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
-from tabula.engine.rules.game import GameState
+from tabula.engine.rules.game import TAX_SEKI, GameState
 from tabula.engine.rules.playout import seki_stones, string_ownership
 
 Ownership = Callable[[GameState], np.ndarray]  # float [N*N] in [-1, 1], black's view
@@ -65,6 +65,13 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
             candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
             dead = _fit_score(state, dead, candidates, score)
     return sorted(dead)
+
+
+def count_without(state: GameState, dead: list[int]) -> float:
+    """The count under ``state.rules`` (black's view, komi included) with the stones ``dead`` (flat points) taken off,
+    the empty points of a seki counting for nobody where the rules say so (the seki tax): what a referee counts."""
+    seki = seki_for_counting(state, sorted(dead)) if state.rules.tax == TAX_SEKI else []
+    return state.score(sorted(dead), seki)
 
 
 def seki_for_counting(state: GameState, dead: list[int]) -> list[int]:
@@ -198,4 +205,4 @@ def _fit_score(state: GameState, dead: set[int], candidates: list[list[int]], sc
 
 
 __all__ = ["GROUP_DISTANCE", "JUDGED_AGAIN_FROM_SIZE", "NEAR_EVEN", "SCORE_CHECK_POINTS", "SCORE_CHANGE_POINTS",
-           "SEKI_EYE_POINTS", "judge_dead_stones", "seki_for_counting"]
+           "SEKI_EYE_POINTS", "judge_dead_stones", "seki_for_counting", "count_without"]

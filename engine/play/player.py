@@ -16,12 +16,12 @@ import numpy as np
 
 from tabula.engine.config import EngineConfig, TimeConfig
 from tabula.engine.play.decision import opponent_passed
-from tabula.engine.play.judging import seki_for_counting
+from tabula.engine.play.judging import count_without
 from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
 from tabula.engine.rules import playout, sgf
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
-from tabula.engine.rules.game import TAX_SEKI, GameState, Rules, format_result, handicap_points
+from tabula.engine.rules.game import GameState, Rules, format_result, handicap_points
 
 OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
 OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
@@ -430,8 +430,7 @@ class Player:
             return self.result
         state = self.state
         dead = [p for string in self.final_status("dead") for p in string] if remove_dead else []
-        seki = seki_for_counting(state, sorted(dead)) if state.rules.tax == TAX_SEKI else []
-        return format_result(state.score(dead, seki))
+        return format_result(count_without(state, dead))
 
     # -- clocks --------------------------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import numpy as np
 from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, ResignThresholds, SearchConfig
 from tabula.engine.net.evaluator import Evaluator, evaluate_all_symmetries
 from tabula.engine.play.decision import MoveDecider
-from tabula.engine.play.judging import judge_dead_stones
+from tabula.engine.play.judging import count_without, judge_dead_stones
 from tabula.engine.play.result import Candidate, SearchResult
 from tabula.engine.play.search import Rollout, Search
 from tabula.engine.rules import playout
@@ -57,7 +57,7 @@ class SearchGenerator:
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
         self.search = Search(evaluator, self.config, self.rng, rollout, clock=clock)
-        self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
+        self.decider = MoveDecider(self.play, self.rng, self.playout_rng, count=self.referee_count)
         # the calibrated resignation thresholds of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}
         self.last_search: SearchResult | None = None
@@ -141,6 +141,11 @@ class SearchGenerator:
         the clearly dead stones, near-even groups in seki kept, and the count checked against the network's score
         (``engine.play.judging``)."""
         return judge_dead_stones(state, self.ownership, self._network_score(state))
+
+    def referee_count(self, state: GameState) -> float:
+        """The count a referee would make now (black's view, komi included), the dead stones ``dead_stones``'s:
+        what ``final_score`` says. The decider's count after the opponent's pass, when passing ends the game."""
+        return count_without(state, self.dead_stones(state))
 
     def handicap_stones(self, state: GameState, count: int) -> list[int] | None:
         """place_free_handicap's stones, chosen by the network as KataGo chooses extra black stones (its
