@@ -7,8 +7,8 @@ after ``undo``, and Dirichlet noise. A change that moves one visit anywhere show
 
 After a change that is meant to change the search: ``python -m tests.test_search_golden --write``, and say why in the
 commit. It also rewrites tests/golden/search-no-score-utility.txt, the same searches with the score utility's weights
-0 and the variance scaling of the exploration off (tests/test_score_utility.py), first stored as search.txt was before
-the search had either, byte for byte.
+0, the variance scaling of the exploration off and no atari floor (tests/test_score_utility.py), first stored as
+search.txt was before the search had any of them, byte for byte.
 """
 from __future__ import annotations
 
@@ -155,11 +155,11 @@ def dump() -> str:
 
 
 def dump_without_score_utility() -> str:
-    """``dump`` with every search's score utility off (its weights 0) and the plain exploration (no variance
-    scaling): the search as it was before issue 36."""
+    """``dump`` with every search's score utility off (its weights 0), the plain exploration (no variance
+    scaling) and the network's priors as they are (no atari floor): the search as it was before issue 36."""
     def off(**changes) -> SearchConfig:
         return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0,
-                            cpuct_utility_stdev_scale=0.0, **changes)
+                            cpuct_utility_stdev_scale=0.0, atari_prior=0.0, **changes)
 
     with mock.patch(f"{__name__}.one_thread", off):
         return dump()
