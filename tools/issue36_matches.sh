@@ -60,9 +60,14 @@ EOF
         STONES=${SET#handicap}
         GAMES=$([ "$STONES" = 7 ] && echo 50 || echo 30)
         # Tabula told the referee's rules, as kgsGtp tells it (kgs-rules chinese): GNU Go's Chinese count gives
-        # white a point a handicap stone, which Tabula's default area rules do not (its counts were 7 points apart)
+        # white a point a handicap stone, which Tabula's default area rules do not (its counts were 7 points apart).
+        # The first sets said KataGo's chinese (simple ko), which they keep so that they resume as played; a set
+        # played again (TAG) is told chinese-kgs, positional superko as tabula match judges it (under simple ko a
+        # repetition is legal to Tabula and forfeits the game)
+        RULES=chinese
+        [ -n "${TAG:-}" ] && RULES=chinese-kgs
         ARGS=(--games "$GAMES" --size 19 --komi 0.5 --handicap "$STONES" --handicap-mode fixed --fixed-colors
-              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON --rules chinese");;
+              --referee "$AREA_REFEREE" --names gnugo-10 tabula --engines "$OPPONENT" "$PLAYED_ON --rules $RULES");;
     handicap-9-2|handicap-13-2)
         # the small boards: Tabula white giving GNU Go 2 stones (what a server offers there), played on for the
         # resignation calibration's winners as white giving handicap, which self-play between equals rarely has
