@@ -70,8 +70,9 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
 def count_without(state: GameState, dead: list[int]) -> float:
     """The count under ``state.rules`` (black's view, komi included) with the stones ``dead`` (flat points) taken off,
     the empty points of a seki counting for nobody where the rules say so (the seki tax): what a referee counts."""
-    seki = seki_for_counting(state, sorted(dead)) if state.rules.tax == TAX_SEKI else []
-    return state.score(sorted(dead), seki)
+    dead = sorted(dead)
+    seki = seki_for_counting(state, dead) if state.rules.tax == TAX_SEKI else []
+    return state.score(dead, seki)
 
 
 def seki_for_counting(state: GameState, dead: list[int]) -> list[int]:

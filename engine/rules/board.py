@@ -362,17 +362,10 @@ def atari_stakes(boards: Sequence[Board]) -> np.ndarray:
     stakes = np.zeros((len(boards), size * size), dtype=np.int32)
     for row, board in enumerate(boards):
         flat = board.geometry.flat
-        next_stone = board.next_stone
         for root, liberties in board.liberties.items():
-            if len(liberties) != 1:
-                continue
-            stones = 1
-            stone = next_stone[root]
-            while stone != root:
-                stones += 1
-                stone = next_stone[stone]
-            for liberty in liberties:
-                stakes[row, flat[liberty]] += stones
+            if len(liberties) == 1:
+                (liberty,) = liberties
+                stakes[row, flat[liberty]] += len(board.string_stones(root))
     return stakes
 
 
