@@ -262,10 +262,42 @@ def test_after_the_opponents_pass_the_deciders_count_decides_over_the_quick_esti
     result = SearchResult(move, candidates, 40, 40, 0.1, 40, 40, 0, 0, 0, False)
     quick = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
     assert quick.decide(state, result).move == move
-    counted = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0), count=lambda s: 6.5)
-    assert counted.decide(state, result).move == PASS
-    doubting = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0), count=lambda s: -3.5)
-    assert doubting.decide(state, result).move == move
+    counted = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
+    assert counted.decide(state, result, count=6.5).move == PASS
+    doubting = MoveDecider(PlayConfig(resign_winrate=0.0), np.random.default_rng(0))
+    assert doubting.decide(state, result, count=-3.5).move == move
+
+
+def test_the_count_after_a_pass_is_charged_to_the_budget(fake_clock, monkeypatch):
+    """After the opponent's pass the generator makes the referee's count before its search and takes the count's
+    time from the budget (here a count that takes 0.5 s of a 2 s budget: the search is given 1.5 s); where the count
+    would take over half the budget (it took 0.5 s last time, 0.6 s to move) the decider gets none and estimates
+    quickly, and a move with no time limit always gets it. No count where the opponent did not pass."""
+    player = SearchGenerator(ScoreEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0),
+                             clock=fake_clock)
+    counts, budgets, given = [], [], []
+
+    def slow_count(state):
+        fake_clock.advance(0.5)
+        counts.append(state)
+        return 3.5
+
+    monkeypatch.setattr(player, "referee_count", slow_count)
+    search = player._search  # searches by visits; the budget it was given is recorded
+    monkeypatch.setattr(player, "_search", lambda state, budget_s, **kwargs: budgets.append(budget_s)
+                        or search(state, None, **kwargs))
+    decide = player.decider.decide
+    monkeypatch.setattr(player.decider, "decide", lambda *args, **kwargs: given.append(kwargs["count"])
+                        or decide(*args, **kwargs))
+    after_pass = played(7, ["D4", "pass"])
+    player.generate(after_pass, BLACK, 2.0)
+    assert len(counts) == 1 and given == [3.5] and budgets == [1.5]
+    player.generate(after_pass, BLACK, 0.6)
+    assert len(counts) == 1 and given[-1] is None and budgets[-1] == 0.6
+    player.generate(played(7, ["D4", "E5"]), BLACK, 2.0)
+    assert len(counts) == 1 and given[-1] is None and budgets[-1] == 2.0
+    player.generate(after_pass, BLACK, None)
+    assert len(counts) == 2 and given[-1] == 3.5 and budgets[-1] is None
 
 
 def test_the_generators_count_is_final_scores():

@@ -8,7 +8,6 @@ moves (``engine.play.search_player``).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -173,29 +172,28 @@ class Decision:
 class MoveDecider:
     """Turns search results into moves for one game at a time.
 
-    Fixed: ``config`` (PlayConfig), ``rng`` (temperature draws), ``playout_rng`` (the referee-aware counts),
-    ``count`` (optional: the count a referee would make now, black's view, komi included, with the dead stones
-    judged in full as ``final_score`` judges them; used after the opponent's pass in place of the quick estimate of
-    ``PASS_CHECK_PLAYOUTS`` random playouts, which kills a group living in seki or by a shared liberty).
+    Fixed: ``config`` (PlayConfig), ``rng`` (temperature draws), ``playout_rng`` (the referee-aware counts).
     Per game: how many of each colour's moves in a row looked hopeless. A game whose move number goes down (a new
     game, an undo) starts the counts again.
     """
 
-    def __init__(self, config: PlayConfig, rng: np.random.Generator, playout_rng: random.Random | None = None,
-                 count: Callable[[GameState], float] | None = None):
+    def __init__(self, config: PlayConfig, rng: np.random.Generator, playout_rng: random.Random | None = None):
         self.config = config
         self.rng = rng
         self.playout_rng = playout_rng or random.Random(int(rng.integers(1 << 62)))
-        self.count = count
         self._hopeless = {BLACK: 0, WHITE: 0}
         self._last_move_number = -1
         self._resign_winrate = config.resign_winrate
 
     def decide(self, state: GameState, result: SearchResult, priors: dict[int, float] | None = None,
-               resign_winrate: float | None = None) -> Decision:
+               resign_winrate: float | None = None, count: float | None = None) -> Decision:
         """The move for the side to move in ``state``, from ``result`` (a search of ``state``). ``priors``
         (move -> root prior) pick a move when the pass rules refuse the search's pass and it offers nothing else.
-        ``resign_winrate``: this move's threshold where it is not the configuration's (the network's own)."""
+        ``resign_winrate``: this move's threshold where it is not the configuration's (the network's own).
+        ``count``: where the caller made one, the count a referee would make now (black's view, komi included, the
+        dead stones judged in full as ``final_score`` judges them); after the opponent's pass it stands in for the
+        quick estimate of ``PASS_CHECK_PLAYOUTS`` random playouts, which kills a group living in seki or by a shared
+        liberty."""
         self._resign_winrate = self.config.resign_winrate if resign_winrate is None else resign_winrate
         self._new_game_check(state)
         config = self.config
@@ -204,7 +202,7 @@ class MoveDecider:
         if len(state.moves) < config.temperature_moves:
             move = self.sample(result, config.temperature)
         if has_pass(state):  # passing and counting are Go's; a game without a pass plays the search's move
-            move = self._pass_rules(state, result, move, priors)
+            move = self._pass_rules(state, result, move, priors, count)
         if move == RESIGN or (result.candidates and self._should_resign(state, value)):
             move = RESIGN
         return Decision(move, value)
@@ -225,13 +223,13 @@ class MoveDecider:
         self._last_move_number = len(state.moves)
 
     def _pass_rules(self, state: GameState, result: SearchResult, move: int,
-                    priors: dict[int, float] | None) -> int:
+                    priors: dict[int, float] | None, count: float | None = None) -> int:
         """``pass_rules``; with ``referee_aware``, with the count that a referee removing dead stones would make.
 
         A Tromp-Taylor count calls our dead stones alive: a weak network that passes while it leads by that count
         lets the opponent kill everything (a 9x9 match saw B+73.5 after white passed at move 18 "ahead"). So
         before passing, the lead is also estimated from random-playout ownership (after the opponent's pass, by
-        ``count`` where the decider has one), and the smaller lead decides.
+        ``count`` where the caller made one), and the smaller lead decides.
 
         After the opponent's pass, a move on a point that is already settled (inside either side's territory,
         dead stones taken off: ``settled_points``) changes nothing under area counting and costs a point under
@@ -258,10 +256,10 @@ class MoveDecider:
         estimated = lead
         if (move == PASS and lead >= 0) or passed:
             owned = playout.ownership(state, self.playout_rng, PASS_CHECK_PLAYOUTS)
-            if passed and self.count is not None:
+            if passed and count is not None:
                 # the game ends if we pass: worth the full judgement (a 13x13 game against GNU Go was lost from
                 # W+15.5 when 24 playouts killed a group with one eye and a shared liberty, docs/STRENGTH.md)
-                estimated = self.count(state) * sign
+                estimated = count * sign
             else:
                 estimated = (referee_count(state, owned) if territory
                              else float(owned.sum()) - state.counted_komi) * sign

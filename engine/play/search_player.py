@@ -17,17 +17,24 @@ import numpy as np
 
 from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, ResignThresholds, SearchConfig
 from tabula.engine.net.evaluator import Evaluator, evaluate_all_symmetries
-from tabula.engine.play.decision import MoveDecider
+from tabula.engine.play.decision import MoveDecider, opponent_passed
 from tabula.engine.play.judging import count_without, judge_dead_stones
 from tabula.engine.play.result import Candidate, SearchResult
 from tabula.engine.play.search import Rollout, Search
 from tabula.engine.rules import playout
 from tabula.engine.rules.coords import BLACK, PASS, format_vertex
 from tabula.engine.rules.game import GameState
+from tabula.engine.rules.interface import has_pass
 
 log = logging.getLogger("tabula.search")
 
 DEFAULT_TIME_S = 5.0  # a move's budget when neither the clock nor the configuration limits it
+# The full count after the opponent's pass (dead stones judged by playouts and the rollout policy) took about 2 s on
+# 19x19 and 0.4 s on 13x13 here; until a board size's first count is timed, it is expected to cost this a point.
+COUNT_S_PER_POINT = 2.0 / 361
+# The full count is made only where it is expected to take at most this share of the move's budget; under a shorter
+# budget the decider falls back to its quick estimate (a move in byo-yomi must not run past its period).
+COUNT_BUDGET_SHARE = 0.5
 
 
 class JudgingRollouts(Protocol):
@@ -57,7 +64,8 @@ class SearchGenerator:
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
         self.search = Search(evaluator, self.config, self.rng, rollout, clock=clock)
-        self.decider = MoveDecider(self.play, self.rng, self.playout_rng, count=self.referee_count)
+        self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
+        self._count_cost_s: dict[int, float] = {}  # board size -> seconds the latest full count took
         # the calibrated resignation thresholds of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}
         self.last_search: SearchResult | None = None
@@ -78,17 +86,38 @@ class SearchGenerator:
                  progress_interval_s: float = 1.0) -> int:
         """A move for ``color`` (the side to move in ``state``): the search, then ``MoveDecider``'s temperature,
         pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only).
-        ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze)."""
+        ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze).
+        After the opponent's pass the referee's count (``referee_count``) is made first and its time taken from the
+        search's budget, where the budget leaves room for it (``COUNT_BUDGET_SHARE``)."""
         state = state.with_to_move(color)
         sampling = len(state.moves) < self.play.temperature_moves
+        started = self.search.clock()
+        count = self._count_before_passing(state, budget_s)
+        if budget_s is not None:
+            budget_s = max(0.0, budget_s - (self.search.clock() - started))
         result = self._search(state, budget_s, noise=self.config.noise,
                               early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
                               progress_interval_s=progress_interval_s)
         calibrated = self.resign_by_size.get(state.size)
         threshold = None if calibrated is None else calibrated.for_game(state.size, getattr(state, "handicap", 0))
-        move = self.decider.decide(state, result, self.search.root_priors(), resign_winrate=threshold).move
+        move = self.decider.decide(state, result, self.search.root_priors(), resign_winrate=threshold,
+                                   count=count).move
         self._log(state, result, move)
         return move
+
+    def _count_before_passing(self, state: GameState, budget_s: float | None) -> float | None:
+        """The referee's count where the opponent has just passed (so that a pass would end the game) and the move's
+        budget has room for it; None otherwise (the decider then estimates the count quickly)."""
+        if not (self.play.referee_aware and has_pass(state) and opponent_passed(state)):
+            return None
+        expected_s = self._count_cost_s.get(state.size, COUNT_S_PER_POINT * state.size * state.size)
+        if budget_s is not None and expected_s > COUNT_BUDGET_SHARE * budget_s:
+            log.info("no full count before passing: %.2f s expected, %.2f s to move", expected_s, budget_s)
+            return None
+        started = self.search.clock()
+        count = self.referee_count(state)
+        self._count_cost_s[state.size] = self.search.clock() - started
+        return count
 
     def choose(self, state, budget_s: float | None = None) -> int:
         """A move for the side to move (``engine.play.pure_mcts.MoveChooser``: how the arena and the Gomocup front
