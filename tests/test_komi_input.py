@@ -655,6 +655,35 @@ def test_a_handicap_selfplay_game_is_stored_with_its_stones_and_komi(tmp_path):
     assert set(np.abs(batch.komi).tolist()) == {0.5}
 
 
+def test_black_searches_less_in_a_handicap_selfplay_game_when_asked():
+    """--handicap-black-visits: in a handicap game black's searches get that share of the visits (white is the
+    stronger side, as a bot giving handicap is); an even game of the same run is played as before, both sides at
+    the full visits, from one tree."""
+    from tabula.engine.net.evaluator import UniformEvaluator
+    from tabula.tools.learn.selfplay import NetBlob, SelfPlayConfig, SelfPlayTask, play_selfplay_game
+
+    def played(seed: int, **settings):
+        config = SelfPlayConfig(sizes=(7,), komi=7.5, visits=16, fast_visits=0, temperature_moves=2, batch_size=4,
+                                max_moves_factor=0.5, prune_targets=False, **settings)
+        task = SelfPlayTask(NetBlob("uniform", b""), config, seed=seed, resign_threshold=0.0, resign_enabled=False,
+                            size=7)
+        return play_selfplay_game(task, evaluator=UniformEvaluator())[0]
+
+    game = played(4, handicap_fraction=1.0, max_handicap=2, handicap_black_visits=0.25)
+    assert game.handicap == 2
+    searched = {BLACK: [], WHITE: []}
+    for (color, _), target in zip(game.moves, game.targets):
+        searched[color].append(int(target[1].sum()))
+    assert max(searched[BLACK]) <= 4 and max(searched[WHITE]) > 4
+    equal = played(4, handicap_fraction=1.0, max_handicap=2)
+    assert max(int(t[1].sum()) for (color, _), t in zip(equal.moves, equal.targets) if color == BLACK) > 4
+    even = played(3, handicap_black_visits=0.25)
+    assert even.handicap == 0 and even.moves == played(3).moves
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError):
+            SelfPlayConfig(sizes=(9,), handicap_black_visits=bad)
+
+
 def test_an_rl_run_extends_its_start_network_with_the_komi_input(old_model, tmp_path):
     from tabula.engine.net.evaluator import OnnxEvaluator
     from tabula.tools.learn.rl_loop import INIT_CHECKPOINT, RLConfig, adopt_start_network, initial_network

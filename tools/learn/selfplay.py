@@ -64,6 +64,11 @@ class SelfPlayConfig:
     komi_spread: float = 0.0
     handicap_fraction: float = 0.0  # Go: the share of games with 2 to max_handicap handicap stones and komi 0.5
     max_handicap: int = 4  # Go: the most handicap stones (where the board has a fixed placement for them)
+    # Go: in a handicap game black's searches (full and fast) get this share of the visits (at least two), so that
+    # the side giving the stones is the stronger player, as a bot giving handicap is: between equals a game of 5 or
+    # more stones is lost for white from the first move, and its results teach the value nothing it can rank moves
+    # by (KataGo plays such games with a playout advantage for the same reason). 1: equals
+    handicap_black_visits: float = 1.0
 
     def __post_init__(self) -> None:
         # config.json holds the sizes as a JSON list: as a tuple, a saved configuration equals the one it was
@@ -78,6 +83,9 @@ class SelfPlayConfig:
             raise ValueError(f"handicap fraction {self.handicap_fraction}: from 0 to 1")
         if not 2 <= self.max_handicap <= 9:
             raise ValueError(f"max handicap {self.max_handicap}: from 2 to 9 stones")
+        if not 0.0 < self.handicap_black_visits <= 1.0:
+            raise ValueError(f"handicap black visits {self.handicap_black_visits}: a share of the visits, above 0 "
+                             "and at most 1")
         if (self.komi_spread > 0 or self.handicap_fraction > 0) and not self.game_spec.scored:
             raise ValueError(f"komi and handicap are Go's, not {self.game}'s")
 
@@ -251,12 +259,13 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     config = task.config
     rng = np.random.default_rng(task.seed)
     evaluator = evaluator or _evaluator(task.net, int(rng.integers(1 << 62)))
-    full = Search(evaluator, config.search_config(config.visits, noise=True), rng)
-    fast = Search(evaluator, config.search_config(config.fast_visits, noise=False), rng) \
-        if config.fast_visits > 0 and config.full_fraction < 1.0 else None
     size = task.size
     game_spec = config.game_spec
     komi, handicap = config.game_start(size, task.seed)
+    shared = _searches(evaluator, config, rng, 1.0)  # one tree for both sides, reused from move to move
+    searches = {BLACK: shared, WHITE: shared}
+    if handicap and config.handicap_black_visits < 1.0:
+        searches[BLACK] = _searches(evaluator, config, rng, config.handicap_black_visits)
     state = game_spec.new_state(size, komi)
     if handicap:
         state.place_handicap(handicap_points(size, handicap))
@@ -269,6 +278,7 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     start = time.monotonic()
     while state.terminal_value() is None and len(state.moves) < max_moves:
         color = state.to_move
+        full, fast = searches[color]
         is_full = fast is None or rng.random() < config.full_fraction
         search = full if is_full else fast
         result = search.run(state)
@@ -290,6 +300,22 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
                         handicap=getattr(state, "handicap", 0))
     sgf = game_spec.sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
     return game, sgf
+
+
+def _searches(evaluator, config: SelfPlayConfig, rng: np.random.Generator,
+              share: float) -> tuple[Search, Search | None]:
+    """(full search, fast search or None) of one player of a self-play game, at ``share`` of the visits: at least
+    two, the root and the child the policy likes best (one visit expands the root and chooses among unvisited
+    moves)."""
+    if share >= 1.0:
+        visits, fast_visits = config.visits, config.fast_visits
+    else:
+        visits, fast_visits = (max(2, round(v * share)) for v in (config.visits, config.fast_visits))
+    full = Search(evaluator, config.search_config(visits, noise=True), rng)
+    fast = None
+    if config.fast_visits > 0 and config.full_fraction < 1.0:
+        fast = Search(evaluator, config.search_config(fast_visits, noise=False), rng)
+    return full, fast
 
 
 @dataclass(frozen=True)
