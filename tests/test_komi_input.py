@@ -827,5 +827,11 @@ def test_the_score_sources_command_compares_both_scores_with_counted_results(kom
     area = np.array(ownership_margins(states, answer.ownership))
     assert f"| all | 3 | {np.abs(answer.score - truth).mean():.1f} |" in captured.out
     assert f"| {np.abs(area - truth).mean():.1f} |" in captured.out
-    with pytest.raises(SystemExit):
-        main([komi_onnx, "x.sgf", "--every", "0"])
+    won = np.sign(truth)
+    winrate = (1 + answer.value) / 2
+    sure_wrong = int((((winrate > 0.9) & (won < 0)) | ((winrate < 0.1) & (won > 0))).sum())
+    assert f"against the result {np.mean((answer.value - won) ** 2):.3f}; sure (beyond 0.9) of the side that lost " \
+           f"in {sure_wrong} of 3 positions" in captured.out
+    for bad in (["--every", "0"], ["--sure", "0.5"], ["--sure", "1"]):
+        with pytest.raises(SystemExit):
+            main([komi_onnx, "x.sgf", *bad])
