@@ -157,7 +157,7 @@ if [ "${STAGE:-5}" = 7 ]; then
              --train-steps 2 --batch 16 --warmup-steps 0 --generations 1 --max-handicap 4)
     else
         RL7=(--sizes 19 --visits 64 --fast-visits 16 --games-per-generation 40 --window-games 800
-             --min-positions 15000 --train-steps 200 --batch 128 --warmup-steps 20 --max-handicap 9)
+             --min-positions 5000 --train-steps 100 --batch 128 --warmup-steps 20 --max-handicap 9)
     fi
     exec nice -n 5 $TABULA rl --dir "$RUNS/rl7" --keep "$KEEP/rl7" --start-from "$START7" \
         --komi 7.5 --komi-spread 1 --handicap-fraction 0.5 --handicap-black-visits 0.25 \
