@@ -589,9 +589,9 @@ def test_resignation_thresholds_per_size_and_for_handicap_games_are_written_in_p
     seen = []
     decide = generator.decider.decide
 
-    def recording(state, result, priors=None, resign_winrate=None):
+    def recording(state, result, priors=None, resign_winrate=None, **rest):
         seen.append(resign_winrate)
-        return decide(state, result, priors, resign_winrate=resign_winrate)
+        return decide(state, result, priors, resign_winrate=resign_winrate, **rest)
 
     generator.decider.decide = recording
     handicap = GameState(9)
