@@ -6,6 +6,7 @@
 #   QUICK=1 bash tools/komi_finetune.sh                # smoke test: a few games and steps, in runs/komi-quick
 #   STAGE=6 bash tools/komi_finetune.sh [MINUTES] [WORKERS] [GENERATIONS]   # stage 6 (below; default 1 generation)
 #   STAGE=7 bash tools/komi_finetune.sh [MINUTES] [WORKERS]   # stage 7: 19x19 handicap self-play (below)
+#   STAGE=8 bash tools/komi_finetune.sh [MINUTES] [WORKERS]   # stage 8: the same from stage 7's, small boards too
 #
 # The start: the fifth small-board run's trainer checkpoint (weights/training/rl-small48s/train/checkpoint.pt, the
 # shipped tabula-6x64-anysize), given the komi input by `tabula export --add-komi-input`: the leelaz-18+komi planes
@@ -63,8 +64,12 @@
 # teach nothing to rank moves by), half even games at komi 7.5 +- 1 between equals. Every game is played to the end
 # (--resign-ceiling 0) and counted. Only the value's convolution and layers, the score and the ownership train
 # (--train-only; the trunk and the policy stay, so the policy of every size does too), batch norms frozen, AdamW
-# at lr 0.0005, each generation the weights' moving average. The value's layers are every size's: 9x9's and
-# 13x13's values are checked against stage 6's before a generation is used (docs/TRAINING.md).
+# at lr 0.0005, each generation the weights' moving average. The value's layers are every size's: trained on 19x19
+# alone (generations 1-12) the small boards' value drifted (9x9's squared error on the even9 match games 0.30 to
+# 0.72), so stage 8 (runs/komi/rl8, STAGE=8) goes on from stage 7's best kept with a quarter of the games 9x9 and a
+# quarter 13x13 (--sizes 19,19,9,13: a run's sizes are fixed, so it is a run of its own), under the same komi and
+# handicap draws; 9x9's and 13x13's values are checked against stage 6's before a generation is used
+# (docs/TRAINING.md, "Stage 7").
 # --keep copies what resumes each stage to weights/training/komi/{sl,rl5} (commit that folder after a chunk); on a
 # new machine the next call restores the run from there. The shards (runs/komi/records-*) are made again where they
 # are missing (the archives are in ../shared/data/games).
@@ -148,18 +153,22 @@ grown_start() {  # grown_start OUT RUN FLAG: the best network kept of the run RU
     fi
 }
 
-if [ "${STAGE:-5}" = 7 ]; then
-    # the default's network as committed (a quick run starts from it too)
-    START7=weights/training/komi/rl6/$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' \
-        weights/training/komi/rl6/state.json)
+if [ "${STAGE:-5}" = 7 ] || [ "${STAGE:-5}" = 8 ]; then
+    # stage 7 from the default's network as committed (a quick run starts from it too); stage 8 from stage 7's
+    # best kept, its own run and window, a quarter of its games 9x9 and a quarter 13x13
+    RUN7=rl${STAGE}
+    FROM=$([ "$STAGE" = 7 ] && echo rl6 || echo rl7)
+    START7=weights/training/komi/$FROM/$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' \
+        weights/training/komi/$FROM/state.json)
+    SIZES7=$([ "$STAGE" = 7 ] && echo 19 || echo 19,19,9,13)
     if [ -n "${QUICK:-}" ]; then
         RL7=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
              --train-steps 2 --batch 16 --warmup-steps 0 --generations 1 --max-handicap 4)
     else
-        RL7=(--sizes 19 --visits 64 --fast-visits 16 --games-per-generation 40 --window-games 800
+        RL7=(--sizes "$SIZES7" --visits 64 --fast-visits 16 --games-per-generation 40 --window-games 800
              --min-positions 5000 --train-steps 100 --batch 128 --warmup-steps 20 --max-handicap 9)
     fi
-    exec nice -n 5 $TABULA rl --dir "$RUNS/rl7" --keep "$KEEP/rl7" --start-from "$START7" \
+    exec nice -n 5 $TABULA rl --dir "$RUNS/$RUN7" --keep "$KEEP/$RUN7" --start-from "$START7" \
         --komi 7.5 --komi-spread 1 --handicap-fraction 0.5 --handicap-black-visits 0.25 \
         --train-only head.value_conv,head.value_fc1,head.value_fc2,head.score_fc,head.ownership_points \
         --freeze-batchnorm --policy-loss-weight 0 --optimizer adamw --lr 0.0005 --ema-decay 0.99 \
