@@ -157,10 +157,12 @@ if [ "${STAGE:-5}" = 7 ] || [ "${STAGE:-5}" = 8 ]; then
     # stage 7 from the default's network as committed (a quick run starts from it too); stage 8 from stage 7's
     # best kept, its own run and window, a quarter of its games 9x9 and a quarter 13x13
     RUN7=rl${STAGE}
-    FROM=$([ "$STAGE" = 7 ] && echo rl6 || echo rl7)
+    case "$STAGE" in
+        7) FROM=rl6; SIZES7=19;;
+        8) FROM=rl7; SIZES7=19,19,9,13;;
+    esac
     START7=weights/training/komi/$FROM/$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["best"])' \
         weights/training/komi/$FROM/state.json)
-    SIZES7=$([ "$STAGE" = 7 ] && echo 19 || echo 19,19,9,13)
     if [ -n "${QUICK:-}" ]; then
         RL7=(--sizes 9 --visits 8 --fast-visits 4 --games-per-generation 2 --window-games 20 --min-positions 1
              --train-steps 2 --batch 16 --warmup-steps 0 --generations 1 --max-handicap 4)
