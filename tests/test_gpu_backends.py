@@ -77,6 +77,47 @@ def test_the_shipped_networks_agree_under_the_torch_backend():
         assert outputs_difference(reference.run, runner.run, reference.board_sizes[0]) <= 1e-4
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_torch_backend_gives_the_score_and_ownership_onnxruntime_gives(tiny_aux_onnx, precision):
+    """A network with score and ownership heads keeps them on the GPU: the search's score utility and the analysis's
+    score lead and ownership depend on them."""
+    reference = cpu_reference(tiny_aux_onnx)
+    runner = torch_backend.TorchRunner(str(tiny_aux_onnx), device="cpu", precision=precision, max_batch=4)
+    assert runner.aux
+    planes = comparison_planes(9, count=6)  # more than the largest bucket: chunks
+    expected = reference._run(planes)
+    actual = runner.run(planes)
+    assert len(expected) == len(actual) == 4
+    for want, got in zip(expected, actual):
+        assert got.shape == want.shape and got.dtype == np.float32
+    tolerance = {"fp32": 1e-4, "bf16": GPU_TOLERANCE}[precision]
+    assert np.abs(expected[2] - actual[2]).max() <= 20 * tolerance  # points
+    assert np.abs(expected[3] - actual[3]).max() <= tolerance
+    assert outputs_difference(reference._run, runner.run, 9) <= tolerance
+
+
+def test_a_network_without_score_heads_gives_policy_and_value_on_the_torch_backend(tiny_onnx):
+    runner = torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32")
+    assert not runner.aux and len(runner.run(comparison_planes(19, count=2))) == 2
+
+
+def test_outputs_difference_sees_a_wrong_score_or_ownership(tiny_aux_onnx):
+    reference = cpu_reference(tiny_aux_onnx)
+
+    def shifted(index, by):
+        def run(planes):
+            outputs = list(reference._run(planes))
+            outputs[index] = outputs[index] + by
+            return tuple(outputs)
+        return run
+
+    assert outputs_difference(reference._run, reference._run, 9) == 0.0
+    assert outputs_difference(reference._run, shifted(2, 3.0), 9) > GPU_TOLERANCE  # 3 points off
+    assert outputs_difference(reference._run, shifted(2, 0.5), 9) <= GPU_TOLERANCE  # half a point: agreement
+    assert outputs_difference(reference._run, shifted(3, 0.2), 9) > GPU_TOLERANCE
+    assert outputs_difference(reference.run, shifted(2, 3.0), 9) <= GPU_TOLERANCE  # policy and value only: not compared
+
+
 def test_batches_beyond_the_largest_bucket_run_in_chunks(tiny_onnx):
     reference = cpu_reference(tiny_onnx)
     runner = torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32", max_batch=4)
@@ -254,14 +295,37 @@ def test_when_no_gpu_path_works_the_cpu_runs_with_exactly_one_stderr_line(tiny_o
     assert "torch on CUDA failed: " + ("torch sees no CUDA device" if torch_failure == "warns" else "") in err
 
 
-def test_an_int8_file_on_a_gpu_without_tensorrt_runs_on_the_cpu_and_says_why(monkeypatch):
-    """The torch backend rebuilds fp32 files only: the shipped int8 network stays on the CPU, in one line."""
+def test_an_int8_file_on_a_gpu_without_tensorrt_runs_its_fp32_file_beside_it(monkeypatch):
+    """The shipped default is an int8 file, which the torch backend cannot rebuild: on a GPU its fp32 file beside
+    it runs instead (checked against that file on the CPU), and the int8 file's metadata still rules."""
     monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     lines = []
-    evaluator = OnnxEvaluator("weights/tabula-6x64-anysize-int8.onnx", log=lines.append)
+    evaluator = OnnxEvaluator("weights/tabula-6x64-komi-lead-int8.onnx", symmetry="identity", log=lines.append)
+    assert evaluator.on_gpu and len(lines) == 1, lines
+    assert "(the fp32 weights of tabula-6x64-komi-lead.onnx)" in lines[0] and "failed" not in lines[0]
+    assert evaluator.has_score_and_ownership and evaluator.metadata["precision"] == "int8"
+    assert evaluator.resign_thresholds is not None
+    fp32 = cpu_reference("weights/tabula-6x64-komi-lead.onnx")
+    assert outputs_difference(fp32._run, evaluator._run, 19, fp32.encoding) <= 1e-4
+
+
+def test_an_int8_file_without_its_fp32_file_runs_on_the_cpu_and_says_why(monkeypatch, tmp_path):
+    import shutil
+
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    alone = tmp_path / "net-int8.onnx"
+    shutil.copy("weights/tabula-6x64-anysize-int8.onnx", alone)
+    lines = []
+    evaluator = OnnxEvaluator(alone, log=lines.append)
     assert evaluator.provider == CPU and len(lines) == 1
     assert "torch on CUDA failed:" in lines[0] and "only fp32 files convert back" in lines[0]
+    assert "no net.onnx beside it" in lines[0]
+    shutil.copy("weights/tabula-6x64-sl.onnx", tmp_path / "net.onnx")  # another network: not its fp32 file
+    lines = []
+    assert OnnxEvaluator(alone, log=lines.append).provider == CPU
+    assert "net.onnx beside it is not its fp32 file" in lines[0]
 
 
 def test_a_corrupt_file_on_a_gpu_build_is_still_a_file_error(tmp_path, gpu_build):
@@ -316,6 +380,21 @@ def test_with_a_gpu_and_no_onnxruntime_gpu_provider_auto_runs_torch(tiny_onnx, m
     assert evaluator.on_gpu and not cpu_reference(tiny_onnx).on_gpu
     reference = cpu_reference(tiny_onnx)
     assert outputs_difference(reference.run, evaluator.run, reference.board_sizes[0]) <= 1e-4
+
+
+def test_on_the_torch_backend_an_aux_network_still_gives_the_search_its_score_and_ownership(tiny_aux_onnx,
+                                                                                           monkeypatch):
+    from tabula.engine.rules.game import GameState
+
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    evaluator = OnnxEvaluator(tiny_aux_onnx, symmetry="identity", log=None)
+    assert evaluator.on_gpu and evaluator.has_score_and_ownership
+    evaluation = evaluator.evaluate([GameState(9)])
+    expected = cpu_reference(tiny_aux_onnx).evaluate([GameState(9)])
+    assert evaluation.score is not None and evaluation.ownership.shape == (1, 81)
+    assert np.allclose(evaluation.score, expected.score, atol=1e-3)
+    assert np.allclose(evaluation.ownership, expected.ownership, atol=1e-4)
 
 
 def test_the_engine_keeps_two_batches_in_flight_on_a_gpu_and_one_on_the_cpu(tiny_onnx, monkeypatch):

@@ -316,23 +316,33 @@ class OnnxEvaluator:
 
     def _start_torch(self, precision: str, max_batch: int, batch_hint: int) -> None:
         """Run the network with torch on CUDA from now on, once its outputs agree with onnxruntime's. The CUDA graphs
-        of the batches the search sends (up to ``batch_hint``) are captured here, before the first move."""
+        of the batches the search sends (up to ``batch_hint``) are captured here, before the first move.
+
+        An int8 file (the shipped default) cannot be rebuilt as a torch network; its fp32 file beside it
+        (``fp32_sibling``) is, and then runs on the GPU in its place, checked against that file on the CPU."""
         from tabula.engine.net import (
             torch_backend,  # imports torch: only here, only when a GPU is present or torch was asked for
         )
 
-        runner = torch_backend.TorchRunner(self.path, device="cuda",
+        source = self.path
+        reference: Callable[[np.ndarray], tuple[np.ndarray, ...]] = self._run_session
+        if self.metadata.get("precision", "fp32") != "fp32":
+            source = fp32_sibling(self.path, self.metadata)
+            reference = OnnxEvaluator(source, symmetry="identity", provider="cpu", log=None)._run_session
+        runner = torch_backend.TorchRunner(source, device="cuda",
                                            precision="fp16" if precision == "auto" else precision,
                                            max_batch=max_batch)
         for size in self.board_sizes:
-            difference = outputs_difference(self.run, runner.run, size, self.encoding)
+            difference = outputs_difference(reference, runner.run, size, self.encoding)
             if difference > GPU_TOLERANCE:
                 raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
         runner.prepare(self.board_sizes, batch_hint)
         self._runner = runner.run
-        self.has_score_and_ownership = False  # the torch backend runs the policy and value only
+        self.has_score_and_ownership = self.has_score_and_ownership and runner.aux
         self._session = None  # the CPU copy of the weights is no longer needed
         self.provider = runner.describe()
+        if source != self.path:
+            self.provider += f" (the fp32 weights of {os.path.basename(source)})"
 
     @property
     def on_gpu(self) -> bool:
@@ -422,10 +432,16 @@ class OnnxEvaluator:
 
     # -- evaluation ----------------------------------------------------------------------------------------------
 
-    def _run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Raw network: planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
+    def _run(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Raw network: planes float32 [B, P, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B]), then
+        score [B] and ownership [B, N*N] where the network has those heads."""
         if self._runner is not None:
             return self._runner(planes)
+        return self._run_session(planes)
+
+    def _run_session(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``_run`` through the onnxruntime session."""
+        planes = np.ascontiguousarray(planes, dtype=np.float32)
         if self.has_score_and_ownership:
             policy, value, score, ownership = self._session.run(["policy", "value", "score", "ownership"],
                                                                 {self._input_name: planes})
@@ -523,6 +539,25 @@ class OnnxEvaluator:
             evaluation.score = score.astype(np.float32, copy=False)
             evaluation.ownership = np.clip(ownership, -1.0, 1.0).astype(np.float32, copy=False)
         return evaluation
+
+
+def fp32_sibling(path: str, metadata: dict[str, str]) -> str:
+    """The fp32 file of an int8 network: ``NAME.onnx`` beside ``NAME-int8.onnx`` (as ``tabula export --quantize``
+    names them, and as the shipped networks come), holding the same architecture. The torch backend runs it where
+    the int8 file cannot go. Raises FileNotFoundError (its message says what was looked for) when there is none."""
+    folder, name = os.path.split(path)
+    stem, extension = os.path.splitext(name)
+    candidate = os.path.join(folder, stem[: -len("-int8")] + extension) if stem.endswith("-int8") else None
+    if candidate is None or not os.path.isfile(candidate):
+        raise FileNotFoundError(f"weights are {metadata.get('precision')}, only fp32 files convert back, and there "
+                                f"is no {os.path.basename(candidate) if candidate else 'fp32 file'} beside it")
+    import onnx
+
+    fp32 = {p.key: p.value for p in onnx.load(candidate, load_external_data=False).metadata_props}
+    if fp32.get("precision", "fp32") != "fp32" or fp32.get("architecture") != metadata.get("architecture"):
+        raise FileNotFoundError(f"{os.path.basename(candidate)} beside it is not its fp32 file (another "
+                                f"architecture or precision)")
+    return candidate
 
 
 def _metadata_thresholds(metadata: dict[str, str], path: object) -> ResignThresholds | None:
@@ -637,6 +672,7 @@ def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> t
 
 
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
+SCORE_TOLERANCE_POINTS = 1.0  # ... and of a score lead, in points
 
 
 def comparison_planes(size: int, count: int = 16, seed: int = 0, encoding: Encoding | None = None) -> np.ndarray:
@@ -654,15 +690,23 @@ def comparison_planes(size: int, count: int = 16, seed: int = 0, encoding: Encod
     return planes
 
 
-def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
-                       other: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], size: int,
+def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, ...]],
+                       other: Callable[[np.ndarray], tuple[np.ndarray, ...]], size: int,
                        encoding: Encoding | None = None) -> float:
-    """Largest difference between two raw runners' move probabilities (softmax over all points) and values."""
+    """Largest difference between two raw runners' move probabilities (softmax over all points) and values, and,
+    where both give them, score leads (in units of SCORE_TOLERANCE_POINTS / GPU_TOLERANCE points, so that a score
+    off by that many points counts as a probability off by GPU_TOLERANCE) and ownerships."""
     planes = comparison_planes(size, encoding=encoding)
-    (ref_logits, ref_value), (logits, value) = reference(planes), other(planes)
+    expected, actual = reference(planes), other(planes)
+    (ref_logits, ref_value), (logits, value) = expected[:2], actual[:2]
     everything = np.ones(ref_logits.shape, dtype=bool)
     probabilities = np.abs(masked_softmax(ref_logits, everything) - masked_softmax(logits, everything)).max()
-    return float(max(probabilities, np.abs(ref_value.reshape(-1) - value.reshape(-1)).max()))
+    differences = [probabilities, np.abs(ref_value.reshape(-1) - value.reshape(-1)).max()]
+    if len(expected) >= 4 and len(actual) >= 4:
+        differences.append(np.abs(expected[2].reshape(-1) - actual[2].reshape(-1)).max()
+                           * GPU_TOLERANCE / SCORE_TOLERANCE_POINTS)
+        differences.append(np.abs(expected[3].reshape(len(planes), -1) - actual[3].reshape(len(planes), -1)).max())
+    return float(max(differences))
 
 
 def first_line(error: BaseException | None) -> str:

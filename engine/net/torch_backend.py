@@ -52,7 +52,8 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
 
 
 class TorchRunner:
-    """Runs a Tabula ONNX file's network with torch: ``run(planes) -> (policy logits, value)`` as float32 numpy.
+    """Runs a Tabula ONNX file's network with torch: ``run(planes) -> (policy logits, value)`` as float32 numpy, and
+    the score lead and ownership after them where the network has those heads (``aux``), as onnxruntime gives them.
 
     Args:
         path: a Tabula fp32 ONNX file.
@@ -78,6 +79,9 @@ class TorchRunner:
         self.buckets = batch_buckets(max_batch)
         self.max_batch = self.buckets[-1]
         model = fold_batch_norms(network.load_onnx(path))
+        # The score and ownership heads run too: without them the search on a GPU would rank moves by the value
+        # alone (no score utility: every move of a lost handicap game equally bad) and report no score lead.
+        self.aux = bool(model.spec.aux)
         self.model = model.to(device=self.device, dtype=self.dtype, memory_format=torch.channels_last).eval()
         self._graphs: dict[tuple[int, int], tuple] = {}
         self._lock = threading.Lock()
@@ -107,23 +111,33 @@ class TorchRunner:
         graphs = ", CUDA graphs" if self.cuda_graphs else ""
         return f"torch {where} {self.precision}{graphs}"
 
-    def run(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """planes float32 [B, 18, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B])."""
+    def run(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """planes float32 [B, P, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B]), then score float32
+        [B] and ownership float32 [B, N*N] where the network has those heads."""
         count = len(planes)
         if count > self.max_batch:
             parts = [self.run(planes[i: i + self.max_batch]) for i in range(0, count, self.max_batch)]
-            return np.concatenate([p for p, _ in parts]), np.concatenate([v for _, v in parts])
+            return tuple(np.concatenate(outputs) for outputs in zip(*parts))
         host = torch.from_numpy(np.ascontiguousarray(planes, dtype=np.float32))
         with self._lock, torch.inference_mode():
             if not self.cuda_graphs:
                 x = host.to(device=self.device, dtype=self.dtype).contiguous(memory_format=torch.channels_last)
-                policy, value = self.model(x)[:2]
+                outputs = self._outputs(x)
             else:
                 bucket = self.buckets[bisect.bisect_left(self.buckets, count)]
-                graph, x, policy, value = self._graph(bucket, planes.shape[-1])
+                graph, x, outputs = self._graph(bucket, planes.shape[-1])
                 x[:count].copy_(host)  # to the device and to the network's precision in one copy
                 graph.replay()
-            return (policy[:count].float().cpu().numpy(), value[:count].reshape(-1).float().cpu().numpy())
+            return tuple(output[:count].float().cpu().numpy() for output in outputs)
+
+    def _outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The network's outputs as ``run`` returns them: policy, value [B] (and score [B], ownership [B, N*N])."""
+        outputs = self.model(x)
+        policy, value = outputs[:2]
+        if not self.aux:
+            return policy, value.reshape(-1)
+        score, ownership = outputs[2:4]
+        return policy, value.reshape(-1), score.reshape(-1), ownership.reshape(len(x), -1)
 
     def _graph(self, batch: int, size: int) -> tuple:
         key = (batch, size)
@@ -148,5 +162,5 @@ class TorchRunner:
         # Each graph keeps its own memory pool (torch's default). Graphs replayed one at a time could share one
         # and save memory, but a few MiB per graph is nothing beside an H100's memory.
         with torch.cuda.graph(graph):
-            policy, value = self.model(x)[:2]
-        return graph, x, policy, value
+            outputs = self._outputs(x)
+        return graph, x, outputs
