@@ -78,8 +78,10 @@ class SearchConfig:
 
     visits: int = 400  # stop after this many visits at the root (0: no limit; BY_BOARD_SIZE: see above)
     playouts: int = 0  # stop after this many new playouts this move (0: no limit)
-    threads: int = 2  # worker threads descending the tree
-    batch_size: int = 8  # leaves per network call, at most
+    # Worker threads descending the tree, and leaves per network call at most. 0 (the default): chosen with the
+    # network (for_network), as ON_CPU and ON_GPU below say.
+    threads: int = 0
+    batch_size: int = 0
     # Shrink the batch for small searches: every leaf in flight is a visit chosen without the results still to
     # come (a collision under virtual loss), so at most 1/32 of a search's playouts are in flight at once, with a
     # virtual loss of 1 in batches of 4 or fewer (Search._batching).
@@ -87,7 +89,7 @@ class SearchConfig:
     root_symmetries: bool = True  # the root's priors and value are the mean over the 8 symmetries
     # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network
     # (a GPU) runs the earlier batch, where threads that each wait for their own batch mostly queue for the GIL.
-    # 0: chosen with the network, 2 where it runs on a GPU and 1 on the CPU (for_network).
+    # 0: chosen with the network, as threads and batch_size are (for_network).
     batches_in_flight: int = 0
     c_puct: float = 1.5  # exploration weight in Q + c·P·√N/(1+n), values in [-1, 1]
     # KataGo's variance-scaled cPUCT: c is multiplied at each node by 1 + scale·(σ/prior - 1), σ the spread of the
@@ -144,7 +146,8 @@ class SearchConfig:
                  f"0 or more (or {BY_BOARD_SIZE}: by board size)")
         _at_least(self, 0, "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
                   "virtual_loss", "cache_entries", "reuse_undo_plies")
-        _at_least(self, 1, "threads", "batch_size", "max_nodes", "atari_min_stones")
+        _at_least(self, 0, "threads", "batch_size")
+        _at_least(self, 1, "max_nodes", "atari_min_stones")
         _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix",
                        "cpuct_utility_stdev_scale",
                        "static_score_utility", "dynamic_score_utility", "dynamic_score_zero_weight", "ownership_score",
@@ -174,11 +177,22 @@ class SearchConfig:
         return self.static_score_utility > 0 or self.dynamic_score_utility > 0
 
     def for_network(self, on_gpu: bool) -> "SearchConfig":
-        """This configuration with ``batches_in_flight`` 0 resolved for where the network runs: 2 on a GPU, where
-        batches in flight are what let the tree work overlap the network (docs/BENCHMARKS.md), 1 on the CPU."""
-        if self.batches_in_flight > 0:
-            return self
-        return replace(self, batches_in_flight=2 if on_gpu else 1)
+        """This configuration with ``threads``, ``batch_size`` and ``batches_in_flight`` 0 resolved for where the
+        network runs: ``ON_GPU`` or ``ON_CPU`` (why each: there). A value asked for is kept."""
+        chosen = ON_GPU if on_gpu else ON_CPU
+        resolved = {name: value for name, value in chosen.items() if getattr(self, name) == 0}
+        return replace(self, **resolved) if resolved else self
+
+
+# The search's shape where the network runs on the CPU: two threads of batches of 8, one batch in flight each. Two
+# threads share the cores' network calls (NetConfig.for_search) and ran 17 % more playouts/s on 19×19 than one
+# (docs/BENCHMARKS.md, "Network threads on the CPU").
+ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1}
+# ... and on a GPU: one thread of batches of 64 with two in flight. Measured on an H200 with the 6×64 network
+# (docs/BENCHMARKS.md, "The GPU table"): 6,164 playouts/s, where the CPU's shape (2 threads × 2 in flight × 8) ran
+# 3,381 and the fastest measured (1 × 2 × 128) 6,297 with twice the leaves in flight; the Python side's bound there
+# was 7,126. Small searches still send small batches (adaptive_batch: at most 1/32 of the playouts in flight).
+ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
 
 
 # PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that
@@ -325,7 +339,8 @@ class NetConfig:
         flight, which one evaluator thread runs in turn) is left to onnxruntime's default (its physical cores).
         ``batches_in_flight`` 0 counts as 1: that is what it becomes on the CPU (SearchConfig.for_network), the only
         place these threads matter, and this is resolved before the network shows where it runs."""
-        concurrent = max(1, search.threads) if search.batches_in_flight <= 1 else 1
+        # threads 0 counts as the CPU's, like batches_in_flight 0 (see above)
+        concurrent = (search.threads or ON_CPU["threads"]) if search.batches_in_flight <= 1 else 1
         if self.threads > 0 or concurrent == 1:
             return self
         return replace(self, threads=max(1, cores // concurrent))

@@ -48,8 +48,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "visits": "visits per move on every board size (0: no limit; default: by board size, 400 on 19x19, "
                   "1600 on 9x9, 854 on 13x13: about the same time a move)",
         "playouts": "new playouts per move (0: no limit)",
-        "threads": "search threads",
-        "batch_size": "leaves per network call, at most (small searches use fewer)",
+        "threads": "search threads (default 0: 1 where the network runs on a GPU, 2 on the CPU)",
+        "batch_size": "leaves per network call, at most (small searches use fewer; default 0: 64 on a GPU, 8 on "
+                      "the CPU)",
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
                              "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches",
         "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",

@@ -117,7 +117,9 @@ def test_a_gomoku_game_reuses_its_tree_and_plays_legal_moves_to_the_end():
 
 
 def test_noise_and_root_symmetries_work_on_gomoku(tiny_gomoku_onnx):
-    search = Search(evaluators(tiny_gomoku_onnx), SearchConfig(threads=1, noise=True),
+    # no early stop: whether one move's lead is safe after some of the 100 visits depends on the random network's
+    # outputs, which differ in their last bits between onnxruntime builds
+    search = Search(evaluators(tiny_gomoku_onnx), SearchConfig(threads=1, noise=True, early_stop=False),
                     rng=np.random.default_rng(5))
     result = search.run(GomokuState(9), visits=100)
     assert search.tree.root.averaged and result.root_visits == 100

@@ -397,16 +397,35 @@ def test_on_the_torch_backend_an_aux_network_still_gives_the_search_its_score_an
     assert np.allclose(evaluation.ownership, expected.ownership, atol=1e-4)
 
 
-def test_the_engine_keeps_two_batches_in_flight_on_a_gpu_and_one_on_the_cpu(tiny_onnx, monkeypatch):
+def test_the_engine_shapes_its_search_for_a_gpu_or_the_cpu(tiny_onnx, monkeypatch):
+    """Threads, batch and batches in flight left at 0 become ON_GPU's (1 × 64 × 2, measured on an H200) where the
+    network runs on a GPU and ON_CPU's (2 × 8 × 1) on the CPU; a value asked for is kept."""
+    from tabula.engine.config import ON_CPU, ON_GPU
+
     def engine(**search):
         config = EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)), search=SearchConfig(**search))
-        return search_player.from_config(config).config.batches_in_flight
+        resolved = search_player.from_config(config).config
+        return {"threads": resolved.threads, "batch_size": resolved.batch_size,
+                "batches_in_flight": resolved.batches_in_flight}
 
-    assert engine() == 1  # this machine has no GPU
+    assert engine() == ON_CPU == {"threads": 2, "batch_size": 8, "batches_in_flight": 1}  # this machine has no GPU
     monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
-    assert engine() == 2
-    assert engine(batches_in_flight=1) == 1 and engine(batches_in_flight=3) == 3  # asked for: kept
+    assert engine() == ON_GPU == {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
+    for asked in (1, 3):
+        assert engine(batches_in_flight=asked)["batches_in_flight"] == asked
+    assert engine(threads=3, batch_size=16) == {"threads": 3, "batch_size": 16, "batches_in_flight": 2}  # kept
+
+
+def test_a_search_built_directly_resolves_its_shape_from_its_evaluator(tiny_onnx, monkeypatch):
+    from tabula.engine.play.search import Search
+
+    assert Search(cpu_reference(tiny_onnx), SearchConfig()).config.batch_size == 8
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
+    on_gpu = OnnxEvaluator(tiny_onnx, log=None)
+    assert Search(on_gpu, SearchConfig()).config.threads == 1
+    assert Search(evaluator_module.NetworkSet([on_gpu]), SearchConfig()).config.batch_size == 64
 
 
 def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypatch):

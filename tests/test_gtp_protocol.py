@@ -343,7 +343,7 @@ def test_temperature_moves_from_the_command_line(capsys) -> None:
 
 
 @pytest.mark.parametrize("argv, error", [
-    (["--threads", "0"], "argument --threads: must be 1 or more, not 0"),
+    (["--threads", "-1"], "argument --threads: must be 0 or more, not -1"),
     (["--visits", "-2"], "argument --visits: must be 0 or more (or -1: by board size), not -2"),
     (["--visits", "many"], "argument --visits: invalid int value: 'many'"),
     (["--resign-winrate", "1"], "argument --resign-winrate: must be in [0, 1), or -1: the network's calibrated "
@@ -353,7 +353,7 @@ def test_temperature_moves_from_the_command_line(capsys) -> None:
     (["--size", "26"], "argument --size: must be 0 or in 2..25, not 26"),
     (["--seed", "-1"], "argument --seed: must be 0 or more (or None: a fresh seed), not -1"),
     (["--provider", "tpu"], "argument --provider: must be one of auto, tensorrt, cuda, cpu, torch, not 'tpu'"),
-    (["--batch-size", "0"], "argument --batch-size: must be 1 or more, not 0"),
+    (["--batch-size", "-1"], "argument --batch-size: must be 0 or more, not -1"),
     (["--komi", "nan"], "argument --komi: invalid float value: 'nan'"),  # Rules checks it
 ])
 def test_a_bad_flag_value_is_one_argparse_error_line_checked_by_the_configuration(argv, error, capsys) -> None:
@@ -361,10 +361,10 @@ def test_a_bad_flag_value_is_one_argparse_error_line_checked_by_the_configuratio
 
 
 def test_a_bad_flag_value_over_the_command_line_exits_2_without_a_traceback() -> None:
-    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--threads", "0"], input=b"", capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--threads", "-1"], input=b"", capture_output=True,
                           timeout=60)
     assert done.returncode == 2 and done.stdout == b""
-    assert done.stderr.decode().splitlines()[-1] == "tabula gtp: error: argument --threads: must be 1 or more, not 0"
+    assert done.stderr.decode().splitlines()[-1] == "tabula gtp: error: argument --threads: must be 0 or more, not -1"
 
 
 def test_every_configuration_checks_its_own_fields() -> None:
@@ -379,7 +379,7 @@ def test_every_configuration_checks_its_own_fields() -> None:
         TimeConfig,
     )
 
-    for make, field, bad in [(SearchConfig, "visits", -2), (SearchConfig, "threads", 0),
+    for make, field, bad in [(SearchConfig, "visits", -2), (SearchConfig, "threads", -1),
                              (SearchConfig, "rollout_mix", 1.5), (SearchConfig, "dirichlet_alpha", 0.0),
                              (SearchConfig, "noise_weight", float("nan")), (PlayConfig, "resign_winrate", 1.0),
                              (PlayConfig, "resign_winrate", -0.5), (PlayConfig, "temperature", -1.0),

@@ -639,6 +639,11 @@ class NetworkSet:
                 self._by_size.setdefault(size, network)
         self.board_sizes: tuple[int, ...] = tuple(sorted(self._by_size))
 
+    @property
+    def on_gpu(self) -> bool:
+        """Whether any of the networks runs on a GPU."""
+        return any(getattr(network, "on_gpu", False) for network in self.networks)
+
     def network_for(self, size: int):
         network = self._by_size.get(size)
         if network is None:

@@ -128,7 +128,9 @@ class Search:
                  clock: Callable[[], float] = time.monotonic):
         # Fixed for the Search's life.
         self.evaluator = evaluator
-        self.config = config or SearchConfig()
+        # threads, batch size and batches in flight left at 0 are chosen for where the network runs (the engine's
+        # entry point resolves them already; a search built directly, in tools and tests, gets the same)
+        self.config = (config or SearchConfig()).for_network(on_gpu=bool(getattr(evaluator, "on_gpu", False)))
         self.rng = rng if rng is not None else np.random.default_rng()
         self.clock = clock
         mix = self.config.rollout_mix  # in [0, 1]: SearchConfig checks it

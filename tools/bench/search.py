@@ -29,7 +29,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from tabula.engine.config import BACKENDS, PRECISIONS, ConfigError, Flag, NetConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import (
+    BACKENDS,
+    ON_GPU,
+    PRECISIONS,
+    ConfigError,
+    Flag,
+    NetConfig,
+    SearchConfig,
+    add_flags,
+    from_flags,
+)
 from tabula.engine.net.evaluator import (
     Evaluation,
     OnnxEvaluator,
@@ -57,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     # The search's options have tabula gtp's names and defaults (engine.config.add_flags); the bench's own playouts.
     add_flags(parser, BENCH_SEARCH, {
         "playouts": "new playouts per move",
-        "threads": "search threads",
-        "batch_size": "leaves per network call",
+        "threads": "search threads (default 0: as tabula gtp, 1 on a GPU and 2 on the CPU)",
+        "batch_size": "leaves per network call (default 0: as tabula gtp, 64 on a GPU and 8 on the CPU)",
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: as tabula gtp, "
                              "2 on a GPU and 1 on the CPU)",
         "static_score_utility": "the static score utility's weight (default as tabula gtp)",
@@ -393,12 +403,13 @@ def main(argv: list[str]) -> int:
     try:
         evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                             threads=net.threads, provider=net.provider, precision=net.precision,
-                            batch_hint=args.batch_size, log=None)
+                            batch_hint=args.batch_size or ON_GPU["batch_size"], log=None)
     except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
         raise SystemExit(f"tabula bench search: {error}") from None
     args.start_s = time.perf_counter() - started  # the backend's start: a GPU's checks and CUDA graphs included
     config = config.for_network(evaluator.on_gpu)  # as tabula gtp resolves both
-    args.batches_in_flight = config.batches_in_flight
+    # what 0 became, for the report and the results
+    args.threads, args.batch_size, args.batches_in_flight = config.threads, config.batch_size, config.batches_in_flight
     size = board_size(evaluator, args.size)
     if size not in evaluator.board_sizes:
         parser.error(f"{args.weights} plays {', '.join(map(str, evaluator.board_sizes))}, not {size}x{size}")
