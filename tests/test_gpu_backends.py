@@ -310,6 +310,22 @@ def test_an_int8_file_on_a_gpu_without_tensorrt_runs_its_fp32_file_beside_it(mon
     assert outputs_difference(fp32._run, evaluator._run, 19, fp32.encoding) <= 1e-4
 
 
+def test_the_torch_backend_prepares_the_common_board_sizes_before_the_first_move(tiny_pooled_onnx, tiny_onnx,
+                                                                                  monkeypatch):
+    prepared = []
+
+    class Recording(CpuTorchRunner):
+        def prepare(self, sizes, largest_batch=None):
+            prepared.append((list(sizes), largest_batch))
+
+    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(torch_backend, "TorchRunner", Recording)
+    OnnxEvaluator(tiny_pooled_onnx, log=None, batch_hint=64)  # plays 9, 13 and 19
+    OnnxEvaluator("weights/tabula-6x64-komi-lead-int8.onnx", log=None, batch_hint=64)  # plays 2 to 25
+    OnnxEvaluator(tiny_onnx, log=None)  # 19 only
+    assert prepared == [([9, 13, 19], 64), ([9, 13, 19], 64), ([19], 8)]
+
+
 def test_an_int8_file_without_its_fp32_file_runs_on_the_cpu_and_says_why(monkeypatch, tmp_path):
     import shutil
 

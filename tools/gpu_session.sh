@@ -36,6 +36,7 @@ cli=(python3 -m tabula.tools.cli)
 net6=weights/tabula-6x64-anysize.onnx  # the shipped network, fp32 (the GPU runs it in fp16 or bf16)
 int8_6=weights/tabula-6x64-anysize-int8.onnx  # its int8 file, tabula gtp's default, which runs on the CPU only
 search6=weights/tabula-6x64-sl.onnx  # the same tower with a 19x19-only head: one board size of CUDA graphs to start
+int8_default=weights/$(cat weights/DEFAULT)  # tabula gtp's default: int8, run on a GPU through its fp32 file
 gpu_paths=torch-cuda-fp16,torch-cuda-bf16,torch-cuda-fp32,onnx-tensorrt,onnx-cuda
 if [ "${QUICK:-0}" = 1 ]; then
   mid=(1 8); big=(1 16); net_batches=1,8; big_batches=1,8; net_seconds=0.1; accuracy=32
@@ -45,9 +46,9 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
   mid=(10 128); big=(20 256); net_batches=1,8,16,32,64,128,256; big_batches=1,16,64,128,256; net_seconds=0.5
   accuracy=256; playouts=1600; search_seconds=1; limit_search=75
-  # threads, batches in flight, batch: 1 thread with 2 in flight reached the Python side's bound on the CPU with a
-  # 3 ms network (docs/BENCHMARKS.md); 2 2 8 is what tabula gtp does on a GPU today.
-  core6=("1 2 32" "1 2 64" "2 2 8"); core_big="1 2 64"
+  # threads, batches in flight, batch: 1 2 64 is tabula gtp's GPU default (ON_GPU, chosen from the H200 run of
+  # 2026-11-28, docs/BENCHMARKS.md), 2 2 8 the CPU's shape that a GPU had before it.
+  core6=("1 2 64" "1 2 32" "2 2 8"); core_big="1 2 64"
   grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
         "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
   train=(10 128 256); train_seconds=120  # the issue's two minutes, or what the budget leaves
@@ -134,8 +135,10 @@ step 150 "${cli[@]}" bench net "$net6" --int8 "$int8_6" --size 19 --threads "$co
     --seconds "$net_seconds" --rounds 2 --accuracy-positions "$accuracy" --paths "onnx-fp32,onnx-int8,$gpu_paths,torch-cuda-fp16-eager" \
     --results "$results"
 
-# 3. bench search of the 6x64 at the likeliest best settings.
+# 3. bench search of the 6x64 at the likeliest best settings, then of the default network (through its fp32 file
+# beside the int8 one, with its score and ownership heads) at tabula gtp's GPU default.
 for setting in "${core6[@]}"; do search "$search6" $setting; done
+search "$int8_default" ${core6[0]}
 
 # 4. Raw throughput of 10x128 and 20x256 (random weights: speed only) on the GPU paths.
 export_net "${mid[@]}" "$r_mid"

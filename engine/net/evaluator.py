@@ -336,7 +336,11 @@ class OnnxEvaluator:
             difference = outputs_difference(reference, runner.run, size, self.encoding)
             if difference > GPU_TOLERANCE:
                 raise RuntimeError(f"its outputs differ from onnxruntime's by {difference:.3g} on {size}x{size}")
-        runner.prepare(self.board_sizes, batch_hint)
+        # The graphs of the common sizes are captured now; another size's on its first batches (a fraction of a
+        # second each): capturing every bucket of all 24 sizes of a pooled network would hold up the engine's start
+        # by most of a minute.
+        runner.prepare([size for size in self.board_sizes if size in PREPARED_SIZES] or self.board_sizes[:1],
+                       batch_hint)
         self._runner = runner.run
         self.has_score_and_ownership = self.has_score_and_ownership and runner.aux
         self._session = None  # the CPU copy of the weights is no longer needed
@@ -676,6 +680,8 @@ def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> t
     return (networks[0] if len(networks) == 1 else NetworkSet(networks)), networks
 
 
+# The board sizes whose CUDA graphs the torch backend captures before the first move
+PREPARED_SIZES = (9, 13, 19)
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
 SCORE_TOLERANCE_POINTS = 1.0  # ... and of a score lead, in points
 
