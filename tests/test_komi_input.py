@@ -316,11 +316,7 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
         with torch.no_grad():
             torch_gap = (grown(torch.from_numpy(encode_batch_with_komi(at_komi(nine, 5.5))))[1]
                          - grown(torch.from_numpy(encode_batch_with_komi(at_komi(nine, 6.5))))[1]).numpy()
-        if path == fp32:
-            np.testing.assert_allclose(gap, torch_gap, atol=1e-4)
-        else:  # the int8 trunk of a random tiny network moves single values by up to a few tenths (by how much
-            # depends on onnxruntime's version): the gaps as a whole must still follow the torch network's
-            assert np.abs(gap - torch_gap).mean() < 0.1 and np.corrcoef(gap, torch_gap)[0, 1] > 0.9
+        np.testing.assert_allclose(gap, torch_gap, atol=1e-4 if path == fp32 else 0.1)
     checkpoint, both = str(tmp_path / "komi.pt"), str(tmp_path / "both.onnx")
     save_checkpoint(komi_net, checkpoint)
     komi_only = str(tmp_path / "komi-only.pt")
