@@ -82,3 +82,19 @@ def tiny_aux_onnx(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("net") / "tiny_aux.onnx"
     export_onnx(model, path, provenance="tests: random seed 3")
     return path
+
+
+def as_the_file_computes(path, **options):
+    """An OnnxEvaluator of an int8 file that runs its QDQ graph in float (onnxruntime's graph optimisations off), so
+    that what a test reads of the file does not hang on this CPU's int8 kernels, which saturate where the CPU has
+    no VNNI (docs/BENCHMARKS.md, "int8 on a CPU without VNNI"; the engine checks for that: OnnxEvaluator's
+    check_int8)."""
+    import onnxruntime as ort
+
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    evaluator = OnnxEvaluator(path, provider="cpu", log=None, check_int8=False, **options)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    evaluator._use_session(ort.InferenceSession(str(path), sess_options=plain, providers=["CPUExecutionProvider"]))
+    return evaluator

@@ -320,3 +320,75 @@ def test_networks_without_score_heads_give_none(tiny_onnx):
     assert not evaluator.has_score_and_ownership
     result = evaluator.evaluate([GameState(19)])
     assert result.score is None and result.ownership is None
+
+
+# -- an int8 file checked against its fp32 file on this CPU ------------------------------------------------------
+
+
+def _as_int8(source, target, **extra) -> None:
+    """``source`` (an fp32 file) written to ``target`` as if it were an int8 file: the check reads the metadata, and
+    the weights decide whether the two agree."""
+    import onnx
+
+    from tabula.engine.net.network import set_metadata
+
+    proto = onnx.load(str(source))
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    set_metadata(proto, {**metadata, "precision": "int8", **extra})
+    onnx.save(proto, str(target))
+
+
+@pytest.fixture()
+def int8_pair(tmp_path, tiny_onnx):
+    """net.onnx (tiny_onnx) and, beside it, net-int8.onnx that computes what it computes."""
+    import shutil
+
+    shutil.copy(tiny_onnx, tmp_path / "net.onnx")
+    _as_int8(tiny_onnx, tmp_path / "net-int8.onnx", resign_winrate="19:0.05")
+    return tmp_path
+
+
+def test_an_int8_file_that_agrees_with_its_fp32_file_runs_as_it_is(int8_pair):
+    lines = []
+    evaluator = OnnxEvaluator(int8_pair / "net-int8.onnx", log=lines.append)
+    assert evaluator.metadata["precision"] == "int8" and len(lines) == 1 and "disagree" not in lines[0]
+
+
+def test_an_int8_file_that_disagrees_with_its_fp32_file_hands_over_to_it(int8_pair):
+    """As onnxruntime's int8 kernels do on a CPU without VNNI: here the 'int8' file holds other weights."""
+    from tabula.engine.net.network import NetSpec, export_onnx, random_network
+
+    other = random_network(NetSpec(blocks=1, filters=8, board_size=19), seed=9)
+    export_onnx(other, int8_pair / "other.onnx", provenance="tests: another network")
+    _as_int8(int8_pair / "other.onnx", int8_pair / "net-int8.onnx", resign_winrate="19:0.05")
+    lines = []
+    evaluator = OnnxEvaluator(int8_pair / "net-int8.onnx", symmetry="identity", log=lines.append)
+    assert len(lines) == 1 and "its int8 weights disagree with net.onnx on this CPU" in lines[0], lines
+    assert "so that fp32 file runs instead" in lines[0] and "(1x8 agz, 19, fp32)" in lines[0]
+    fp32 = OnnxEvaluator(int8_pair / "net.onnx", symmetry="identity", log=None)
+    state = [GameState(19)]
+    assert np.array_equal(evaluator.evaluate(state).policy, fp32.evaluate(state).policy)
+    assert evaluator.resign_thresholds is not None and evaluator.resign_thresholds.even == ((19, 0.05),)
+    unchecked = OnnxEvaluator(int8_pair / "net-int8.onnx", symmetry="identity", log=None, check_int8=False)
+    assert unchecked.metadata["precision"] == "int8"
+    assert not np.array_equal(unchecked.evaluate(state).policy, fp32.evaluate(state).policy)
+
+
+def test_an_int8_file_without_an_fp32_file_runs_unchecked(int8_pair):
+    (int8_pair / "net.onnx").unlink()
+    lines = []
+    assert OnnxEvaluator(int8_pair / "net-int8.onnx", log=lines.append).metadata["precision"] == "int8"
+    assert "disagree" not in lines[0]
+
+
+def test_the_shipped_int8_default_plays_what_its_fp32_file_plays_on_this_cpu():
+    """Whichever runs (the int8 file where onnxruntime's kernels compute it faithfully, else its fp32 file), the
+    network that plays agrees with the fp32 file as the int8 file should."""
+    from tabula.engine.net.evaluator import comparison_planes
+
+    default = "weights/" + open("weights/DEFAULT").read().split()[0]
+    played = OnnxEvaluator(default, symmetry="identity", log=None)
+    fp32 = OnnxEvaluator(default.replace("-int8.onnx", ".onnx"), symmetry="identity", log=None)
+    planes = comparison_planes(19, count=64, seed=5, encoding=fp32.encoding)
+    (a, va), (b, vb) = played.run(planes), fp32.run(planes)
+    assert np.mean(a.argmax(axis=1) == b.argmax(axis=1)) >= 0.7 and np.abs(va - vb).mean() < 0.1

@@ -21,7 +21,7 @@ from tabula.engine.net.features import (
 from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.engine.rules.game import BONUS_N, GameState, Rules, handicap_points
 from tabula.engine.rules.gomoku import GomokuState
-from tests.conftest_network import random_game
+from tests.conftest_network import as_the_file_computes, random_game
 
 torch = pytest.importorskip("torch")
 
@@ -294,7 +294,6 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
     """Added with zero weights it changes nothing; trained (here: random weights) it moves 9x9's value apart at komi
     5.5 and 6.5 (which the komi term alone, linear in the komi, moves by a straight line), 19x19 stays exactly as it
     was; the flag survives the ONNX file, its int8 twin keeps the term in fp32, and the exporter adds it."""
-    from tabula.engine.net.evaluator import OnnxEvaluator
     from tabula.tools.learn.export import main
 
     komi_net = with_small_board_komi(with_komi_input(old_model))
@@ -311,7 +310,7 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
     fp32, int8 = saved_with_its_term(grown, "small_board_komi_parity", "value_parity_small_boards", tmp_path)
     nine = random_game(9, 12, 7)[1:]
     for path in (fp32, int8):  # the wave read from the plane in the file: 5.5 and 6.5 apart as in torch
-        net = OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None)
+        net = as_the_file_computes(path, symmetry="identity")
         gap = net.evaluate(at_komi(nine, 5.5)).value - net.evaluate(at_komi(nine, 6.5)).value
         with torch.no_grad():
             torch_gap = (grown(torch.from_numpy(encode_batch_with_komi(at_komi(nine, 5.5))))[1]

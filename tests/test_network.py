@@ -26,7 +26,7 @@ from tabula.engine.net.network import (
     save_checkpoint,
     to_leelaz,
 )
-from tests.conftest_network import random_game
+from tests.conftest_network import as_the_file_computes, random_game
 
 
 def run_torch(model: TabulaNet, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -219,7 +219,7 @@ def test_int8_keeps_the_heads_and_what_follows_them_in_fp32(tiny_aux_onnx, tmp_p
         "policy": "Concat", "value": "Tanh", "score": "Mul", "ownership": "Tanh"}
     states = random_game(19, 30, seed=3)
     a = OnnxEvaluator(tiny_aux_onnx, symmetry="identity", log=None).evaluate(states)
-    c = OnnxEvaluator(target, symmetry="identity", log=None).evaluate(states)
+    c = as_the_file_computes(target, symmetry="identity").evaluate(states)
     assert np.abs(c.score - a.score).mean() < 0.1 * max(1.0, float(np.abs(a.score).mean()))
 
 

@@ -185,6 +185,9 @@ class OnnxEvaluator:
         batch_hint: the batch the search sends most (TensorRT optimises for it; torch captures the CUDA graphs up
             to it before the first move).
         cache_dir: TensorRT's engine cache (default ``default_cache_dir()``).
+        check_int8: an int8 file that runs on the CPU is first compared with its fp32 file beside it
+            (``fp32_sibling``), and where they disagree (onnxruntime's int8 kernels on a CPU without VNNI) the fp32
+            file runs instead (``INT8_AGREEMENT``). False runs the int8 file whatever it computes (benchmarks).
 
     Raises NetworkFileError for a missing, corrupt or unsuitable file, before any position is evaluated, and
     ValueError for a backend that was asked for by name and cannot run here.
@@ -193,7 +196,7 @@ class OnnxEvaluator:
     def __init__(self, path: str | os.PathLike, symmetry: str = "random", rng: np.random.Generator | None = None,
                  threads: int = 0, provider: str = "auto", log: Callable[[str], None] | None = _stderr_log,
                  precision: str = "auto", max_batch: int = DEFAULT_MAX_BATCH, batch_hint: int = 8,
-                 cache_dir: str | None = None):
+                 cache_dir: str | None = None, check_int8: bool = True):
         import onnxruntime as ort
 
         if symmetry not in SYMMETRY_MODES:
@@ -288,6 +291,11 @@ class OnnxEvaluator:
                 if provider == TORCH:
                     raise ValueError(f"{path}: the torch backend cannot run it: {first_line(e)}") from None
                 notes.append(f"torch on CUDA failed: {first_line(e)}")
+        if check_int8 and self._runner is None and self.provider == PROVIDERS["cpu"] \
+                and self.metadata.get("precision") == "int8":
+            note = self._check_int8(options)
+            if note:
+                notes.append(note)
         if log is not None:
             count = ""  # onnxruntime's CPU threads: they matter to nothing else
             if self.provider == PROVIDERS["cpu"]:
@@ -347,6 +355,37 @@ class OnnxEvaluator:
         self.provider = runner.describe()
         if source != self.path:
             self.provider += f" (the fp32 weights of {os.path.basename(source)})"
+
+    def _check_int8(self, options) -> str | None:
+        """Compare this int8 file with its fp32 file on the CPU, and run the fp32 file where they disagree; returns
+        the log's note of the switch (None: the int8 file stays, or has no fp32 file to be checked against).
+
+        Why: onnxruntime's int8 convolutions on a CPU without VNNI (AVX2, or AVX-512 without VNNI) multiply u8 by s8
+        with a saturating instruction, and the shipped network's outputs came out wrong there (on an AMD EPYC with
+        AVX2, 19x19: top-1 agreement 55 %, mean value difference 0.23, against 91 % and 0.04 for what the file
+        computes; docs/BENCHMARKS.md "int8 on a CPU without VNNI"). A wrong network plays on without a sign, so it
+        is measured here, once, at the start."""
+        import onnxruntime as ort
+
+        try:
+            sibling = fp32_sibling(self.path, self.metadata)
+        except FileNotFoundError:
+            return None
+        reference = ort.InferenceSession(sibling, sess_options=options, providers=[PROVIDERS["cpu"]])
+        size = 19 if 19 in self.board_sizes else max(self.board_sizes)
+        planes = comparison_planes(size, count=INT8_AGREEMENT["positions"], encoding=self.encoding)
+        int8_logits, int8_value = self._run_session(planes)[:2]
+        logits, value = reference.run(["policy", "value"], {self._input_name: planes})
+        top1 = float(np.mean(int8_logits.argmax(axis=1) == logits.argmax(axis=1)))
+        value_diff = float(np.abs(int8_value - value.reshape(-1)).mean())
+        if top1 >= INT8_AGREEMENT["top1"] and value_diff <= INT8_AGREEMENT["value"]:
+            return None
+        metadata = self.metadata
+        self._use_session(reference)
+        self.metadata = {**metadata, "precision": "fp32"}  # what runs; the int8 file's thresholds still rule
+        return (f"its int8 weights disagree with {os.path.basename(sibling)} on this CPU (top-1 {top1:.0%}, mean "
+                f"|value diff| {value_diff:.2f} on {len(planes)} {size}x{size} positions; onnxruntime's int8 "
+                f"kernels without VNNI), so that fp32 file runs instead")
 
     @property
     def on_gpu(self) -> bool:
@@ -680,6 +719,11 @@ def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> t
     return (networks[0] if len(networks) == 1 else NetworkSet(networks)), networks
 
 
+# An int8 file on the CPU runs only where it agrees with its fp32 file this well on random positions (OnnxEvaluator.
+# _check_int8): where the file computes what it should, 91 % top-1 and 0.04 mean |value diff| on 19x19 (the shipped
+# default, onnxruntime with its graph optimisations off, which runs the QDQ graph in float); where onnxruntime's int8
+# kernels saturate, 55 % and 0.23.
+INT8_AGREEMENT = {"positions": 64, "top1": 0.6, "value": 0.1}
 # The board sizes whose CUDA graphs the torch backend captures before the first move
 PREPARED_SIZES = (9, 13, 19)
 GPU_TOLERANCE = 0.05  # largest difference of a probability or a value between a GPU backend and the CPU
