@@ -322,8 +322,8 @@ def test_the_torch_backend_prepares_the_common_board_sizes_before_the_first_move
     monkeypatch.setattr(torch_backend, "TorchRunner", Recording)
     OnnxEvaluator(tiny_pooled_onnx, log=None, batch_hint=64)  # plays 9, 13 and 19
     OnnxEvaluator("weights/tabula-6x64-komi-lead-int8.onnx", log=None, batch_hint=64)  # plays 2 to 25
-    OnnxEvaluator(tiny_onnx, log=None)  # 19 only
-    assert prepared == [([9, 13, 19], 64), ([9, 13, 19], 64), ([19], 8)]
+    OnnxEvaluator(tiny_onnx, log=None)  # 19 only, the default batch hint
+    assert prepared == [([9, 13, 19], 64), ([9, 13, 19], 64), ([19], 64)]  # 64: ON_GPU's batch, by default
 
 
 def test_an_int8_file_without_its_fp32_file_runs_on_the_cpu_and_says_why(monkeypatch, tmp_path):
@@ -446,8 +446,8 @@ def test_a_search_built_directly_resolves_its_shape_from_its_evaluator(tiny_onnx
 
 def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypatch):
     class Wrong(CpuTorchRunner):
-        def run(self, planes):
-            policy, value = super().run(planes)
+        def run(self, planes, graphs=True):
+            policy, value = super().run(planes, graphs)
             return policy, -value
 
     monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)

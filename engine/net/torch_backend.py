@@ -111,16 +111,17 @@ class TorchRunner:
         graphs = ", CUDA graphs" if self.cuda_graphs else ""
         return f"torch {where} {self.precision}{graphs}"
 
-    def run(self, planes: np.ndarray) -> tuple[np.ndarray, ...]:
+    def run(self, planes: np.ndarray, graphs: bool = True) -> tuple[np.ndarray, ...]:
         """planes float32 [B, P, N, N] -> (policy logits float32 [B, N*N+1], value float32 [B]), then score float32
-        [B] and ownership float32 [B, N*N] where the network has those heads."""
+        [B] and ownership float32 [B, N*N] where the network has those heads. ``graphs`` False runs without the
+        CUDA graphs (none captured for this call)."""
         count = len(planes)
         if count > self.max_batch:
-            parts = [self.run(planes[i: i + self.max_batch]) for i in range(0, count, self.max_batch)]
+            parts = [self.run(planes[i: i + self.max_batch], graphs) for i in range(0, count, self.max_batch)]
             return tuple(np.concatenate(outputs) for outputs in zip(*parts))
         host = torch.from_numpy(np.ascontiguousarray(planes, dtype=np.float32))
         with self._lock, torch.inference_mode():
-            if not self.cuda_graphs:
+            if not (self.cuda_graphs and graphs):
                 x = host.to(device=self.device, dtype=self.dtype).contiguous(memory_format=torch.channels_last)
                 outputs = self._outputs(x)
             else:

@@ -1,6 +1,6 @@
 """`tabula bench search WEIGHTS`: search speed against the raw network, measured in one run.
 
-    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads 2] [--batch-size 8] [--net-threads 0]
+    tabula bench search NET.onnx [--moves 4] [--playouts 800] [--threads N] [--batch-size N] [--net-threads 0]
                                  [--provider auto|cpu|cuda|tensorrt|torch] [--instant-network]
                                  [--leelaz LZ_WEIGHTS.txt] [--profile] [--size N] [--opening N]
                                  [--rollout-mix λ [λ ...]] [--rollout-weights FILE.npz] [--results FILE.jsonl]

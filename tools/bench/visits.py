@@ -58,6 +58,7 @@ def main(argv: list[str]) -> int:
         evaluator = OnnxEvaluator(args.weights, symmetry="identity", log=None)
     except (ValueError, RuntimeError) as error:
         raise SystemExit(f"tabula bench visits: {error}") from None
+    config = config.for_network(evaluator.on_gpu)  # the batch the variants compare, as the engine would choose it
     size = 19 if 19 in evaluator.board_sizes else max(evaluator.board_sizes)
     variants = {
         "one leaf at a time": dataclasses.replace(config, batch_size=1, threads=1, adaptive_batch=False),
