@@ -17,6 +17,16 @@ def test_bench_net_compares_onnxruntime_and_torch_on_the_cpu(tiny_onnx, capsys):
     assert re.search(r"onnx-fp32\s+t=1\s+\d+\s+\d+", out) and re.search(r"torch-fp32\s+t=1\s+\d+\s+\d+", out)
 
 
+def test_bench_net_measures_the_shipped_default_with_its_komi_plane(capsys):
+    """The default network reads 19 planes (the komi's too): the bench encodes with the network's own encoding, and
+    compares its int8 file as this CPU's kernels compute it (the engine's check_int8 is off here)."""
+    assert bench_net.main(["weights/tabula-6x64-komi-lead.onnx", "--int8", "weights/tabula-6x64-komi-lead-int8.onnx",
+                           "--batches", "1", "--threads", "1", "--seconds", "0.02", "--rounds", "1",
+                           "--paths", "onnx-fp32,onnx-int8", "--accuracy-positions", "8", "--games", ""]) == 0
+    out = capsys.readouterr().out
+    assert "0.330 GFLOP per position" in out and "onnx-int8 vs onnx-fp32 on 8 positions" in out
+
+
 def test_bench_net_measures_the_size_asked_of_a_network_for_every_size(tiny_pooled_onnx, capsys):
     """A network for 9, 13 and 19 is measured on 19x19 unless --size says otherwise; a size it does not play is a
     clear error."""

@@ -13,6 +13,7 @@ measured (and per accuracy compared) to FILE.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -22,7 +23,6 @@ import time
 import numpy as np
 
 from tabula.engine.net.evaluator import OnnxEvaluator, first_line, legal_mask, masked_softmax
-from tabula.engine.net.features import NUM_PLANES, encode_batch
 
 CPU_PATHS = ("onnx-fp32", "onnx-int8", "torch-fp32", "torch-bf16")
 # Dense bf16 (and fp16) tensor-core peaks in TFLOP/s, no sparsity, from NVIDIA's datasheets, by a part of the name
@@ -59,7 +59,8 @@ def forward_flops(model, size: int) -> int:
 
     hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
     hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    planes = torch.zeros((1, NUM_PLANES, size, size))
+    # the model's own planes: 18, or 19 with the komi input (the shipped default)
+    planes = torch.zeros((1, model.spec.encoding.planes, size, size))
     planes[:, 16] = 1.0
     try:
         with torch.no_grad():
@@ -171,11 +172,14 @@ def main(argv: list[str]) -> int:
         if "onnx-int8" in paths and int8 is None:
             int8 = os.path.join(scratch, "int8.onnx")
             calibrated = calibration_size(list(probe.board_sizes))
-            quantize_int8(fp32, int8, {calibrated: calibration_planes(calibrated, 256, seed=1, games=args.games)})
+            quantize_int8(fp32, int8, {calibrated: calibration_planes(calibrated, 256, seed=1, games=args.games,
+                                                                      encoding=probe.encoding.name)})
         # Measured positions: real games of --games where there are any (19×19), else random games; games after
         # those used for calibration.
         states = positions(size, max(batches + [args.accuracy_positions]), seed=12345, games=args.games,
                            skip_games=500)
+        # the network's own input planes (the komi plane too, for the shipped default)
+        encode_batch = functools.partial(probe.encoding.encode_batch, symmetries=None)
         planes = encode_batch(states[: max(batches)])
 
         model = None
