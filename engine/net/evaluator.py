@@ -598,9 +598,13 @@ def fp32_sibling(path: str, metadata: dict[str, str]) -> str:
     if candidate is None or not os.path.isfile(candidate):
         raise FileNotFoundError(f"weights are {metadata.get('precision')}, only fp32 files convert back, and there "
                                 f"is no {os.path.basename(candidate) if candidate else 'fp32 file'} beside it")
-    import onnx
+    import onnxruntime as ort  # not onnx: the playing path installs onnxruntime alone
 
-    fp32 = {p.key: p.value for p in onnx.load(candidate, load_external_data=False).metadata_props}
+    try:
+        fp32 = ort.InferenceSession(candidate, providers=[PROVIDERS["cpu"]]).get_modelmeta().custom_metadata_map
+    except Exception as e:  # onnxruntime's own exception types: a file it cannot load is no fp32 file of this one
+        raise FileNotFoundError(f"{os.path.basename(candidate)} beside it cannot be loaded ({first_line(e)})") \
+            from None
     if fp32.get("precision", "fp32") != "fp32" or fp32.get("architecture") != metadata.get("architecture"):
         raise FileNotFoundError(f"{os.path.basename(candidate)} beside it is not its fp32 file (another "
                                 f"architecture or precision)")
