@@ -59,11 +59,11 @@ class SearchGenerator:
                  play: PlayConfig | None = None, resign_by_size: dict[int, ResignThresholds] | None = None,
                  rollout: Rollout | None = None, judging_rollouts: Callable[[], JudgingRollouts] | None = None,
                  clock: Callable[[], float] = time.monotonic):
-        self.config = config or SearchConfig()
         self.play = play or PlayConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
-        self.search = Search(evaluator, self.config, self.rng, rollout, clock=clock)
+        self.search = Search(evaluator, config or SearchConfig(), self.rng, rollout, clock=clock)
+        self.config = self.search.config  # threads, batch and batches in flight resolved for where the network runs
         self.decider = MoveDecider(self.play, self.rng, self.playout_rng)
         self._count_cost_s: dict[int, float] = {}  # board size -> seconds the latest full count took
         # the calibrated resignation thresholds of each board size's network, where the configuration leaves it to them
