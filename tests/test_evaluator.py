@@ -392,3 +392,15 @@ def test_the_shipped_int8_default_plays_what_its_fp32_file_plays_on_this_cpu():
     planes = comparison_planes(19, count=64, seed=5, encoding=fp32.encoding)
     (a, va), (b, vb) = played.run(planes), fp32.run(planes)
     assert np.mean(a.argmax(axis=1) == b.argmax(axis=1)) >= 0.7 and np.abs(va - vb).mean() < 0.1
+
+
+def test_an_int8_file_that_agreed_is_not_checked_again_in_the_same_process(int8_pair, monkeypatch):
+    from tabula.engine.net import evaluator as evaluator_module
+
+    OnnxEvaluator(int8_pair / "net-int8.onnx", log=None)
+
+    def not_again(*_):
+        raise AssertionError("checked a second time")
+
+    monkeypatch.setattr(evaluator_module, "fp32_sibling", not_again)
+    assert OnnxEvaluator(int8_pair / "net-int8.onnx", log=None).metadata["precision"] == "int8"

@@ -371,6 +371,9 @@ class OnnxEvaluator:
         is measured here, once, at the start."""
         import onnxruntime as ort
 
+        key = (_file_key(self.path), _file_key(_fp32_name(self.path)))
+        if key in _INT8_AGREED:
+            return None  # checked in this process already, the same two files on disk
         try:
             sibling = fp32_sibling(self.path, self.metadata)
         except FileNotFoundError:
@@ -383,6 +386,7 @@ class OnnxEvaluator:
         top1 = float(np.mean(int8_logits.argmax(axis=1) == logits.argmax(axis=1)))
         value_diff = float(np.abs(int8_value - value.reshape(-1)).mean())
         if top1 >= INT8_AGREEMENT["top1"] and value_diff <= INT8_AGREEMENT["value"]:
+            _INT8_AGREED.add(key)
             return None
         metadata = self.metadata
         self._use_session(reference)
@@ -588,13 +592,32 @@ class OnnxEvaluator:
         return evaluation
 
 
+def _fp32_name(path: str) -> str | None:
+    """``NAME.onnx`` for ``NAME-int8.onnx`` (None for any other name)."""
+    folder, name = os.path.split(path)
+    stem, extension = os.path.splitext(name)
+    return os.path.join(folder, stem[: -len("-int8")] + extension) if stem.endswith("-int8") else None
+
+
+def _file_key(path: str | None) -> tuple | None:
+    """A file as it is on disk (its real path, size and modification time); None where there is none."""
+    try:
+        info = os.stat(path)
+    except (OSError, TypeError):
+        return None
+    return os.path.realpath(path), info.st_size, info.st_mtime_ns
+
+
+# The int8 files whose check agreed in this process (keys of _file_key pairs): a second engine or evaluator of the
+# same file (tests, tools that load a network again) does not pay the check's half second again.
+_INT8_AGREED: set[tuple] = set()
+
+
 def fp32_sibling(path: str, metadata: dict[str, str]) -> str:
     """The fp32 file of an int8 network: ``NAME.onnx`` beside ``NAME-int8.onnx`` (as ``tabula export --quantize``
     names them, and as the shipped networks come), holding the same architecture. The torch backend runs it where
     the int8 file cannot go. Raises FileNotFoundError (its message says what was looked for) when there is none."""
-    folder, name = os.path.split(path)
-    stem, extension = os.path.splitext(name)
-    candidate = os.path.join(folder, stem[: -len("-int8")] + extension) if stem.endswith("-int8") else None
+    candidate = _fp32_name(path)
     if candidate is None or not os.path.isfile(candidate):
         raise FileNotFoundError(f"weights are {metadata.get('precision')}, only fp32 files convert back, and there "
                                 f"is no {os.path.basename(candidate) if candidate else 'fp32 file'} beside it")
