@@ -184,7 +184,8 @@ class OnnxEvaluator:
         precision: of the GPU backends: ``auto`` (fp16), ``fp16``, ``bf16`` or ``fp32``.
         max_batch: the largest batch the GPU backends prepare for (TensorRT's profile, torch's CUDA graphs).
         batch_hint: the batch the search sends most (TensorRT optimises for it; torch captures the CUDA graphs up
-            to it before the first move).
+            to it before the first move); 0: a GPU search's default batch (``ON_GPU``), as a search configuration's
+            batch size 0 becomes where the network runs on a GPU.
         cache_dir: TensorRT's engine cache (default ``default_cache_dir()``).
         check_int8: an int8 file that runs on the CPU is first compared with its fp32 file beside it
             (``fp32_sibling``), and where they disagree (onnxruntime's int8 kernels on a CPU without VNNI) the fp32
@@ -196,7 +197,7 @@ class OnnxEvaluator:
 
     def __init__(self, path: str | os.PathLike, symmetry: str = "random", rng: np.random.Generator | None = None,
                  threads: int = 0, provider: str = "auto", log: Callable[[str], None] | None = _stderr_log,
-                 precision: str = "auto", max_batch: int = DEFAULT_MAX_BATCH, batch_hint: int = ON_GPU["batch_size"],
+                 precision: str = "auto", max_batch: int = DEFAULT_MAX_BATCH, batch_hint: int = 0,
                  cache_dir: str | None = None, check_int8: bool = True):
         import onnxruntime as ort
 
@@ -205,6 +206,7 @@ class OnnxEvaluator:
         # NetConfig's fields, checked where they are declared (ConfigError, a ValueError)
         NetConfig(threads=threads, provider=provider, precision=precision, max_batch=max_batch)
         self.path = path = os.fspath(path)
+        batch_hint = batch_hint or ON_GPU["batch_size"]
         self.symmetry = symmetry
         self._rng = rng if rng is not None else np.random.default_rng()
         self._rng_lock = threading.Lock()  # numpy Generators are not thread-safe; the search may call from threads
@@ -336,7 +338,7 @@ class OnnxEvaluator:
         source = self.path
         reference: Callable[[np.ndarray], tuple[np.ndarray, ...]] = self._run_session
         if self.metadata.get("precision", "fp32") != "fp32":
-            source = fp32_sibling(self.path, self.metadata)
+            source = fp32_sibling(self.path, self.metadata)[0]
             reference = OnnxEvaluator(source, symmetry="identity", provider="cpu", log=None)._run_session
         runner = torch_backend.TorchRunner(source, device="cuda",
                                            precision="fp16" if precision == "auto" else precision,
@@ -369,16 +371,13 @@ class OnnxEvaluator:
         AVX2, 19x19: top-1 agreement 55 %, mean value difference 0.23, against 91 % and 0.04 for what the file
         computes; docs/BENCHMARKS.md "int8 on a CPU without VNNI"). A wrong network plays on without a sign, so it
         is measured here, once, at the start."""
-        import onnxruntime as ort
-
         key = (_file_key(self.path), _file_key(_fp32_name(self.path)))
         if key in _INT8_AGREED:
             return None  # checked in this process already, the same two files on disk
         try:
-            sibling = fp32_sibling(self.path, self.metadata)
+            sibling, reference = fp32_sibling(self.path, self.metadata, options)  # the session that may take over
         except FileNotFoundError:
             return None
-        reference = ort.InferenceSession(sibling, sess_options=options, providers=[PROVIDERS["cpu"]])
         size = 19 if 19 in self.board_sizes else max(self.board_sizes)
         planes = comparison_planes(size, count=INT8_AGREEMENT["positions"], encoding=self.encoding)
         int8_logits, int8_value = self._run_session(planes)[:2]
@@ -613,10 +612,12 @@ def _file_key(path: str | None) -> tuple | None:
 _INT8_AGREED: set[tuple] = set()
 
 
-def fp32_sibling(path: str, metadata: dict[str, str]) -> str:
+def fp32_sibling(path: str, metadata: dict[str, str], options=None) -> tuple[str, object]:
     """The fp32 file of an int8 network: ``NAME.onnx`` beside ``NAME-int8.onnx`` (as ``tabula export --quantize``
-    names them, and as the shipped networks come), holding the same architecture. The torch backend runs it where
-    the int8 file cannot go. Raises FileNotFoundError (its message says what was looked for) when there is none."""
+    names them, and as the shipped networks come), holding the same architecture, and the onnxruntime CPU session
+    (with ``options``) that read it. The torch backend runs it where the int8 file cannot go, and the CPU where its
+    int8 kernels get the int8 file wrong. Raises FileNotFoundError (its message says what was looked for) when
+    there is none."""
     candidate = _fp32_name(path)
     if candidate is None or not os.path.isfile(candidate):
         raise FileNotFoundError(f"weights are {metadata.get('precision')}, only fp32 files convert back, and there "
@@ -624,14 +625,15 @@ def fp32_sibling(path: str, metadata: dict[str, str]) -> str:
     import onnxruntime as ort  # not onnx: the playing path installs onnxruntime alone
 
     try:
-        fp32 = ort.InferenceSession(candidate, providers=[PROVIDERS["cpu"]]).get_modelmeta().custom_metadata_map
+        session = ort.InferenceSession(candidate, sess_options=options, providers=[PROVIDERS["cpu"]])
     except Exception as e:  # onnxruntime's own exception types: a file it cannot load is no fp32 file of this one
         raise FileNotFoundError(f"{os.path.basename(candidate)} beside it cannot be loaded ({first_line(e)})") \
             from None
+    fp32 = session.get_modelmeta().custom_metadata_map
     if fp32.get("precision", "fp32") != "fp32" or fp32.get("architecture") != metadata.get("architecture"):
         raise FileNotFoundError(f"{os.path.basename(candidate)} beside it is not its fp32 file (another "
                                 f"architecture or precision)")
-    return candidate
+    return candidate, session
 
 
 def _metadata_thresholds(metadata: dict[str, str], path: object) -> ResignThresholds | None:

@@ -15,7 +15,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from tabula.engine.config import CALIBRATED, ON_GPU, EngineConfig, PlayConfig, ResignThresholds, SearchConfig
+from tabula.engine.config import CALIBRATED, EngineConfig, PlayConfig, ResignThresholds, SearchConfig
 from tabula.engine.net.evaluator import Evaluator, evaluate_all_symmetries
 from tabula.engine.play.decision import MoveDecider, opponent_passed
 from tabula.engine.play.judging import count_without, judge_dead_stones
@@ -334,9 +334,7 @@ def from_config(config: EngineConfig) -> SearchGenerator:
     net = config.net.for_search(config.search, available_cores())
     evaluator, networks = load_networks(paths, net_seed, symmetry="random", threads=net.threads,
                                         provider=net.provider, precision=net.precision, max_batch=net.max_batch,
-                                        # the batch a GPU search sends (its CUDA graphs are captured up to it)
-                                        batch_hint=config.search.batch_size or ON_GPU["batch_size"],
-                                        cache_dir=net.cache_dir or None)
+                                        batch_hint=config.search.batch_size, cache_dir=net.cache_dir or None)
     search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
     resign_by_size: dict[int, ResignThresholds] = {}
     if config.play.resign_winrate == CALIBRATED:

@@ -29,17 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tabula.engine.config import (
-    BACKENDS,
-    ON_GPU,
-    PRECISIONS,
-    ConfigError,
-    Flag,
-    NetConfig,
-    SearchConfig,
-    add_flags,
-    from_flags,
-)
+from tabula.engine.config import BACKENDS, PRECISIONS, ConfigError, Flag, NetConfig, SearchConfig, add_flags, from_flags
 from tabula.engine.net.evaluator import (
     Evaluation,
     OnnxEvaluator,
@@ -403,7 +393,7 @@ def main(argv: list[str]) -> int:
     try:
         evaluator = network(args.weights, symmetry="random", rng=np.random.default_rng(args.seed),
                             threads=net.threads, provider=net.provider, precision=net.precision,
-                            batch_hint=args.batch_size or ON_GPU["batch_size"], log=None)
+                            batch_hint=args.batch_size, log=None)
     except (ValueError, RuntimeError) as error:  # a bad file, a provider this machine lacks: one line, no trace
         raise SystemExit(f"tabula bench search: {error}") from None
     args.start_s = time.perf_counter() - started  # the backend's start: a GPU's checks and CUDA graphs included
