@@ -56,8 +56,9 @@ def test_the_gpu_session_runs_every_step_in_one_part(tmp_path, sgfmill):
     log, results = run_session(tmp_path, sgfmill=sgfmill)
     steps = re.split(r"^\$ ", log, flags=re.M)[1:]
     python_steps = [s for s in steps if s.startswith("python3 ")]
-    # env, bench net x3, search x2 + 2 + 2 and the instant network's, export x2, train and its MFU, gtp x2, pytest
-    assert len(python_steps) == 18
+    # env, bench net x3, search x2 + the default network's + 2 + 2 and the instant network's, export x2, train and its
+    # MFU, gtp x2, pytest
+    assert len(python_steps) == 19
     for step in python_steps:
         assert "# skipped" not in step, step
         if not sgfmill and needs_sgfmill(step):
@@ -76,7 +77,9 @@ def test_the_gpu_session_runs_every_step_in_one_part(tmp_path, sgfmill):
     net = {r["path"]: r for r in results if r["what"] == "net"}
     assert {"onnx-fp32", "onnx-int8"} <= set(net) and net["onnx-int8"]["best_positions_per_s"] > 0
     assert net["onnx-int8"]["gflop_per_position"] > 0.3  # the shipped 6x64 on 19x19
-    assert kinds.count("search") == 6 and kinds.count("search-instant") == 1 and kinds.count("net-accuracy") >= 1
+    searches = [r for r in results if r["what"] == "search"]
+    assert len(searches) == 7 and any(r["weights"].endswith("-int8.onnx") for r in searches)  # the default's too
+    assert kinds.count("search-instant") == 1 and kinds.count("net-accuracy") >= 1
     assert all(r["playouts_per_s"] > 0 for r in results if r["what"] == "search")
     (trained,) = [r for r in results if r["what"] == "train"]
     assert trained["samples_per_s"] > 0 and trained["gflop_per_sample"] > 0 and trained["device"] == "cpu"
