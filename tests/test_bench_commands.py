@@ -156,6 +156,7 @@ def test_bench_rollout_on_a_missing_file_says_so_in_one_line(tmp_path):
         bench_rollout.main(["--weights", str(tmp_path / "missing.npz")])
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_bench_movetime_times_each_engines_moves_against_the_period(capsys, monkeypatch):
     """Two scripted engines take turns: one answers at once, one sleeps 0.6 s a move against a 0.3 s period. Each
     passes from its third move on, so 4 moves a round take each engine through a restart from the empty board."""

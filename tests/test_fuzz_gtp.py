@@ -18,6 +18,7 @@ from tests.conftest import SEED, make_session
 CI_LINES = 3000
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_storm_of_3000_lines_leaves_a_working_engine() -> None:
     report = run_fuzz(CI_LINES, SEED, skip_kinds=KNOWN_BUGS, reply_timeout_s=15.0)
     assert report.ok, report.summary()

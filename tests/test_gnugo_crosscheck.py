@@ -26,6 +26,7 @@ def test_rules_match_gnugo_on_9x9(gnugo: str) -> None:
     assert sum(positions for positions, _ in counts) > 6 * 50
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_rules_match_gnugo_on_larger_boards(gnugo: str) -> None:
     crosscheck_game(gnugo, 13, SEED, max_moves=3 * 13 * 13)
     crosscheck_game(gnugo, 19, SEED, max_moves=120)

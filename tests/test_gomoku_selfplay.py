@@ -83,6 +83,7 @@ def test_the_window_gives_visit_targets_and_results_from_the_movers_view(played,
     assert black_to_move.any() and (~black_to_move).any()
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_trainer_trains_and_exports_a_gomoku_network(played, tmp_path):
     pytest.importorskip("torch")
     from tabula.engine.net.network import load_checkpoint

@@ -120,6 +120,7 @@ def test_subprocess_end_to_end_pipelined() -> None:
     assert len(replies) == 11
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_rollout_mix_plays_legal_moves_on_9x9() -> None:
     """``tabula gtp --rollout-mix 0.5``: AlphaGo's mixed evaluation with the shipped network and rollout policy
     plays legal moves."""

@@ -290,6 +290,7 @@ def saved_with_its_term(grown, flag: str, term: str, tmp_path) -> tuple[str, str
     return fp32, int8
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_for_bit(old_model, tmp_path):
     """Added with zero weights it changes nothing; trained (here: random weights) it moves 9x9's value apart at komi
     5.5 and 6.5 (which the komi term alone, linear in the komi, moves by a straight line), 19x19 stays exactly as it
@@ -326,6 +327,7 @@ def test_the_komi_parity_term_moves_small_boards_by_parity_and_leaves_19x19_bit_
     assert load_onnx(both).spec.small_board_komi_parity
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_small_board_score_komi_term_moves_the_small_board_score_alone(old_model, tmp_path):
     """Added with zero weights it changes nothing; trained (here: set) it adds to 9x9's and 13x13's score a straight
     line in the komi through the reference komi, and nothing else moves: the value everywhere, the score at the
@@ -451,6 +453,7 @@ def test_tabula_eval_reads_the_records_at_another_komi_and_reports_the_mean_lead
 # -- files --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_tabula_export_adds_the_komi_input_and_quantizes_it(old_model, tmp_path):
     """``--add-komi-input`` from a checkpoint or an ONNX file; ``--to-leelaz`` refused; an int8 file calibrated with
     the komi plane still sees the komi, its score's path from it exactly, beyond the calibrated range too."""
@@ -781,6 +784,7 @@ def test_a_resumed_run_may_change_its_komi_spread_and_lower_its_resignation_ceil
     assert Loop(directory, rl, selfplay, log=lambda *_: None).state["resign_threshold"] == 0.1  # under a 0.2 ceiling
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_komi_calibration_command_plays_reads_and_tabulates(komi_onnx, tmp_path, capsys):
     """`python3 -m tabula.tools.check.komi_calibration`: self-play at each komi, the per-colour calibration of each
     set, the lead's slope over the komi (the extension's fixed path: 1), a table; a cut-off run goes on."""

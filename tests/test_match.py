@@ -155,6 +155,7 @@ def test_slow_engine_loses_on_time_and_is_told_its_clock(tmp_path):
     assert 0 < game.get_main_sequence()[1].get("BL") < 1
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_an_untimed_engine_plays_past_the_clock_and_is_told_none(tmp_path):
     """GNU Go at a fixed level in a timed match: --untimed spares it the clock the other side plays on."""
     out = tmp_path / "m"
@@ -255,6 +256,7 @@ def test_resume_refuses_a_different_match(tmp_path):
         run(out, FAKE, FAKE, games=1, extra=("--komi", "6.5"))
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_killed_runner_resumes_without_duplicates(tmp_path):
     out = tmp_path / "m"
     command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "4", "--size", "9",
@@ -380,6 +382,7 @@ def test_the_summary_counts_repeated_games():
 # -- real engines ----------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_gnugo_tiny_match(tmp_path, gnugo, capsys):
     out = tmp_path / "m"
     engines = (f"{gnugo} --mode gtp --level 1", f"{gnugo} --mode gtp --level 2")

@@ -664,7 +664,7 @@ def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
 
 
 @pytest.mark.parametrize("visits, threads, largest, loss", [(48, 1, 1, 1), (100, 1, 3, 1), (100, 2, 1, 1),
-                                                              (400, 2, 6, 3), (2000, 2, 8, 3)])
+                                                              (400, 2, 6, 3), (800, 2, 8, 3)])
 def test_small_searches_use_small_batches(visits, threads, largest, loss):
     """At most 1/32 of a search's playouts in flight at once, and a virtual loss of 1 with 4 leaves a batch or
     fewer: a 100-visit search with batches of 8 and virtual loss 3 spent half its visits on a move of prior 0.81
@@ -675,7 +675,7 @@ def test_small_searches_use_small_batches(visits, threads, largest, loss):
     search.run(GameState(9))
     assert max(evaluator.batch_sizes) == largest and search.tree.virtual_loss == loss
     fixed = SymmetryAwareEvaluator(0, 0.0)
-    Search(fixed, replace(config, adaptive_batch=False), rng=np.random.default_rng(1)).run(GameState(9))
+    Search(fixed, replace(config, adaptive_batch=False, visits=100), rng=np.random.default_rng(1)).run(GameState(9))
     assert max(fixed.batch_sizes) == 8
 
 

@@ -321,6 +321,7 @@ def test_several_sizes_need_the_pooled_head(tmp_path, capsys):
     assert "give one of them" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_two_sizes_in_one_run_then_resume(tmp_path):
     """One pooled network with its auxiliary heads plays 5×5 and 7×7 in turn: the window holds games of both, the
     trainer trains on both (score and ownership targets included), gating plays both and records each, the log

@@ -236,6 +236,7 @@ while True:
 """
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_checkpoints_survive_sigkill_at_any_moment(tmp_path):
     path = str(tmp_path / "checkpoint.pt")
     for delay in (0.3,):

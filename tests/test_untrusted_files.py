@@ -115,6 +115,7 @@ def test_loadsgf_refuses_hostile_files_and_keeps_the_game(hostile_sgf: dict[str,
     assert session.dispatch("genmove w")[:2] == "= "
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_loadsgf_over_pipes_survives_every_hostile_file(hostile_sgf: dict[str, Path], tmp_path: Path) -> None:
     names = sorted(hostile_sgf)
     commands = [f"{i} loadsgf {hostile_sgf[name]}" for i, name in enumerate(names, start=1)]
