@@ -51,6 +51,7 @@ def test_the_command_prints_the_table_draws_the_curves_and_refuses_bad_specs(tmp
     captured = capsys.readouterr()
     assert "| visits | 1,600 visits (b) | 7 | 3 | 2 | 66.7% [" in captured.out
     assert "absent: no results, left out" in captured.err
+    assert "7 stones, all 2 sets: 3 of 5, 60.0% [" in captured.out  # a counted once, for all its panels
     assert out.stat().st_size > 1000
     assert main([f"visits:100:100:{tmp_path / 'absent'}"]) == 1
     with pytest.raises(SystemExit):

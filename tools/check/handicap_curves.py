@@ -110,6 +110,23 @@ def table(sets: list[HandicapSet]) -> str:
     return "\n".join(lines)
 
 
+def pooled(sets: list[HandicapSet]) -> str:
+    """Every game of each number of stones, each directory once, whatever its setting: what any of the settings
+    tried wins at that handicap (a mixture of settings, not one engine's figure)."""
+    lines = []
+    for stones in sorted({s.stones for s in sets}):
+        distinct = {s.directory: s for s in sets if s.stones == stones}.values()
+        won, games = sum(s.won for s in distinct), sum(s.games for s in distinct)
+        forfeits = sum(s.forfeits for s in distinct)
+        low, high = wilson_interval(won, games)
+        clean_low, clean_high = wilson_interval(won - forfeits, games - forfeits)
+        plural = "s" if len(distinct) > 1 else ""
+        lines.append(f"{stones} stones, all {len(distinct)} set{plural}: {won} of {games}, {won / games:.1%} "
+                     f"[{low:.1%}, {high:.1%}]; without GNU Go's forfeits {won - forfeits} of {games - forfeits}, "
+                     f"{(won - forfeits) / (games - forfeits):.1%} [{clean_low:.1%}, {clean_high:.1%}]")
+    return "\n".join(lines)
+
+
 def plot(sets: list[HandicapSet], out: str) -> str:
     import matplotlib
 
@@ -176,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no set has results", file=sys.stderr)
         return 1
     print(table(sets))
+    print(pooled(sets))
     if args.plot:
         print(f"wrote {plot(sets, args.plot)}")
     return 0
