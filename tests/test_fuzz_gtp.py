@@ -89,6 +89,7 @@ def test_generator_covers_every_command_and_is_reproducible(tmp_path) -> None:
     assert all(b"\n" not in line for line in first)
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_generator_never_writes_outside_its_directory(tmp_path) -> None:
     """printsgf FILE writes FILE: the fuzzer may only name files in the engine's scratch directory."""
     commands = make_session().table.names()

@@ -20,6 +20,7 @@ from tests.conftest import SEED
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_rules_match_gnugo_on_9x9(gnugo: str) -> None:
     counts = [crosscheck_game(gnugo, 9, SEED + i, max_moves=400) for i in range(6)]
     assert sum(checks for _, checks in counts) > 10_000

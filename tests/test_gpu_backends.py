@@ -295,6 +295,7 @@ def test_when_no_gpu_path_works_the_cpu_runs_with_exactly_one_stderr_line(tiny_o
     assert "torch on CUDA failed: " + ("torch sees no CUDA device" if torch_failure == "warns" else "") in err
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_an_int8_file_on_a_gpu_without_tensorrt_runs_its_fp32_file_beside_it(monkeypatch):
     """The shipped default is an int8 file, which the torch backend cannot rebuild: on a GPU its fp32 file beside
     it runs instead (checked against that file on the CPU), and the int8 file's metadata still rules."""
@@ -310,6 +311,7 @@ def test_an_int8_file_on_a_gpu_without_tensorrt_runs_its_fp32_file_beside_it(mon
     assert outputs_difference(fp32._run, evaluator._run, 19, fp32.encoding) <= 1e-4
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_torch_backend_prepares_the_common_board_sizes_before_the_first_move(tiny_pooled_onnx, tiny_onnx,
                                                                                   monkeypatch):
     prepared = []

@@ -175,6 +175,7 @@ def test_untimed_names_an_engine_that_exists(tmp_path, capsys):
     assert "--untimed 2: engines are numbered 0 to 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_engine_silent_past_its_clock_loses_on_time(tmp_path):
     out = tmp_path / "m"
     run(out, FAKE, f"{FAKE} --slow 5", games=1,

@@ -737,6 +737,7 @@ def test_place_free_handicap_asks_the_generator_and_falls_back_to_the_table():
     assert [format_vertex(p, 9) for p in table.free_handicap(2)] == ["G7", "C3"]
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_the_handicap_placement_check_compares_the_networks_stones_with_the_table(capsys):
     from tabula.tools.check import handicap_placement
 

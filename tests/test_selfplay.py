@@ -219,6 +219,7 @@ def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
     assert len(read_jsonl(os.path.join(directory, ELO))) == 2
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_a_kept_run_resumes_on_a_new_machine_with_a_refilled_window(tiny_net, tmp_path, capsys):
     """`--keep` holds what resumes the run (settings, state, logs, the trainer's checkpoint, the best network) and
     not its training data; a run directory that lost everything is restored from it, self-play refills the window

@@ -360,6 +360,7 @@ def test_cosine_schedule_warms_up_then_decays_to_its_floor():
     assert all(a >= b for a, b in zip(rates, rates[1:]))
 
 
+@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
 def test_an_aux_run_lowers_every_loss_and_exports_score_and_ownership(counted_data_dir, tmp_path):
     import onnxruntime as ort
     out = str(tmp_path / "aux")
