@@ -15,14 +15,13 @@ where "done when" cannot hold, for the measured curves that say why.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 from tabula.tools.compete.elo import wilson_interval
-from tabula.tools.compete.results import read_results
+from tabula.tools.compete.results import pair_score, read_match
+from tabula.tools.compete.settings import CONFIG_FILE, RESULTS_FILE
 
 MATCHES = "docs/matches"
 # PANEL:X:LABEL:DIR, the issue's 19×19 handicap sets as kept (docs/STRENGTH.md says how each was played)
@@ -78,19 +77,12 @@ def parse_spec(spec: str) -> tuple[str, float, str, str]:
 def read_set(panel: str, x: float, label: str, directory: str, player: str = "tabula") -> HandicapSet | None:
     """A match directory's results from ``player``'s view (a name of its config's ``names``); None where it has no
     results (not played, or not on this machine); ValueError where ``player`` is not one of its engines."""
-    try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
-            names = json.load(handle)["names"]
-    except (OSError, ValueError, KeyError, TypeError):
+    if not all(os.path.isfile(os.path.join(directory, name)) for name in (CONFIG_FILE, RESULTS_FILE)):
         return None
-    results = read_results(Path(directory) / "results.jsonl")
+    index, results = read_match(directory, player)
     if not results:
         return None
-    if player not in names:
-        raise ValueError(f"{directory}: no engine named {player!r} (its engines: {', '.join(names)})")
-    index = names.index(player)
-    won = [r for r in results if r.get("winner") in ("B", "W")
-           and r.get("black" if r["winner"] == "B" else "white") == index]
+    won = [r for r in results if pair_score(index, r) == 1.0]
     forfeits = [r for r in won if r.get("fault")]
     return HandicapSet(panel, x, label, directory, int(results[0].get("handicap") or 0), len(results), len(won),
                        len(forfeits))
@@ -115,15 +107,14 @@ def pooled(sets: list[HandicapSet]) -> str:
     tried wins at that handicap (a mixture of settings, not one engine's figure)."""
     lines = []
     for stones in sorted({s.stones for s in sets}):
-        distinct = {s.directory: s for s in sets if s.stones == stones}.values()
-        won, games = sum(s.won for s in distinct), sum(s.games for s in distinct)
-        forfeits = sum(s.forfeits for s in distinct)
-        low, high = wilson_interval(won, games)
-        clean_low, clean_high = wilson_interval(won - forfeits, games - forfeits)
+        distinct = list({s.directory: s for s in sets if s.stones == stones}.values())
+        every = HandicapSet("pooled", 0.0, "", "", stones, games=sum(s.games for s in distinct),
+                            won=sum(s.won for s in distinct), forfeits=sum(s.forfeits for s in distinct))
+        (rate, low, high), (clean, clean_low, clean_high) = every.rate(), every.rate(without_forfeits=True)
         plural = "s" if len(distinct) > 1 else ""
-        lines.append(f"{stones} stones, all {len(distinct)} set{plural}: {won} of {games}, {won / games:.1%} "
-                     f"[{low:.1%}, {high:.1%}]; without GNU Go's forfeits {won - forfeits} of {games - forfeits}, "
-                     f"{(won - forfeits) / (games - forfeits):.1%} [{clean_low:.1%}, {clean_high:.1%}]")
+        lines.append(f"{stones} stones, all {len(distinct)} set{plural}: {every.won} of {every.games}, {rate:.1%} "
+                     f"[{low:.1%}, {high:.1%}]; without GNU Go's forfeits {every.won - every.forfeits} of "
+                     f"{every.games - every.forfeits}, {clean:.1%} [{clean_low:.1%}, {clean_high:.1%}]")
     return "\n".join(lines)
 
 

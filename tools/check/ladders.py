@@ -19,8 +19,6 @@ ladder reader, not a life-and-death reader (``ladder_read`` says what it leaves 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ from tabula.engine.rules.board import Board, IllegalMoveError
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tabula.engine.rules.game import SIMPLE_KO, Rules
 from tabula.engine.rules.sgf import SgfError, read_sgf, start_position
-from tabula.tools.compete.results import read_results
+from tabula.tools.compete.results import pair_score, read_match
 
 OUTCOMES = ("lost", "won", "won by forfeit", "lost by forfeit", "no result")  # the table's rows, in this order
 
@@ -192,27 +190,16 @@ def read_game(data: bytes, player: int, min_plies: int) -> GameLadders:
 
 def outcome(result: dict, index: int) -> str:
     """One of ``OUTCOMES``: the result from the side of the engine numbered ``index``."""
-    winner = result.get("winner")
-    if winner not in ("B", "W"):
+    score = pair_score(index, result)
+    if score is None or score == 0.5:
         return "no result"
-    won = result.get("black" if winner == "B" else "white") == index
-    return ("won" if won else "lost") + (" by forfeit" if result.get("fault") else "")
+    return ("won" if score == 1.0 else "lost") + (" by forfeit" if result.get("fault") else "")
 
 
-def read_match(directory: str, player: str) -> list[tuple[str, int, Path]]:
+def games_of(directory: str, player: str) -> list[tuple[str, int, Path]]:
     """(outcome, the player's colour, SGF path) of each game of a match directory whose result names its SGF;
     ValueError saying what is wrong with the directory."""
-    if not os.path.isdir(directory):
-        raise ValueError(f"{directory}: no such directory")
-    try:
-        with open(os.path.join(directory, "config.json"), encoding="utf-8") as handle:
-            names = json.load(handle)["names"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{directory}: no readable config.json with the engines' names ({error})") from None
-    if not isinstance(names, list) or player not in names:
-        raise ValueError(f"{directory}: no engine named {player!r} (its engines: {', '.join(map(str, names))})")
-    index = names.index(player)
-    results = read_results(Path(directory) / "results.jsonl")
+    index, results = read_match(directory, player)
     if not results:
         raise ValueError(f"{directory}: no results (results.jsonl missing or empty)")
     games = []
@@ -250,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.min_plies < 1:
         parser.error("--min-plies: 1 or more")
     try:
-        games = [game for directory in args.dirs for game in read_match(directory, args.player)]
+        games = [game for directory in args.dirs for game in games_of(directory, args.player)]
     except ValueError as error:
         parser.error(str(error))
     rows: dict[str, list[GameLadders]] = {}
