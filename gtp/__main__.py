@@ -24,12 +24,22 @@ SEARCH_LOGGER = "tabula.search"  # logs the per-move search summary (visits, win
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    defaults = EngineConfig()
     parser = argparse.ArgumentParser(prog="tabula gtp", description="Play Go over the Go Text Protocol (stdio).")
+    add_engine_arguments(parser)
+    parser.add_argument("--ogs-chat", action="store_true",
+                        help="write MALKOVICH:/DISCUSSION: chat lines to stderr after each genmove (gtp2ogs relays "
+                             "them to the OGS game chat; off by default so other GUIs' consoles stay quiet)")
+    return parser.parse_args(argv)
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> None:
+    """The options of the engine's configuration (``build_config`` reads them): the network, the search and the
+    rules, and with ``play`` the player, the clock and play's own (``tabula analysis`` takes all but those)."""
+    defaults = EngineConfig()
     # Every option that sets a configuration field is made from the field (engine.config.add_flags), which checks its
     # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
     # add_flags takes a comma-separated list) and --rules (a name or JSON, checked by parse_rules) are written here.
-    add_flags(parser, defaults, {
+    add_flags(parser, defaults, {} if not play else {
         "player": Flag("move generator (default: %(default)s)", choices=tuple(sorted(GENERATORS))),
         "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
                            name="--size"),
@@ -84,11 +94,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                                 "(default: the shipped weights/rollout-patterns.npz)", name="--rollout-weights",
                                 metavar="FILE"),
     }, prefix="net_")
-    add_flags(parser, defaults.time, {
-        "max_time_per_move_s": Flag("at most this many seconds per move (0: only the clock limits)", name="--time")})
-    add_flags(parser, defaults.time, {
-        "lag_buffer_s": Flag("seconds kept back from every period and from the main time for network lag",
-                             name="--lag-buffer")})
+    if play:
+        add_flags(parser, defaults.time, {
+            "max_time_per_move_s": Flag("at most this many seconds per move (0: only the clock limits)",
+                                        name="--time")})
+        add_flags(parser, defaults.time, {
+            "lag_buffer_s": Flag("seconds kept back from every period and from the main time for network lag",
+                                 name="--lag-buffer")})
     add_flags(parser, defaults.net, {
         "provider": Flag("what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the first "
                          "that works, and says which on stderr (default: %(default)s)", name="--provider",
@@ -99,7 +111,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "threads": "onnxruntime threads per network call on the CPU (0: the cores shared among the search "
                    "threads, or onnxruntime's default for one search thread)",
     }, prefix="net_")
-    add_flags(parser, defaults.play, {
+    add_flags(parser, defaults.play, {} if not play else {
         "ponder": "think on the opponent's time until the next command",
         "temperature_moves": "play the first N moves in proportion to visits^(1/temperature) instead of the most "
                              "visited (Leela Zero's --randomcnt): engine-vs-engine matches need it, or deterministic "
@@ -111,10 +123,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
                         help="stderr logging level of every logger (default: WARNING, plus the per-move search "
                              "summary at INFO)")
-    parser.add_argument("--ogs-chat", action="store_true",
-                        help="write MALKOVICH:/DISCUSSION: chat lines to stderr after each genmove (gtp2ogs relays "
-                             "them to the OGS game chat; off by default so other GUIs' consoles stay quiet)")
-    return parser.parse_args(argv)
 
 
 def _rules_argument(text: str) -> str:
@@ -140,8 +148,8 @@ def build_config(args: argparse.Namespace) -> EngineConfig:
         play=from_flags(defaults.play, args),
         time=from_flags(defaults.time, args),
         net=dataclasses.replace(from_flags(defaults.net, args, prefix="net_"), weights=tuple(args.weights)),
-        player=args.player,
-        board_size=args.board_size,
+        player=getattr(args, "player", defaults.player),  # options a command without play leaves out
+        board_size=getattr(args, "board_size", defaults.board_size),
         seed=args.seed,
     )
 
