@@ -18,6 +18,7 @@ from tabula.engine.play.timecontrol import (
     TimeSettings,
     TimeSettingsError,
     budget_s,
+    effective_lag_s,
 )
 from tabula.engine.rules.coords import BLACK, PASS
 from tests.conftest import FakeClock
@@ -124,9 +125,10 @@ def test_fischer_adds_the_increment() -> None:
 ], ids=["absolute", "byoyomi", "canadian", "fischer", "blitz"])
 @pytest.mark.parametrize("size", [9, 19])
 def test_a_long_game_never_loses_on_time(settings: TimeSettings, overhead_s: float, size: int) -> None:
-    """Spend every budget in full plus an overhead (at most the lag buffer per move; in absolute time, where
-    overheads add up over the game, a realistic one), for a game twice as long as expected. (No budget can
-    save absolute time from an endless game: every move costs its overhead.)"""
+    """Spend every budget in full plus an overhead (at most the lag buffer the budget keeps per move; in absolute
+    time, where overheads add up over the game, a realistic one), for a game twice as long as expected. (No budget
+    can save absolute time from an endless game: every move costs its overhead.)"""
+    overhead_s = min(overhead_s, 0.9 * effective_lag_s(settings, size, LAG))
     clock = ClockState.start(settings)
     for move in range(0, int(1.4 * size * size), 2):
         budget = budget_s(settings, clock, move, size, LAG)
@@ -189,7 +191,7 @@ def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_
         player.genmove(BLACK)
         player.play(2, PASS)
     assert 0.25 < player.move_overhead_s <= 0.3
-    player.time_left(BLACK, 1.0, 0)  # the clock nearly spent, and white passed: end the game, do not play on
+    player.time_left(BLACK, 0.7, 0)  # the clock nearly spent, and white passed: end the game, do not play on
     assert player.genmove(BLACK) == PASS
     player.play(2, PASS)
     player.time_left(BLACK, 1.0, 0)
@@ -214,3 +216,48 @@ def test_one_clock_for_engine_and_referee_with_the_referees_grace_on_top() -> No
     assert clock.limit_s(canadian) == 30 and clock.time_left_args(canadian) == (10, 0)
     clock.charge(canadian, 14)
     assert clock.in_overtime(canadian) and clock.time_left_args(canadian) == (16, 4)
+
+
+def test_a_short_absolute_clock_leaves_every_move_a_search(fake_clock: FakeClock) -> None:
+    """`time_settings 10 0 0` on 9x9 with the default 1 s lag buffer: the buffer never takes a move's whole budget.
+    A game as long as the longest against GNU Go (100 moves), each move costing 20 ms past its budget as measured
+    by the player, keeps 10 ms or more for every search (50 playouts at the CPU's 9x9 rate) and never flags."""
+    import random
+
+    class Spender(RandomGenerator):
+        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
+            self.budgets.append(budget_s)
+            fake_clock.advance(budget_s + 0.02)
+            return PASS
+
+    generator = Spender(random.Random(1))
+    generator.budgets = []
+    player = Player(generator, size=9, time_config=TimeConfig(), clock=fake_clock)
+    assert player.time_config.lag_buffer_s == 1.0
+    player.set_time_settings(TimeSettings.from_gtp(10, 0, 0))
+    assert not player.warned_short_clock
+    for _ in range(50):
+        player.genmove(BLACK)
+        player.play(2, PASS)  # stands in for the opponent's move: passes keep the game going on the fake board
+    assert not player.clocks[BLACK].flagged
+    assert generator.budgets[0] > 0.1 and min(generator.budgets) >= 0.01, generator.budgets
+
+
+def test_the_lag_buffer_keeps_back_at_most_a_share_of_a_moves_time() -> None:
+    one_second_byoyomi = TimeSettings.byoyomi(0, 1, 5)
+    assert budget_s(one_second_byoyomi, ClockState.start(one_second_byoyomi), 0, 19, 1.0) >= 0.7
+    long_periods = TimeSettings.byoyomi(0, 30, 5)
+    assert effective_lag_s(long_periods, 19, 1.0) == 1.0  # a clock with room keeps the whole buffer
+
+
+def test_a_clock_with_almost_no_search_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+    import random
+
+    player = Player(RandomGenerator(random.Random(1)), size=19, time_config=TimeConfig())
+    with caplog.at_level("WARNING", logger="tabula.play"):
+        player.set_time_settings(TimeSettings.absolute(1))
+        player.set_time_settings(TimeSettings.absolute(1))
+        player.set_time_settings(TimeSettings.absolute(600))
+    warnings = [r for r in caplog.records if r.name == "tabula.play"]
+    assert len(warnings) == 1 and "almost" not in warnings[0].getMessage()
+    assert "a move to search" in warnings[0].getMessage()

@@ -6,6 +6,7 @@ Layer: the top of the engine. A ``MoveGenerator`` is a strategy (random, search,
 """
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -23,6 +24,9 @@ from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
 from tabula.engine.rules.game import GameState, Rules, format_result, handicap_points
 
+log = logging.getLogger("tabula.play")
+
+SHORT_CLOCK_S = 0.05  # a first move's budget below this is "almost no search": set_time_settings warns once
 OVERHEAD_SMOOTHING = 0.3  # weight of the newest move in the overhead average
 OVERHEAD_SAMPLE_CAP_S = 5.0  # one stall (a network loading, a swapped-out process) must not starve the game
 
@@ -179,6 +183,7 @@ class Player:
         self.rules = rules or Rules()
         self.time_settings = TimeSettings.none()
         self.move_overhead_s = 0.0
+        self.warned_short_clock = False  # set_time_settings says once that the clock leaves almost no search
         self.black_name = ""
         self.white_name = ""
         self.last_search: object | None = None  # the search behind the latest genmove (None: it did not search)
@@ -235,9 +240,9 @@ class Player:
 
     def set_rules(self, rules: Rules) -> None:
         """Play this game and the next ones under ``rules`` (kata-set-rules, kgs-rules; the komi is ``rules``'s).
-        Another ko rule replays the game so far and its undo stack under it; ValueError, and nothing changes, where
-        a move of the game breaks it."""
-        if rules.superko != self.rules.superko:
+        Another ko or suicide rule replays the game so far and its undo stack under it; ValueError, and nothing
+        changes, where a move of the game breaks it."""
+        if rules.superko != self.rules.superko or rules.suicide != self.rules.suicide:
             self._replay_under(rules)
         self.rules = rules
         self._set_rules_of_state(self.state)
@@ -258,7 +263,7 @@ class Player:
 
     def _set_rules_of_state(self, state: GameState) -> None:
         # Rules are frozen and shared; komi, scoring and the handicap bonus do not affect legality, so swapping them
-        # mid-game is safe (another ko rule is replayed first: set_rules).
+        # mid-game is safe (another ko or suicide rule is replayed first: set_rules).
         state.rules = self.rules
 
     def play(self, color: int, move: int) -> None:
@@ -310,7 +315,8 @@ class Player:
         state = self.state.with_to_move(color)
         self.last_search = None
         if opponent_passed(state) and not cleanup and nearly_out_of_time(
-                self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s):
+                self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s,
+                self.size):
             return PASS  # end the game on the board rather than play on into a loss on time
         if cleanup:
             move = self.generator.generate_cleanup(state, color, budget)
@@ -435,9 +441,16 @@ class Player:
     # -- clocks --------------------------------------------------------------------------------------------------
 
     def set_time_settings(self, settings: TimeSettings) -> None:
-        """New time settings; both clocks restart from them."""
+        """New time settings; both clocks restart from them. Warns once (log ``tabula.play``) where the clock
+        leaves almost no time to search a move."""
         self.time_settings = settings
         self.clocks = {BLACK: ClockState.start(settings), WHITE: ClockState.start(settings)}
+        first = budget_s(settings, self.clocks[BLACK], 0, self.size, self.time_config.lag_buffer_s)
+        if first is not None and first < SHORT_CLOCK_S and not self.warned_short_clock:
+            self.warned_short_clock = True
+            log.warning("the clock leaves about %.2f s a move to search (%s, %g s main time, %g s periods, lag "
+                        "buffer %g s): moves will be close to the network's first choice", first, settings.kind,
+                        settings.main_s, settings.period_s, self.time_config.lag_buffer_s)
 
     def time_left(self, color: int, seconds: float, stones: int) -> None:
         self.clocks[color].set_left(self.time_settings, seconds, stones)

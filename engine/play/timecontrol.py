@@ -233,24 +233,50 @@ def expected_game_moves(board_size: int) -> float:
 
 
 def _main_time_share(main_left_s: float, move_number: int, board_size: int, lag_buffer_s: float,
-                     overhead_s: float = 0.0) -> float:
+                     overhead_s: float = 0.0, least_search_s: float = 0.0) -> float:
     """A share of the main time for one move (its search and its overhead): the time left over our expected
     remaining moves, with more in the middle game than in the opening or the endgame.
 
     A reserve is kept for the cost of every move still to come (a tenth of the lag buffer plus the measured
-    overhead each: a move at zero budget still costs its overhead) and for one more lag buffer, so that a game much
-    longer than expected still does not run the clock out.
+    overhead each: a move at zero budget still costs its overhead; and the least search each move keeps) and for
+    one more lag buffer, so that a game much longer than expected still does not run the clock out.
     """
     expected = expected_game_moves(board_size)
     # Plan for at least half a game more, so that long games never starve.
     remaining_own_moves = max(expected - move_number, 0.5 * expected) / 2.0
-    reserve_s = 2.0 * lag_buffer_s + remaining_own_moves * (0.1 * lag_buffer_s + overhead_s)
+    reserve_s = 2.0 * lag_buffer_s + remaining_own_moves * (0.1 * lag_buffer_s + overhead_s + least_search_s)
     progress = move_number / expected
     weight = 1.0 + 0.6 * math.exp(-((progress - 0.35) / 0.2) ** 2)  # bump around 35% of the game
     return max(0.0, main_left_s - reserve_s) / remaining_own_moves * weight
 
 
 MIN_OVERHEAD_SHARE = 0.1  # of the lag buffer: what budget_s assumes a move costs before any overrun is measured
+# The lag buffer keeps back at most this share of a move's typical time (``typical_move_s``), so that on a short
+# clock it never takes the whole budget: the rest is the search's.
+LAG_MAX_SHARE = 0.25
+# In main time every move searches at least this share of a move's typical time while the clock holds it (the
+# share of the main time planned for each move can fall to 0 in a long game).
+LEAST_SEARCH_SHARE = 0.1
+
+
+def typical_move_s(settings: TimeSettings, board_size: int) -> float:
+    """The time the clock gives one move on average: the main time over our expected moves (plus the Fischer
+    increment); under byo-yomi and Canadian overtime, a period's time per move. Infinite without a limit."""
+    kind = settings.kind
+    if kind == NONE:
+        return math.inf
+    if kind == BYOYOMI:
+        return settings.period_s
+    if kind == CANADIAN:
+        return settings.period_s / settings.stones
+    per_move = settings.main_s / (expected_game_moves(board_size) / 2.0)
+    return per_move + settings.period_s if kind == FISCHER else per_move
+
+
+def effective_lag_s(settings: TimeSettings, board_size: int, lag_buffer_s: float) -> float:
+    """The lag buffer as the budget keeps it back: the configured one, at most ``LAG_MAX_SHARE`` of a move's
+    typical time (a 1 s buffer would leave nothing to search in 10 s of absolute time on 9x9)."""
+    return min(max(0.0, lag_buffer_s), LAG_MAX_SHARE * typical_move_s(settings, board_size))
 
 
 def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_size: int,
@@ -268,14 +294,24 @@ def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_
     kind = settings.kind
     if kind == NONE:
         return None
-    lag = max(0.0, lag_buffer_s)
+    lag = effective_lag_s(settings, board_size, lag_buffer_s)
     # Before any overrun has been measured a move still costs something past its budget (the search stops
     # starting playouts at the deadline, then waits for the network calls in flight; 4-40 ms on a loaded 2-core
     # machine): a tenth of the lag buffer is kept for it, so that the lag buffer itself stays whole.
     overhead = max(overhead_s, MIN_OVERHEAD_SHARE * lag)
+    least = 0.0
+    if kind in (ABSOLUTE, FISCHER):
+        # No more than what the clock holds beyond the cost of the moves to come, spread over a whole game's moves,
+        # so that it too tapers off as the clock runs down.
+        own_moves = expected_game_moves(board_size) / 2.0
+        remaining = max(2.0 * own_moves - move_number, own_moves) / 2.0
+        spare_s = clock.main_left_s - 2.0 * lag - remaining * (0.1 * lag + overhead)
+        spread_s = max(0.0, spare_s) / own_moves
+        least = min(LEAST_SEARCH_SHARE * typical_move_s(settings, board_size), spread_s)
 
     def share() -> float:
-        return _main_time_share(clock.main_left_s, move_number, board_size, lag, overhead) - overhead
+        planned = _main_time_share(clock.main_left_s, move_number, board_size, lag, overhead, least) - overhead
+        return max(planned, least)
 
     def within_main_time() -> float:
         return clock.main_left_s - lag - overhead
@@ -299,15 +335,17 @@ def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_
     return max(0.0, min(share(), within_main_time()), settings.period_s / settings.stones - lag - overhead)
 
 
-def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: float, overhead_s: float) -> bool:
+def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: float, overhead_s: float,
+                       board_size: int = 19) -> bool:
     """Absolute time with the clock down to the cost of two more moves: every further move risks the flag, so a
     player should end the game (pass after a pass) rather than play on. Overtime and increments never run out
     this way."""
     if settings.kind != ABSOLUTE:
         return False
-    lag = max(0.0, lag_buffer_s)
+    lag = effective_lag_s(settings, board_size, lag_buffer_s)
     return clock.main_left_s < lag + 2.0 * (0.1 * lag + max(0.0, overhead_s))
 
 
 __all__ = ["TimeSettings", "ClockState", "TimeSettingsError", "budget_s", "expected_game_moves", "nearly_out_of_time",
-           "MIN_OVERHEAD_SHARE", "NONE", "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
+           "typical_move_s", "effective_lag_s", "MIN_OVERHEAD_SHARE", "LAG_MAX_SHARE", "LEAST_SEARCH_SHARE", "NONE",
+           "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
