@@ -43,9 +43,9 @@ def test_kata_get_rules_by_default_and_after_japanese():
 
 @pytest.mark.parametrize("line", [
     "kata-set-rules frobnicate", "kata-set-rules stone-scoring", "kata-set-rules aga-button",
-    'kata-set-rules {"suicide": true}', 'kata-set-rules {"komi": 6.5}', 'kata-set-rules {"ko": "SIMPLE"',
+    'kata-set-rules {"suicide": 1}', 'kata-set-rules {"komi": 6.5}', 'kata-set-rules {"ko": "SIMPLE"',
     "kata-set-rules", "kgs-rules korean", "kgs-rules", "kgs-rules japanese extra", "kata-set-rule ko SPIGHT",
-    "kata-set-rule tax ALL", "kata-set-rule suicide true", "kata-set-rule suicide perhaps", "kata-set-rule komi 5",
+    "kata-set-rule tax ALL", "kata-set-rule hasButton true", "kata-set-rule suicide perhaps", "kata-set-rule komi 5",
     "kata-set-rule ko",
 ])
 def test_bad_rules_are_refused_and_change_nothing(line):

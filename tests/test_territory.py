@@ -96,7 +96,7 @@ def test_katago_shorthands(name, superko, scoring, bonus):
 
 
 @pytest.mark.parametrize("text", ["frobnicate", "", "stone-scoring", "ancient_territory", "aga-button",
-                                  '{"suicide": true}', '{"hasButton": true}', '{"tax": "ALL"}', '{"ko": "SPIGHT"}',
+                                  '{"hasButton": true}', '{"tax": "ALL"}', '{"ko": "SPIGHT"}',
                                   '{"komi": 6.5}', '{"colour": "blue"}', '{"ko": 3}', '["ko"]', '{"ko": "SIMPLE"'])
 def test_unknown_or_unplayable_rules_are_refused(text):
     with pytest.raises(UnsupportedRulesError):
@@ -107,7 +107,7 @@ def test_json_rules_default_as_katago_does():
     rules = parse_rules('{"scoring":"TERRITORY","ko":"SITUATIONAL","suicide":false,"friendlyPassOk":true}', 5.5)
     assert (rules.scoring, rules.tax, rules.superko, rules.friendly_pass_ok, rules.komi) == (
         TERRITORY, TAX_SEKI, SITUATIONAL, True, 5.5)
-    assert parse_rules("{}") == Rules()
+    assert parse_rules("{}") == Rules(suicide=True)  # Tromp-Taylor's, multi-stone suicide included
     assert parse_rules('{"score": "territory", "tax": "NONE"}').tax == TAX_NONE
 
 

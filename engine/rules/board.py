@@ -117,10 +117,12 @@ class Board:
     def string_liberties(self, point: int) -> frozenset[int] | set[int]:
         return self.liberties[self.root[point]]
 
-    def try_play(self, point: int, color: int) -> tuple[int, list[int]]:
+    def try_play(self, point: int, color: int, suicide: bool = False) -> tuple[int, list[int]]:
         """Check a move without playing it: (hash after it, roots it captures), or IllegalMoveError.
 
-        Occupied points, simple ko and suicide are checked here; superko is the game's business.
+        Occupied points, simple ko and suicide are checked here; superko is the game's business. ``suicide``: a
+        multi-stone suicide is legal (the rules' ``Rules.suicide``, as KataGo's multiStoneSuicideLegal); the hash
+        after it is the board's without the strings the stone joins. A single stone's suicide is never legal.
         """
         board_color = self.color
         if board_color[point] != EMPTY:
@@ -144,7 +146,7 @@ class Board:
                 if len(liberties[neighbor_root]) == 1 and neighbor_root not in captured_roots:
                     captured_roots.append(neighbor_root)
         if not has_liberty and not captured_roots:
-            raise IllegalMoveError("suicide")
+            return self._try_suicide(point, color, suicide)
         keys = self.geometry.zobrist
         new_hash = self.hash ^ keys[color][point]
         if captured_roots:
@@ -154,13 +156,31 @@ class Board:
                     new_hash ^= other_keys[stone]
         return new_hash, captured_roots
 
-    def play(self, point: int, color: int, forbidden_hashes: set[int] | None = None) -> list[int]:
-        """Place a stone and resolve captures; returns the captured points.
+    def _try_suicide(self, point: int, color: int, suicide: bool) -> tuple[int, list[int]]:
+        """``try_play`` of a move that leaves its string without liberties and captures nothing: legal only where
+        ``suicide`` allows it and the stone joins a string (every string it joins has this point as its last
+        liberty). The hash after it: the joined strings' stones taken off (the new stone never stays)."""
+        board_color = self.color
+        root = self.root
+        own_roots = {root[n] for n in self.geometry.neighbors[point] if board_color[n] == color}
+        if not suicide or not own_roots:
+            raise IllegalMoveError("suicide")
+        own_keys = self.geometry.zobrist[color]
+        new_hash = self.hash
+        for own_root in own_roots:
+            for stone in self.string_stones(own_root):
+                new_hash ^= own_keys[stone]
+        return new_hash, []
+
+    def play(self, point: int, color: int, forbidden_hashes: set[int] | None = None, suicide: bool = False) \
+            -> list[int]:
+        """Place a stone and resolve captures; returns the points whose stones came off: the captured ones, or
+        after a multi-stone suicide (legal where ``suicide``) the mover's own string, the played point included.
 
         ``forbidden_hashes`` are stone hashes the move may not create (positional superko); the board is left
         unchanged when the move is illegal.
         """
-        new_hash, captured_roots = self.try_play(point, color)
+        new_hash, captured_roots = self.try_play(point, color, suicide)
         if forbidden_hashes is not None and new_hash in forbidden_hashes:
             raise IllegalMoveError("superko")
         return self._commit(point, color, new_hash, captured_roots)
@@ -200,6 +220,8 @@ class Board:
                 # Splice the two cycles into one.
                 next_stone[point], next_stone[neighbor] = next_stone[neighbor], next_stone[point]
         own_liberties.discard(point)
+        if not own_liberties and not captured_roots:
+            return self._remove_suicided(own_root, color, new_hash)
 
         captured: list[int] = []
         if captured_roots:
@@ -231,6 +253,31 @@ class Board:
             self.ko = NO_POINT
         self.hash = new_hash
         return captured
+
+    def _remove_suicided(self, own_root: int, color: int, new_hash: int) -> list[int]:
+        """The end of a multi-stone suicide (``try_play`` allowed it): the mover's string, the new stone merged into
+        it, comes off and its points become liberties of the opponent strings beside it. No ko follows."""
+        board_color = self.color
+        root = self.root
+        liberties = self.liberties
+        neighbors = self.geometry.neighbors
+        other = 3 - color
+        removed = self.string_stones(own_root)
+        for stone in removed:
+            board_color[stone] = EMPTY
+            root[stone] = NO_POINT
+        grown: dict[int, set[int]] = {}
+        for stone in removed:
+            for neighbor in neighbors[stone]:
+                if board_color[neighbor] == other:
+                    grown.setdefault(root[neighbor], set()).add(stone)
+        for neighbor_root, points in grown.items():
+            liberties[neighbor_root] = liberties[neighbor_root] | points
+        for stone in removed:
+            self.next_stone[stone] = NO_POINT
+        self.ko = NO_POINT
+        self.hash = new_hash
+        return removed
 
     def place_setup_stone(self, point: int, color: int) -> None:
         """Add a stone outside of play (handicap, SGF setup). It may neither capture nor be left without liberties:

@@ -33,8 +33,8 @@ BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE = "0", "N", "N-1"  # white's handicap bon
 
 @dataclass(frozen=True)
 class Rules:
-    """The rules a game is played under. The default is Tromp-Taylor area scoring with positional superko (suicide
-    is never legal). ``parse_rules`` gives the rulesets GTP's ``kata-set-rules`` names."""
+    """The rules a game is played under. The default is Tromp-Taylor area scoring with positional superko, suicide
+    not allowed. ``parse_rules`` gives the rulesets GTP's ``kata-set-rules`` names."""
 
     komi: float = 7.5
     superko: str = POSITIONAL  # positional | situational | simple
@@ -46,6 +46,9 @@ class Rules:
     # Whether passing before the dead stones are captured is fine (KataGo's friendlyPassOk). Tabula reports it and
     # plays the same either way: it counts as a referee removing dead stones would, and kgs-genmove_cleanup captures.
     friendly_pass_ok: bool = False
+    # Whether a move may take its own string of two or more stones off (KataGo's multiStoneSuicideLegal: Tromp-Taylor,
+    # New Zealand, Ing). The stones go to the opponent as prisoners. A single stone's suicide is never legal.
+    suicide: bool = False
 
     def __post_init__(self) -> None:
         if self.superko not in (POSITIONAL, SITUATIONAL, SIMPLE_KO):
@@ -62,6 +65,8 @@ class Rules:
             raise ValueError(f"unknown white handicap bonus {self.white_handicap_bonus!r}")
         if not isinstance(self.friendly_pass_ok, bool):
             raise ValueError(f"friendly_pass_ok must be a bool, not {self.friendly_pass_ok!r}")
+        if not isinstance(self.suicide, bool):
+            raise ValueError(f"suicide must be a bool, not {self.suicide!r}")
 
     def handicap_bonus(self, handicap: int) -> int:
         """Points white gets for ``handicap`` stones, as KataGo counts them: none for fewer than two stones."""
@@ -76,14 +81,14 @@ class Rules:
             "hasButton": False,
             "ko": _KO_NAMES[self.superko],
             "scoring": self.scoring.upper(),
-            "suicide": False,
+            "suicide": self.suicide,
             "tax": str(self.tax).upper(),
             "whiteHandicapBonus": self.white_handicap_bonus,
         }, sort_keys=True, separators=(",", ":"))
 
 
 class UnsupportedRulesError(ValueError):
-    """Rules that Tabula does not know by that name, or knows and cannot play (suicide, button, group tax)."""
+    """Rules that Tabula does not know by that name, or knows and cannot play (button, group tax, Spight's ko)."""
 
 
 _KO_NAMES = {SIMPLE_KO: "SIMPLE", POSITIONAL: "POSITIONAL", SITUATIONAL: "SITUATIONAL"}
@@ -96,16 +101,16 @@ def _spellings(*names: str) -> list[str]:
 
 
 # KataGo's named rulesets (cpp/game/rules.cpp, parseRulesHelper) as (superko, scoring, white handicap bonus,
-# friendly pass ok). Tabula never allows suicide, so tromp-taylor, new-zealand and goe differ from KataGo's there.
-_NAMED_RULES: dict[str, tuple[str, str, str, bool]] = {}
+# friendly pass ok, multi-stone suicide).
+_NAMED_RULES: dict[str, tuple[str, str, str, bool, bool]] = {}
 for _names, _fields in [
-    (("japanese", "korean"), (SIMPLE_KO, TERRITORY, BONUS_NONE, False)),
-    (("chinese",), (SIMPLE_KO, AREA, BONUS_N, True)),
-    (("chinese-ogs", "chinese-kgs"), (POSITIONAL, AREA, BONUS_N, True)),
-    (("aga", "bga", "french"), (SITUATIONAL, AREA, BONUS_N_MINUS_ONE, True)),
-    (("new-zealand", "nz"), (SITUATIONAL, AREA, BONUS_NONE, True)),
-    (("tromp-taylor",), (POSITIONAL, AREA, BONUS_NONE, False)),
-    (("goe", "ing"), (POSITIONAL, AREA, BONUS_NONE, True)),
+    (("japanese", "korean"), (SIMPLE_KO, TERRITORY, BONUS_NONE, False, False)),
+    (("chinese",), (SIMPLE_KO, AREA, BONUS_N, True, False)),
+    (("chinese-ogs", "chinese-kgs"), (POSITIONAL, AREA, BONUS_N, True, False)),
+    (("aga", "bga", "french"), (SITUATIONAL, AREA, BONUS_N_MINUS_ONE, True, False)),
+    (("new-zealand", "nz"), (SITUATIONAL, AREA, BONUS_NONE, True, True)),
+    (("tromp-taylor",), (POSITIONAL, AREA, BONUS_NONE, False, True)),
+    (("goe", "ing"), (POSITIONAL, AREA, BONUS_NONE, True, True)),
 ]:
     for _name in _spellings(*_names):
         _NAMED_RULES[_name] = _fields
@@ -123,8 +128,9 @@ def parse_rules(text: str, komi: float = 7.5) -> Rules:
     ``aga``, ``bga``, ``french``, ``new-zealand``, ``nz``, ``tromp-taylor``, ``goe``, ``ing``; ``-`` may also be
     ``_``, a space or nothing), or a JSON object with KataGo's keys (``ko``, ``scoring`` or ``score``, ``tax``,
     ``suicide``, ``hasButton``, ``whiteHandicapBonus``, ``friendlyPassOk``), the keys left out as KataGo leaves
-    them (Tromp-Taylor's, the tax following the scoring). Raises UnsupportedRulesError for an unknown name or key,
-    and for what Tabula cannot play: suicide, the button, the group tax of stone scoring, Spight's ko rule."""
+    them (Tromp-Taylor's, multi-stone suicide allowed, the tax following the scoring). Raises
+    UnsupportedRulesError for an unknown name or key, and for what Tabula cannot play: the button, the group tax of
+    stone scoring, Spight's ko rule."""
     stripped = text.strip()
     if stripped.startswith("{"):
         return _rules_from_json(stripped, komi)
@@ -133,8 +139,9 @@ def parse_rules(text: str, komi: float = 7.5) -> Rules:
         raise UnsupportedRulesError(f"{_REFUSED_RULES[name]}: {stripped}")
     if name not in _NAMED_RULES:
         raise UnsupportedRulesError(f"unknown rules {stripped!r}")
-    superko, scoring, bonus, friendly = _NAMED_RULES[name]
-    return Rules(komi=komi, superko=superko, scoring=scoring, white_handicap_bonus=bonus, friendly_pass_ok=friendly)
+    superko, scoring, bonus, friendly, suicide = _NAMED_RULES[name]
+    return Rules(komi=komi, superko=superko, scoring=scoring, white_handicap_bonus=bonus, friendly_pass_ok=friendly,
+                 suicide=suicide)
 
 
 def _rules_from_json(text: str, komi: float) -> Rules:
@@ -145,7 +152,7 @@ def _rules_from_json(text: str, komi: float) -> Rules:
     if not isinstance(fields, dict):
         raise UnsupportedRulesError("rules JSON must be an object")
     ko_rules = {name: rule for rule, name in _KO_NAMES.items()}
-    rules = Rules(komi=komi)
+    rules = Rules(komi=komi, suicide=True)  # KataGo's default for JSON rules: Tromp-Taylor's
     tax = None
     for key, value in fields.items():
         if key == "ko" and isinstance(value, str) and value.upper() in ko_rules:
@@ -158,10 +165,10 @@ def _rules_from_json(text: str, komi: float) -> Rules:
             rules = replace(rules, white_handicap_bonus=value)
         elif key == "friendlyPassOk" and isinstance(value, bool):
             rules = replace(rules, friendly_pass_ok=value)
-        elif key == "suicide" and value is False or key == "hasButton" and value is False:
+        elif key == "suicide" and isinstance(value, bool):
+            rules = replace(rules, suicide=value)
+        elif key == "hasButton" and value is False:
             pass
-        elif key == "suicide" and value is True:
-            raise UnsupportedRulesError("multi-stone suicide is not supported")
         elif key == "hasButton" and value is True:
             raise UnsupportedRulesError("button go is not supported")
         elif key == "tax" and isinstance(value, str) and value.upper() == "ALL":
@@ -177,8 +184,21 @@ def _rules_from_json(text: str, komi: float) -> Rules:
 
 def sgf_ruleset(rules: Rules) -> str:
     """The SGF RU value for ``rules``: ``Japanese`` for territory scoring, ``Chinese`` for area scoring (what
-    ``scoring_from_sgf`` reads back; the ko rule and the handicap bonus are the engine's settings, not the file's)."""
+    ``scoring_from_sgf`` reads back; the ko rule and the handicap bonus are the engine's settings, not the file's).
+    Rules with multi-stone suicide write a name that says so (``suicide_from_sgf``), so that a game with a suicide
+    in it loads again: ``Tromp-Taylor`` for area scoring, else KataGo's JSON rules (KataGo's SGF reader takes both).
+    """
+    if rules.suicide:
+        return "Tromp-Taylor" if rules.scoring == AREA else rules.kata_json()
     return "Japanese" if rules.scoring == TERRITORY else "Chinese"
+
+
+def _rules_of_sgf(ruleset: str) -> Rules | None:
+    """The rules an SGF RU value names as ``kata-set-rules`` would take it (a name or JSON), or None."""
+    try:
+        return parse_rules(ruleset)
+    except UnsupportedRulesError:
+        return None
 
 
 def scoring_from_sgf(ruleset: str) -> str | None:
@@ -187,11 +207,23 @@ def scoring_from_sgf(ruleset: str) -> str | None:
     name = ruleset.strip().lower()
     if name in ("japanese", "korean", "jp"):
         return TERRITORY
-    if name in _NAMED_RULES:
-        return _NAMED_RULES[name][1]
     if name in ("cn", "tt", "tromptaylor", "tromp/taylor", "goe", "ing"):
         return AREA
-    return None
+    named = _rules_of_sgf(ruleset)
+    return None if named is None else named.scoring
+
+
+def suicide_from_sgf(ruleset: str) -> bool | None:
+    """Whether the rules an SGF RU value names allow multi-stone suicide, as KataGo reads them (Tromp-Taylor, NZ,
+    GOE/Ing and JSON rules that do: True; Japanese, Chinese, AGA, ...: False), or None for a value it does not
+    know."""
+    name = ruleset.strip().lower()
+    if name in ("tt", "tromp/taylor"):
+        return True
+    if name in ("jp", "cn"):
+        return False
+    named = _rules_of_sgf(ruleset)
+    return None if named is None else named.suicide
 
 
 # The GTP specification's fixed handicap placement, as (x, y) from the bottom-left, for 19x19; other sizes scale.
@@ -323,7 +355,9 @@ class GameState:
     # -- moves ---------------------------------------------------------------------------------------------------
 
     def play(self, move: int, color: int | None = None) -> list[int]:
-        """Play ``move`` for ``color`` (default: the side to move) and return the captured flat points.
+        """Play ``move`` for ``color`` (default: the side to move) and return the flat points whose stones came off:
+        the captured ones, or after a multi-stone suicide (``Rules.suicide``) the mover's own string, the played
+        point included (its stones are the opponent's prisoners).
 
         Raises IllegalMoveError (occupied, suicide, ko, superko) and leaves the state unchanged.
         """
@@ -343,7 +377,7 @@ class GameState:
             if not (0 <= move < len(padded)):
                 raise IllegalMoveError("off board")
             point = padded[move]
-            new_hash, captured_roots = board.try_play(point, color)
+            new_hash, captured_roots = board.try_play(point, color, self.rules.suicide)
             superko = self.rules.superko
             if superko == SIMPLE_KO:
                 key = None
@@ -359,8 +393,10 @@ class GameState:
                 self.seen.add(key)
             self.stones += 1 - len(captured_flat)
             if captured_flat:
+                # Stones captured by black: white's, or after black's suicide black's own (and the other way round).
+                by_black = (color == BLACK) == (board.color[point] != EMPTY)
                 black, white = self.prisoners
-                self.prisoners = (black + len(captured_flat), white) if color == BLACK \
+                self.prisoners = (black + len(captured_flat), white) if by_black \
                     else (black, white + len(captured_flat))
             if self.stones > self.peak_stones:
                 self.peak_stones = self.stones
@@ -393,7 +429,7 @@ class GameState:
             return
         if not (0 <= move < self.size * self.size):
             raise IllegalMoveError("off board")
-        new_hash, _ = self.board.try_play(self.board.geometry.padded[move], color)
+        new_hash, _ = self.board.try_play(self.board.geometry.padded[move], color, self.rules.suicide)
         if self.rules.superko != SIMPLE_KO and self._superko_key(new_hash, 3 - color) in self.seen:
             raise IllegalMoveError("superko")
 
@@ -491,8 +527,8 @@ class GameState:
             try:
                 state.play(move, color)
             except IllegalMoveError as error:
-                raise ValueError(f"move {number + 1} is illegal under the {rules.superko} ko rule "
-                                 f"({error.reason})") from error
+                rule = "suicide rule" if error.reason == "suicide" else f"{rules.superko} ko rule"
+                raise ValueError(f"move {number + 1} is illegal under the {rule} ({error.reason})") from error
         if len(self.moves) in kept:
             copies[len(self.moves)] = state.copy()
         state.to_move = self.to_move
@@ -590,7 +626,8 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
     The search calls this for every batch of leaves (states of one board size), so most points are decided in numpy
     for the whole batch at once: an empty point with an empty neighbour is legal unless it captures (then the rules
     are played out in Python) or repeats a position (one Zobrist key away from the current hash when it captures
-    nothing, and only possible when an earlier position had more stones than this one).
+    nothing, and only possible when an earlier position had more stones than this one). A point without an empty
+    neighbour (a suicide among them: multi-stone suicide is legal where the rules say) is played out in Python.
     """
     count = len(states)
     if colors is None:
@@ -639,7 +676,7 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
         state = states[row]
         color = colors[row]
         try:
-            new_hash, _ = state.board.try_play(padded[point], color)
+            new_hash, _ = state.board.try_play(padded[point], color, state.rules.suicide)
         except IllegalMoveError:
             continue
         if state.rules.superko != SIMPLE_KO and state._superko_key(new_hash, 3 - color) in state.seen:
@@ -649,6 +686,6 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
 
 
 __all__ = ["GameState", "Rules", "IllegalMoveError", "UnsupportedRulesError", "format_result", "handicap_points",
-           "legal_masks", "parse_rules", "sgf_ruleset", "scoring_from_sgf", "HISTORY_LENGTH", "POSITIONAL",
-           "SITUATIONAL", "SIMPLE_KO", "EMPTY", "AREA", "TERRITORY", "TAX_NONE", "TAX_SEKI", "BONUS_NONE", "BONUS_N",
-           "BONUS_N_MINUS_ONE"]
+           "legal_masks", "parse_rules", "sgf_ruleset", "scoring_from_sgf", "suicide_from_sgf", "HISTORY_LENGTH",
+           "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY", "AREA", "TERRITORY", "TAX_NONE", "TAX_SEKI", "BONUS_NONE",
+           "BONUS_N", "BONUS_N_MINUS_ONE"]

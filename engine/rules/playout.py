@@ -4,7 +4,8 @@ Layer: above game. Used by the baseline ``RandomGenerator``, by ``final_status_l
 stones, seki), by the board benchmark, and (``LibertyStates``) by the pattern rollouts of ``engine.rollout``.
 ``rng`` is always a ``random.Random`` passed in by the caller. Playouts run on a copy of the raw ``Board`` with
 simple ko only: superko is too rare in random games to be worth its cost, and the playout result is only an
-estimate.
+estimate. Playouts never play a suicide, whatever the rules (``Rules.suicide``): like filling one's own eye, it is
+a move no playout policy wants. ``random_move`` is the exception: it draws from the game's full legal moves.
 """
 from __future__ import annotations
 

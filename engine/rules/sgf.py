@@ -16,7 +16,7 @@ from sgfmill import sgf
 
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, WHITE, CoordinateError, from_rowcol, to_rowcol
-from tabula.engine.rules.game import GameState, Rules, scoring_from_sgf, sgf_ruleset
+from tabula.engine.rules.game import GameState, Rules, scoring_from_sgf, sgf_ruleset, suicide_from_sgf
 
 MAX_MOVES = 10_000  # a longer main line is not a game of Go: refused (reading is O(moves), undo keeps snapshots)
 MAX_NODES = 100_000  # nodes of the main line, moves or not (comments, setup): a bound on the work per file
@@ -144,14 +144,18 @@ def _point(point: tuple[int, int] | None, size: int) -> int:
 def start_position(record: SgfRecord, rules: Rules | None = None) -> GameState:
     """The position before the first move of ``record``: its size, komi and setup stones.
 
-    ``rules`` supplies the rules; komi comes from the file, and so does the scoring where the file's RU names one
-    (``scoring_from_sgf``: Japanese and Korean count territory, Chinese, AGA, NZ, ... area). The ko rule and white's
-    handicap bonus stay ``rules``'s. Raises SgfError for an impossible setup.
+    ``rules`` supplies the rules; komi comes from the file, and so do the scoring and multi-stone suicide where the
+    file's RU names them (``scoring_from_sgf``: Japanese and Korean count territory, Chinese, AGA, NZ, ... area;
+    ``suicide_from_sgf``: Tromp-Taylor, NZ and GOE allow suicide). The ko rule and white's handicap bonus stay
+    ``rules``'s. Raises SgfError for an impossible setup.
     """
     rules = replace(rules or Rules(), komi=record.komi)
     scoring = scoring_from_sgf(record.ruleset)
     if scoring is not None and scoring != rules.scoring:
         rules = replace(rules, scoring=scoring, tax=None)  # the tax that goes with the scoring
+    suicide = suicide_from_sgf(record.ruleset)
+    if suicide is not None and suicide != rules.suicide:
+        rules = replace(rules, suicide=suicide)
     state = GameState(record.size, rules)
     try:
         for color, point in record.setup:

@@ -8,7 +8,8 @@ alongside), asks GNU Go ``is_legal`` for every empty point of every position, co
 and the score of finished games. It raises AssertionError at the first disagreement; this script records it and
 goes on with the next game.
 
-GNU Go plays simple ko and forbids suicide, so legality is compared against our rules with ``SIMPLE_KO``; our
+GNU Go plays simple ko and forbids suicide, so legality is compared against our rules with ``SIMPLE_KO`` (suicide
+not allowed: the default ``Rules``, never Tromp-Taylor's named ruleset, which allows multi-stone suicide); our
 positional-superko rules may only forbid more. On finished games our Tromp-Taylor count must match GNU Go's
 Chinese-rules ``final_score`` wherever GNU Go calls no stone dead (random games end with every group settled, so
 both count the same board).
