@@ -19,6 +19,8 @@
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |
+| | `katago_model.py` | KataGo's model files (`.bin.gz`, `.bin`, `.txt`): the reader and the writer (numpy) |
+| | `katago_network.py` | KataGo's networks as torch modules and their ONNX export (conversion only) |
 | | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
 | | `encodings.py` | the input encodings by name (`leelaz-18`, `gomoku-4`): planes, policy layout, encoder |
 | `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances, for many boards at once |
@@ -37,6 +39,6 @@
 | | `replay.py` | the self-play replay window, durable against kills |
 | | `config.py` (top level) | frozen dataclasses, one per owner, built only at entry points |
 
-`engine` never imports `gtp` or `tools`; only `net/network.py` and `net/torch_backend.py` (and `tools/`) import
-torch.
+`engine` never imports `gtp` or `tools`; only `net/network.py`, `net/katago_network.py` and `net/torch_backend.py`
+(and `tools/`) import torch.
 """

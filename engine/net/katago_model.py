@@ -1,0 +1,739 @@
+"""KataGo's network files: the reader and the writer of the format KataGo's C++ loads (``.bin.gz``, ``.bin``,
+``.txt.gz``, ``.txt``), numpy only.
+
+The format is a stream of whitespace-separated tokens (names, integers, a few floats) in which each layer's weights
+follow its header: as text floats in the ``.txt`` files, and in the binary files as ``@BIN@`` and then the 32-bit
+little-endian floats. What comes in which order depends on the model version; one schema per layer below says it,
+and the same schema drives both the reader and the writer (``_Reader``, ``_Writer``), so that what one writes the
+other reads.
+
+A parsed model is nested dicts (layer fields by name, weights as float32 arrays in the file's order: convolutions
+[ky, kx, in, out], matrices [in, out]) and lists of blocks, each block a dict with its ``kind``. The torch network
+(``katago_network``) is built from it; ``structure`` gives the same tree with every array replaced by its shape,
+which is what an exported ONNX file keeps in its metadata.
+
+Layer: net (numpy only; nothing of the engine).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import zlib
+from typing import Callable
+
+import numpy as np
+
+# Model versions whose inputs are KataGo's V7 features (22 spatial, 19 global): the ones Tabula reads.
+SUPPORTED_VERSIONS = range(8, 18)
+NUM_SPATIAL_FEATURES = 22
+NUM_GLOBAL_FEATURES = 19
+ACTIVATIONS = ("ACTIVATION_IDENTITY", "ACTIVATION_RELU", "ACTIVATION_MISH", "ACTIVATION_SILU")
+BLOCK_KINDS = ("ordinary_block", "gpool_block", "nested_bottleneck_block", "transformer_attention_block",
+               "transformer_ffn_block")
+# The scalings of the value head's outputs before version 13, where the file does not give them
+DEFAULT_POSTPROCESS = {
+    "td_score_multiplier": 20.0, "score_mean_multiplier": 20.0, "score_stdev_multiplier": 20.0,
+    "lead_multiplier": 20.0, "variance_time_multiplier": 40.0, "shortterm_value_error_multiplier": 0.25,
+    "shortterm_score_error_multiplier": 30.0,
+}
+_MAX_CHANNELS = 1 << 16  # far above any network's; a header beyond it is a corrupt file, not a network
+_MAX_NESTING = 8
+_TOKEN = re.compile(rb"\s*(\S+)")
+_SPACE = b" \t\n\r\v\f"
+
+
+class KataGoModelError(ValueError):
+    """A KataGo model file that cannot be used: names the file and what is wrong with it."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class _FormatError(Exception):
+    """What is wrong, before the file's name is known to the message."""
+
+
+# -- reading and writing -------------------------------------------------------------------------------------------
+
+
+def read_model(path: str | os.PathLike) -> dict:
+    """Parse a KataGo model file (``.bin.gz``, ``.bin``, ``.txt.gz``, ``.txt``; gzip recognised by its contents).
+
+    Raises KataGoModelError for a missing, truncated or corrupt file, and for a model version other than 8 to 17
+    (naming the version)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as e:
+        raise KataGoModelError(path, e.strerror or str(e)) from None
+    return parse_model(data, path)
+
+
+def parse_model(data: bytes, path: str = "<bytes>") -> dict:
+    """``read_model`` on a file's bytes (``path`` names it in errors and says, by its ending, text or binary)."""
+    if not data:
+        raise KataGoModelError(path, "empty file")
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise KataGoModelError(path, f"corrupt or truncated gzip data ({e})") from None
+    lower = path.lower()
+    text = lower.endswith((".txt", ".txt.gz"))
+    try:
+        return _parse(data, binary=not text)
+    except _FormatError as e:
+        ambiguous = not lower.endswith((".bin", ".bin.gz", ".txt", ".txt.gz"))
+        if not text and ambiguous and "@BIN@" in str(e):
+            try:
+                return _parse(data, binary=False)
+            except _FormatError:
+                pass
+        raise KataGoModelError(path, f"not a usable KataGo model: {e}") from None
+
+
+def _parse(data: bytes, binary: bool) -> dict:
+    reader = _Reader(data, binary)
+    model: dict = {}
+    _model_schema(reader, model)
+    _check_model(model)
+    return model
+
+
+def write_model(model: dict, path: str | os.PathLike, binary: bool | None = None) -> None:
+    """Write ``model`` (as ``read_model`` returns it) in KataGo's format: gzip where ``path`` ends in ``.gz``;
+    binary floats unless ``binary`` is False or the name ends in ``.txt``/``.txt.gz``."""
+    path = os.fspath(path)
+    lower = path.lower()
+    if binary is None:
+        binary = not lower.endswith((".txt", ".txt.gz"))
+    data = model_bytes(model, binary)
+    if lower.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    with open(path, "wb") as handle:
+        handle.write(data)
+
+
+def model_bytes(model: dict, binary: bool = True) -> bytes:
+    """The uncompressed file of ``model``."""
+    try:
+        _check_model(model)
+    except _FormatError as e:
+        raise ValueError(str(e)) from None
+    writer = _Writer(binary)
+    _model_schema(writer, model)
+    return writer.getvalue()
+
+
+class _Reader:
+    """Reads tokens and float blocks from a model file's bytes, into the dicts the schemas name."""
+
+    reading = True
+
+    def __init__(self, data: bytes, binary: bool):
+        self.data = data
+        self.pos = 0
+        self.binary = binary
+        self.where = "model header"
+
+    def token(self) -> str:
+        match = _TOKEN.match(self.data, self.pos)
+        if match is None:
+            raise _FormatError(f"the file ends early (truncated?) in {self.where}")
+        self.pos = match.end()
+        try:
+            return match.group(1).decode("ascii")
+        except UnicodeDecodeError:
+            raise _FormatError(f"unreadable bytes where a token was expected in {self.where}") from None
+
+    def tok(self, d: dict, key: str) -> str:
+        d[key] = value = self.token()
+        return value
+
+    def int(self, d: dict, key: str, low: int = 0, high: int = _MAX_CHANNELS) -> int:
+        text = self.token()
+        try:
+            value = int(text)
+        except ValueError:
+            raise _FormatError(f"{self.where}: expected an integer for {key}, found {text[:40]!r}") from None
+        if not low <= value <= high:
+            raise _FormatError(f"{self.where}: {key} = {value}, expected {low} to {high}")
+        d[key] = value
+        return value
+
+    def float(self, d: dict, key: str) -> float:
+        text = self.token()
+        try:
+            value = float(text)
+        except ValueError:
+            raise _FormatError(f"{self.where}: expected a number for {key}, found {text[:40]!r}") from None
+        if not np.isfinite(value):
+            raise _FormatError(f"{self.where}: {key} is not finite")
+        d[key] = value
+        return value
+
+    def floats(self, d: dict, key: str, shape: tuple[int, ...]) -> None:
+        count = int(np.prod(shape, dtype=np.int64))
+        if self.binary:
+            start = self.pos
+            while self.pos < len(self.data) and self.data[self.pos] in _SPACE and self.pos - start <= 100:
+                self.pos += 1
+            if self.data[self.pos:self.pos + 5] != b"@BIN@":
+                if self.pos >= len(self.data):
+                    raise _FormatError(f"the file ends early (truncated?) in {self.where}")
+                raise _FormatError(f"{self.where}: no @BIN@ float block where {key}'s weights should start "
+                                   "(a text model read as binary?)")
+            self.pos += 5
+            end = self.pos + 4 * count
+            if end > len(self.data):
+                raise _FormatError(f"the file ends early (truncated?) in {self.where}'s weights")
+            values = np.frombuffer(self.data, dtype="<f4", count=count, offset=self.pos).astype(np.float32)
+            self.pos = end
+        else:
+            tokens = [self.token() for _ in range(count)]
+            try:
+                values = np.array([float(t) for t in tokens], dtype=np.float32)
+            except ValueError:
+                raise _FormatError(f"{self.where}: unreadable float weights (a binary model read as text?)") \
+                    from None
+        if not np.all(np.isfinite(values)):
+            raise _FormatError(f"{self.where}: NaN or infinite weights")
+        d[key] = values.reshape(shape)
+
+    def item(self, items: list, index: int) -> dict:
+        if index == len(items):
+            items.append({})
+        return items[index]
+
+
+class _Writer:
+    """Writes what the schemas name from the dicts, as KataGo's exporter does (one token a line)."""
+
+    reading = False
+
+    def __init__(self, binary: bool):
+        self.out = io.BytesIO()
+        self.binary = binary
+        self.where = "model"
+
+    def getvalue(self) -> bytes:
+        return self.out.getvalue()
+
+    def _line(self, text: str) -> None:
+        self.out.write(text.encode("ascii") + b"\n")
+
+    def tok(self, d: dict, key: str) -> str:
+        value = str(d[key])
+        if not value or any(c.isspace() for c in value):
+            raise ValueError(f"{self.where}: {key} {value!r} is not one token")
+        self._line(value)
+        return value
+
+    def int(self, d: dict, key: str, low: int = 0, high: int = _MAX_CHANNELS) -> int:
+        value = int(d[key])
+        self._line(str(value))
+        return value
+
+    def float(self, d: dict, key: str) -> float:
+        value = float(d[key])
+        self._line(repr(value))
+        return value
+
+    def floats(self, d: dict, key: str, shape: tuple[int, ...]) -> None:
+        values = np.asarray(d[key], dtype=np.float32)
+        if values.shape != tuple(shape):
+            raise ValueError(f"{self.where}: {key} has shape {values.shape}, expected {tuple(shape)}")
+        if self.binary:
+            self.out.write(b"@BIN@" + values.astype("<f4").tobytes() + b"\n")
+        else:
+            self._line(" ".join(repr(float(v)) for v in values.reshape(-1)))
+
+    def item(self, items: list, index: int) -> dict:
+        return items[index]
+
+
+# -- the schemas: one function per layer, for the reader and the writer alike ---------------------------------------
+
+
+def _named(io_, d: dict, what: str) -> str:
+    name = io_.tok(d, "name")
+    io_.where = f"{what} {name}"
+    return name
+
+
+def _conv(io_, d: dict) -> dict:
+    _named(io_, d, "convolution")
+    ky = io_.int(d, "ky", 1, 99)
+    kx = io_.int(d, "kx", 1, 99)
+    cin = io_.int(d, "in_channels", 1)
+    cout = io_.int(d, "out_channels", 1)
+    io_.int(d, "dilation_y", 1, 99)
+    io_.int(d, "dilation_x", 1, 99)
+    if ky % 2 != 1 or kx % 2 != 1:
+        raise _FormatError(f"{io_.where}: even convolution sizes {ky}x{kx}")
+    io_.floats(d, "weights", (ky, kx, cin, cout))
+    return d
+
+
+def _batch_norm(io_, d: dict) -> dict:
+    _named(io_, d, "batch norm")
+    channels = io_.int(d, "channels", 1)
+    epsilon = io_.float(d, "epsilon")
+    if not epsilon > 0:
+        raise _FormatError(f"{io_.where}: epsilon {epsilon} is not positive")
+    has_scale = io_.int(d, "has_scale", 0, 1)
+    has_bias = io_.int(d, "has_bias", 0, 1)
+    io_.floats(d, "mean", (channels,))
+    io_.floats(d, "variance", (channels,))
+    if has_scale:
+        io_.floats(d, "scale", (channels,))
+    if has_bias:
+        io_.floats(d, "bias", (channels,))
+    return d
+
+
+def _activation(io_, d: dict, version: int) -> dict:
+    _named(io_, d, "activation")
+    if version >= 11:
+        kind = io_.tok(d, "activation")
+        if kind not in ACTIVATIONS:
+            raise _FormatError(f"{io_.where}: unknown activation {kind}")
+    elif io_.reading:
+        d["activation"] = "ACTIVATION_RELU"
+    return d
+
+
+def _matmul(io_, d: dict) -> dict:
+    _named(io_, d, "matmul")
+    cin = io_.int(d, "in_channels", 1)
+    cout = io_.int(d, "out_channels", 1)
+    io_.floats(d, "weights", (cin, cout))
+    return d
+
+
+def _matbias(io_, d: dict) -> dict:
+    _named(io_, d, "bias")
+    channels = io_.int(d, "channels", 1)
+    io_.floats(d, "weights", (channels,))
+    return d
+
+
+def _rms_norm(io_, d: dict) -> dict:
+    _named(io_, d, "rms norm")
+    channels = io_.int(d, "channels", 1)
+    epsilon = io_.float(d, "epsilon")
+    io_.int(d, "spatial", 0, 1)
+    io_.int(d, "group_size", 0, 0)  # KataGo refuses grouped RMS norms too
+    if not 0 < epsilon <= 1:
+        raise _FormatError(f"{io_.where}: epsilon {epsilon} is not in (0, 1]")
+    io_.floats(d, "gamma", (channels,))
+    io_.floats(d, "beta", (channels,))
+    return d
+
+
+def _transformer_norm(io_, d: dict) -> dict:
+    _named(io_, d, "transformer norm")
+    channels = io_.int(d, "channels", 1)
+    epsilon = io_.float(d, "epsilon")
+    if not 0 < epsilon <= 1:
+        raise _FormatError(f"{io_.where}: epsilon {epsilon} is not in (0, 1]")
+    io_.floats(d, "weight", (channels,))
+    return d
+
+
+def _sub(io_, d: dict, key: str, schema: Callable, *args) -> dict:
+    if io_.reading:
+        d[key] = {}
+    return schema(io_, d[key], *args)
+
+
+def _ordinary_block(io_, d: dict, version: int, depth: int) -> None:
+    _named(io_, d, "block")
+    _sub(io_, d, "pre_bn", _batch_norm)
+    _sub(io_, d, "pre_activation", _activation, version)
+    _sub(io_, d, "regular_conv", _conv)
+    _sub(io_, d, "mid_bn", _batch_norm)
+    _sub(io_, d, "mid_activation", _activation, version)
+    _sub(io_, d, "final_conv", _conv)
+
+
+def _gpool_block(io_, d: dict, version: int, depth: int) -> None:
+    _named(io_, d, "block")
+    _sub(io_, d, "pre_bn", _batch_norm)
+    _sub(io_, d, "pre_activation", _activation, version)
+    _sub(io_, d, "regular_conv", _conv)
+    _sub(io_, d, "gpool_conv", _conv)
+    _sub(io_, d, "gpool_bn", _batch_norm)
+    _sub(io_, d, "gpool_activation", _activation, version)
+    _sub(io_, d, "gpool_to_bias", _matmul)
+    _sub(io_, d, "mid_bn", _batch_norm)
+    _sub(io_, d, "mid_activation", _activation, version)
+    _sub(io_, d, "final_conv", _conv)
+
+
+def _nested_block(io_, d: dict, version: int, depth: int) -> None:
+    _named(io_, d, "block")
+    count = io_.int(d, "num_blocks", 1, 1000)
+    _sub(io_, d, "pre_bn", _batch_norm)
+    _sub(io_, d, "pre_activation", _activation, version)
+    _sub(io_, d, "pre_conv", _conv)
+    _block_stack(io_, d, count, version, depth + 1)
+    _sub(io_, d, "post_bn", _batch_norm)
+    _sub(io_, d, "post_activation", _activation, version)
+    _sub(io_, d, "post_conv", _conv)
+
+
+def _attention_block(io_, d: dict, version: int, depth: int) -> None:
+    _named(io_, d, "attention block")
+    heads = io_.int(d, "num_heads", 1)
+    kv_heads = io_.int(d, "num_kv_heads", 1)
+    q_dim = io_.int(d, "q_head_dim", 1)
+    io_.int(d, "v_head_dim", 1)
+    use_rope = io_.int(d, "use_rope", 0, 1)
+    learnable = io_.int(d, "learnable_rope", 0, 1)
+    if heads % kv_heads != 0:
+        raise _FormatError(f"{io_.where}: {heads} heads do not divide into {kv_heads} key/value heads")
+    if use_rope and q_dim % 2 != 0:
+        raise _FormatError(f"{io_.where}: odd head size {q_dim} with rotary embeddings")
+    _sub(io_, d, "pre_norm", _transformer_norm)
+    _sub(io_, d, "q_proj", _matmul)
+    _sub(io_, d, "k_proj", _matmul)
+    _sub(io_, d, "v_proj", _matmul)
+    _sub(io_, d, "out_proj", _matmul)
+    if use_rope:
+        if learnable:
+            io_.tok(d, "rope_name")
+            rope_heads = io_.int(d, "rope_kv_heads", 1)
+            pairs = io_.int(d, "rope_pairs", 1)
+            io_.int(d, "rope_dim", 2, 2)
+            if rope_heads != kv_heads or pairs != q_dim // 2:
+                raise _FormatError(f"{io_.where}: rotary frequencies [{rope_heads}, {pairs}] do not match the "
+                                   f"heads [{kv_heads}, {q_dim // 2}]")
+            io_.floats(d, "rope_freqs", (rope_heads, pairs, 2))
+        else:
+            io_.tok(d, "rope_name")
+            theta = io_.float(d, "rope_theta")
+            if not theta > 0:
+                raise _FormatError(f"{io_.where}: rotary theta {theta} is not positive")
+
+
+def _ffn_block(io_, d: dict, version: int, depth: int) -> None:
+    _named(io_, d, "feed-forward block")
+    io_.int(d, "channels", 1)
+    io_.int(d, "ffn_channels", 1)
+    swiglu = io_.int(d, "use_swiglu", 0, 1)
+    _sub(io_, d, "pre_norm", _transformer_norm)
+    _sub(io_, d, "linear1", _matmul)
+    if swiglu:
+        _sub(io_, d, "linear_gate", _matmul)
+    _sub(io_, d, "linear2", _matmul)
+
+
+_BLOCK_SCHEMAS = {
+    "ordinary_block": _ordinary_block,
+    "gpool_block": _gpool_block,
+    "nested_bottleneck_block": _nested_block,
+    "transformer_attention_block": _attention_block,
+    "transformer_ffn_block": _ffn_block,
+}
+
+
+def _block_stack(io_, d: dict, count: int, version: int, depth: int) -> None:
+    if depth > _MAX_NESTING:
+        raise _FormatError(f"{io_.where}: blocks nested deeper than {_MAX_NESTING}")
+    if io_.reading:
+        d["blocks"] = []
+    elif len(d["blocks"]) != count:
+        raise ValueError(f"{io_.where}: {len(d['blocks'])} blocks, the header says {count}")
+    for index in range(count):
+        block = io_.item(d["blocks"], index)
+        kind = io_.tok(block, "kind")
+        if kind not in _BLOCK_SCHEMAS:
+            raise _FormatError(f"{io_.where}: unknown block kind {kind[:60]!r}")
+        _BLOCK_SCHEMAS[kind](io_, block, version, depth)
+
+
+def _metadata_encoder(io_, d: dict, version: int) -> None:
+    _named(io_, d, "metadata encoder")
+    io_.int(d, "in_channels", 1)
+    _sub(io_, d, "mul1", _matmul)
+    _sub(io_, d, "bias1", _matbias)
+    _sub(io_, d, "act1", _activation, version)
+    _sub(io_, d, "mul2", _matmul)
+    _sub(io_, d, "bias2", _matbias)
+    _sub(io_, d, "act2", _activation, version)
+    _sub(io_, d, "mul3", _matmul)
+
+
+def _unused(io_, d: dict, key: str, count: int) -> None:
+    """KataGo's placeholders for future options: zeros, which KataGo refuses to read otherwise."""
+    if io_.reading:
+        d[key] = [io_.int({}, key, 0, 0) for _ in range(count)]
+    else:
+        for _ in range(count):
+            io_.int({key: 0}, key)
+
+
+def _trunk(io_, d: dict, version: int, meta_version: int) -> None:
+    io_.where = "trunk"
+    io_.tok(d, "name")
+    count = io_.int(d, "num_blocks", 1, 1000)
+    for key in ("trunk_channels", "mid_channels", "regular_channels", "dilated_channels", "gpool_channels"):
+        io_.int(d, key, 0)
+    if version >= 15:
+        io_.int(d, "norm_kind", 0, 1)
+        _unused(io_, d, "options", 5)
+    elif io_.reading:
+        d["norm_kind"] = 0
+    _sub(io_, d, "initial_conv", _conv)
+    _sub(io_, d, "initial_matmul", _matmul)
+    if meta_version > 0:
+        _sub(io_, d, "metadata_encoder", _metadata_encoder, version)
+    _block_stack(io_, d, count, version, 0)
+    if d["norm_kind"] == 0:
+        _sub(io_, d, "tip_bn", _batch_norm)
+    else:
+        _sub(io_, d, "tip_rms_norm", _rms_norm)
+    _sub(io_, d, "tip_activation", _activation, version)
+
+
+def policy_channels(version: int, head: dict | None = None) -> int:
+    """The policy convolution's output channels (the first is the policy Tabula uses)."""
+    if version >= 17:
+        return head["out_channels"]
+    return 4 if version == 16 else 2 if version >= 12 else 1
+
+
+def _policy_head(io_, d: dict, version: int) -> None:
+    io_.where = "policy head"
+    io_.tok(d, "name")
+    if version >= 17:
+        channels = io_.int(d, "out_channels", 2, 4)
+        if channels not in (2, 4):
+            raise _FormatError(f"policy head: {channels} output channels, expected 2 or 4")
+        _unused(io_, d, "options", 3)
+    _sub(io_, d, "p1_conv", _conv)
+    _sub(io_, d, "g1_conv", _conv)
+    _sub(io_, d, "g1_bn", _batch_norm)
+    _sub(io_, d, "g1_activation", _activation, version)
+    _sub(io_, d, "gpool_to_bias", _matmul)
+    _sub(io_, d, "p1_bn", _batch_norm)
+    _sub(io_, d, "p1_activation", _activation, version)
+    _sub(io_, d, "p2_conv", _conv)
+    _sub(io_, d, "gpool_to_pass", _matmul)
+    if version >= 15:
+        _sub(io_, d, "gpool_to_pass_bias", _matbias)
+        _sub(io_, d, "pass_activation", _activation, version)
+        _sub(io_, d, "gpool_to_pass2", _matmul)
+
+
+def _value_head(io_, d: dict, version: int) -> None:
+    io_.where = "value head"
+    io_.tok(d, "name")
+    if version >= 17:
+        _unused(io_, d, "options", 3)
+    _sub(io_, d, "v1_conv", _conv)
+    _sub(io_, d, "v1_bn", _batch_norm)
+    _sub(io_, d, "v1_activation", _activation, version)
+    _sub(io_, d, "v2_mul", _matmul)
+    _sub(io_, d, "v2_bias", _matbias)
+    _sub(io_, d, "v2_activation", _activation, version)
+    _sub(io_, d, "v3_mul", _matmul)
+    _sub(io_, d, "v3_bias", _matbias)
+    _sub(io_, d, "sv3_mul", _matmul)
+    _sub(io_, d, "sv3_bias", _matbias)
+    _sub(io_, d, "ownership_conv", _conv)
+
+
+def _model_schema(io_, d: dict) -> None:
+    io_.tok(d, "name")
+    version_text = io_.tok(d, "version") if io_.reading else io_.tok({"version": d["version"]}, "version")
+    try:
+        version = int(version_text)
+    except ValueError:
+        raise _FormatError(f"no model version after the name (found {version_text[:40]!r}): not a KataGo model "
+                           "file") from None
+    d["version"] = version
+    if version not in SUPPORTED_VERSIONS:
+        raise _FormatError(unsupported_version_message(version))
+    io_.int(d, "input_channels", 1)
+    io_.int(d, "input_global_channels", 1)
+    if version >= 13:
+        if io_.reading:
+            d["postprocess"] = {}
+        for key in DEFAULT_POSTPROCESS:
+            value = io_.float(d["postprocess"], key)
+            if not value > 0:
+                raise _FormatError(f"model header: {key} {value} is not positive")
+    elif io_.reading:
+        d["postprocess"] = dict(DEFAULT_POSTPROCESS)
+    if version >= 15:
+        io_.int(d, "meta_encoder_version", 0, 1)
+        io_.int(d, "prefer_pass_alive_under_suicide", 0, 1)
+        _unused(io_, d, "options", 6)
+    elif io_.reading:
+        d["meta_encoder_version"] = 0
+        d["prefer_pass_alive_under_suicide"] = 0
+    _sub(io_, d, "trunk", _trunk, version, d["meta_encoder_version"])
+    _sub(io_, d, "policy_head", _policy_head, version)
+    _sub(io_, d, "value_head", _value_head, version)
+
+
+def unsupported_version_message(version: int) -> str:
+    if 3 <= version <= 7:
+        return (f"KataGo model version {version} is not supported: Tabula reads model versions "
+                f"{SUPPORTED_VERSIONS[0]} to {SUPPORTED_VERSIONS[-1]} (KataGo's V7 inputs); version {version} "
+                f"networks take older inputs")
+    return (f"KataGo model version {version} is not supported: Tabula reads model versions "
+            f"{SUPPORTED_VERSIONS[0]} to {SUPPORTED_VERSIONS[-1]}")
+
+
+# -- checks: the channels of consecutive layers agree ---------------------------------------------------------------
+
+
+def _expect(condition: bool, where: str, problem: str) -> None:
+    if not condition:
+        raise _FormatError(f"{where}: {problem}")
+
+
+def _conv_io(conv: dict) -> tuple[int, int]:
+    return conv["in_channels"], conv["out_channels"]
+
+
+def _check_blocks(blocks: list, channels: int, where: str) -> None:
+    for block in blocks:
+        kind, name = block["kind"], f"{where} {block['name']}"
+        if kind in ("ordinary_block", "gpool_block"):
+            regular = block["regular_conv"]
+            _expect(block["pre_bn"]["channels"] == channels == regular["in_channels"], name, "input channels")
+            mid = regular["out_channels"]
+            _expect(block["mid_bn"]["channels"] == mid == block["final_conv"]["in_channels"], name, "mid channels")
+            _expect(block["final_conv"]["out_channels"] == channels, name, "output channels")
+            if kind == "gpool_block":
+                gpool = block["gpool_conv"]
+                _expect(gpool["in_channels"] == channels and block["gpool_bn"]["channels"] == gpool["out_channels"],
+                        name, "pooling channels")
+                _expect(_mat_io(block["gpool_to_bias"]) == (3 * gpool["out_channels"], mid), name,
+                        "pooling matmul channels")
+        elif kind == "nested_bottleneck_block":
+            inner = block["pre_conv"]["out_channels"]
+            _expect(block["pre_bn"]["channels"] == channels == block["pre_conv"]["in_channels"], name,
+                    "input channels")
+            _expect(block["post_bn"]["channels"] == inner == block["post_conv"]["in_channels"], name,
+                    "inner channels")
+            _expect(block["post_conv"]["out_channels"] == channels, name, "output channels")
+            _check_blocks(block["blocks"], inner, name)
+        elif kind == "transformer_attention_block":
+            heads, kv, q, v = (block[k] for k in ("num_heads", "num_kv_heads", "q_head_dim", "v_head_dim"))
+            _expect(block["pre_norm"]["channels"] == channels, name, "norm channels")
+            _expect(_mat_io(block["q_proj"]) == (channels, heads * q), name, "query channels")
+            _expect(_mat_io(block["k_proj"]) == (channels, kv * q), name, "key channels")
+            _expect(_mat_io(block["v_proj"]) == (channels, kv * v), name, "value channels")
+            _expect(_mat_io(block["out_proj"]) == (heads * v, channels), name, "output channels")
+        else:
+            ffn = block["ffn_channels"]
+            _expect(block["channels"] == channels == block["pre_norm"]["channels"], name, "channels")
+            _expect(_mat_io(block["linear1"]) == (channels, ffn), name, "linear1 channels")
+            if block["use_swiglu"]:
+                _expect(_mat_io(block["linear_gate"]) == (channels, ffn), name, "gate channels")
+            _expect(_mat_io(block["linear2"]) == (ffn, channels), name, "linear2 channels")
+
+
+def _mat_io(mat: dict) -> tuple[int, int]:
+    return mat["in_channels"], mat["out_channels"]
+
+
+def _check_model(model: dict) -> None:
+    version = model["version"]
+    trunk, policy, value = model["trunk"], model["policy_head"], model["value_head"]
+    channels = trunk["trunk_channels"]
+    _expect(_conv_io(trunk["initial_conv"]) == (model["input_channels"], channels), "trunk", "initial convolution")
+    _expect(_mat_io(trunk["initial_matmul"]) == (model["input_global_channels"], channels), "trunk",
+            "initial matmul")
+    _check_blocks(trunk["blocks"], channels, "trunk")
+    tip = trunk.get("tip_bn") or trunk.get("tip_rms_norm")
+    _expect(tip["channels"] == channels, "trunk", "tip norm channels")
+    p1, g1 = policy["p1_conv"], policy["g1_conv"]
+    _expect(p1["in_channels"] == channels == g1["in_channels"], "policy head", "input channels")
+    _expect(policy["g1_bn"]["channels"] == g1["out_channels"], "policy head", "g1 channels")
+    _expect(_mat_io(policy["gpool_to_bias"]) == (3 * g1["out_channels"], p1["out_channels"]), "policy head",
+            "pooling matmul channels")
+    _expect(policy["p1_bn"]["channels"] == p1["out_channels"] == policy["p2_conv"]["in_channels"], "policy head",
+            "p1 channels")
+    out = policy_channels(version, policy)
+    _expect(policy["p2_conv"]["out_channels"] == out, "policy head", f"policy channels (expected {out})")
+    if version >= 15:
+        hidden = p1["out_channels"]
+        _expect(_mat_io(policy["gpool_to_pass"]) == (3 * g1["out_channels"], hidden), "policy head", "pass matmul")
+        _expect(policy["gpool_to_pass_bias"]["channels"] == hidden, "policy head", "pass bias")
+        _expect(_mat_io(policy["gpool_to_pass2"]) == (hidden, out), "policy head", "pass matmul 2")
+    else:
+        _expect(_mat_io(policy["gpool_to_pass"]) == (3 * g1["out_channels"], out), "policy head", "pass matmul")
+    v1 = value["v1_conv"]
+    _expect(v1["in_channels"] == channels and value["v1_bn"]["channels"] == v1["out_channels"], "value head",
+            "v1 channels")
+    hidden = value["v2_mul"]["out_channels"]
+    _expect(_mat_io(value["v2_mul"]) == (3 * v1["out_channels"], hidden), "value head", "v2 channels")
+    _expect(value["v2_bias"]["channels"] == hidden, "value head", "v2 bias")
+    _expect(_mat_io(value["v3_mul"]) == (hidden, 3) and value["v3_bias"]["channels"] == 3, "value head",
+            "v3 channels")
+    scores = 6 if version >= 9 else 4
+    _expect(_mat_io(value["sv3_mul"]) == (hidden, scores) and value["sv3_bias"]["channels"] == scores,
+            "value head", f"score channels (expected {scores})")
+    _expect(_conv_io(value["ownership_conv"]) == (v1["out_channels"], 1), "value head", "ownership channels")
+    _expect(model["input_channels"] == NUM_SPATIAL_FEATURES and model["input_global_channels"] == NUM_GLOBAL_FEATURES,
+            "model header", f"{model['input_channels']} spatial and {model['input_global_channels']} global inputs, "
+            f"expected {NUM_SPATIAL_FEATURES} and {NUM_GLOBAL_FEATURES}")
+
+
+# -- summaries ------------------------------------------------------------------------------------------------------
+
+
+def structure(tree):
+    """The model with every weight array replaced by its shape (a JSON-able list): what it is, without weights."""
+    if isinstance(tree, dict):
+        return {key: structure(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [structure(value) for value in tree]
+    if isinstance(tree, np.ndarray):
+        return {"shape": list(tree.shape)}
+    return tree
+
+
+def from_structure(tree):
+    """The inverse of ``structure``, with zero weights (to be loaded from elsewhere)."""
+    if isinstance(tree, dict):
+        if set(tree) == {"shape"}:
+            return np.zeros(tree["shape"], dtype=np.float32)
+        return {key: from_structure(value) for key, value in tree.items()}
+    if isinstance(tree, list):
+        return [from_structure(value) for value in tree]
+    return tree
+
+
+def block_kinds(blocks: list) -> dict[str, int]:
+    """How many blocks of each kind, nested ones included."""
+    counts: dict[str, int] = {}
+    for block in blocks:
+        counts[block["kind"]] = counts.get(block["kind"], 0) + 1
+        for kind, count in block_kinds(block.get("blocks", [])).items():
+            counts[kind] = counts.get(kind, 0) + count
+    return counts
+
+
+def describe(model: dict) -> str:
+    """One line: name, version, blocks x channels, block kinds."""
+    trunk = model["trunk"]
+    kinds = ", ".join(f"{count} {kind.replace('_block', '')}" for kind, count in block_kinds(trunk["blocks"]).items())
+    return (f"{model['name']} (KataGo model version {model['version']}, {trunk['num_blocks']} blocks x "
+            f"{trunk['trunk_channels']}: {kinds})")
+
+
+__all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POSTPROCESS", "KataGoModelError", "NUM_GLOBAL_FEATURES",
+           "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "describe", "from_structure", "model_bytes",
+           "parse_model", "policy_channels", "read_model", "structure", "unsupported_version_message", "write_model"]
