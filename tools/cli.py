@@ -7,6 +7,8 @@ import sys
 # subcommand -> (module with a main(argv) function, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "gtp": ("tabula.gtp.__main__", "run the engine over the Go Text Protocol on stdin/stdout"),
+    "analysis": ("tabula.gtp.analysis_main",
+                 "analyse positions over KataGo's JSON analysis protocol on stdin/stdout (KaTrain)"),
     "bench": ("tabula.tools.bench", "benchmarks: board, net, search, visits, rollout, movetime"),
     "export": ("tabula.tools.learn.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
     "match": ("tabula.tools.compete.match", "play matches between GTP engines and rate them"),
