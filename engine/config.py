@@ -124,6 +124,9 @@ class SearchConfig:
     noise: bool = False  # Dirichlet noise at the root (self-play)
     dirichlet_alpha: float = 0.03  # alpha on 19x19, scaled by 361/N² on other sizes
     noise_weight: float = 0.25  # share of the noise in the root priors
+    # The root's priors raised to 1/T and renormalised for each run (KataGo's rootPolicyTemperature): above 1 the
+    # search looks wider at the root. 1: the network's priors.
+    root_policy_temperature: float = 1.0
     rollout_mix: float = 0.0  # λ in [0, 1]: a leaf's value is (1 - λ)·network + λ·one rollout's result (AlphaGo)
     # KataGo's score utility: the search ranks moves by a leaf's value plus these weights times (2/π)·atan of its
     # score (side to move's view, points): static, around 0 at a scale of 2·N points; dynamic, around the centre
@@ -156,6 +159,9 @@ class SearchConfig:
                  _finite(self.cpuct_utility_stdev_prior) and self.cpuct_utility_stdev_prior > 0, "above 0")
         _at_least(self, 0, "cpuct_utility_stdev_prior_weight")
         _require(self, "dirichlet_alpha", _finite(self.dirichlet_alpha) and self.dirichlet_alpha > 0, "above 0")
+        _require(self, "root_policy_temperature",
+                 _finite(self.root_policy_temperature) and 0.01 <= self.root_policy_temperature <= 100.0,
+                 "from 0.01 to 100")
         _require(self, "dynamic_score_scale", _finite(self.dynamic_score_scale) and self.dynamic_score_scale > 0,
                  "above 0")
 

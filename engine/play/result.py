@@ -174,6 +174,60 @@ def principal_variation(node: Node | None, size: int) -> list[int]:
     return pv
 
 
+def principal_variation_visits(tree: Tree, move: int) -> list[int]:
+    """The visits of each move of ``move``'s principal variation (``principal_variation`` from the root's edge of
+    ``move``, flat point or PASS): the edge visits along the most visited line, leaves in flight included below
+    the root. Empty where the root has no such edge."""
+    root = tree.root
+    if root.status != EXPANDED:
+        return []
+    size = tree.root_state.size
+    where = np.flatnonzero(root.moves == (size * size if move == PASS else move))
+    if not where.size:
+        return []
+    idx = int(where[0])
+    pending = tree.root_pending[idx] if tree.root_pending is not None else 0
+    visits = [int(round(float(root.n[idx]) - tree.virtual_loss * pending))]
+    node = root.children.get(idx)
+    while node is not None and node.status == EXPANDED and len(visits) < PV_DEPTH + 1:
+        if node.n_sum <= 0:
+            break
+        idx = int(node.n.argmax())
+        if node.n[idx] < 1:
+            break
+        visits.append(int(round(float(node.n[idx]))))
+        node = node.children.get(idx)
+    return visits
+
+
+@dataclass
+class RootStats:
+    """The root's statistics over all its visits, the root side to move's view: what KataGo's analysis reports as
+    ``rootInfo``."""
+
+    visits: int
+    value: float  # mean value in [-1, 1]
+    score: float  # mean final margin, points
+    score_stdev: float  # spread of that margin over the visits
+    utility: float  # mean utility (value plus score utility)
+    raw_value: float  # the network's value of the root alone
+    raw_score: float  # the network's score of the root alone (0 without a score head)
+
+
+def root_stats(tree: Tree) -> RootStats:
+    """The root's ``RootStats`` (its own evaluation counted as one visit); the network's alone before any child
+    is visited."""
+    root = tree.root
+    if root.status != EXPANDED or root.visits <= 1 or root.s is None:
+        return RootStats(max(0, root.visits), root.value, root.score, 0.0, root.utility, root.value, root.score)
+    visits = root.visits
+    score = (root.score + float(np.sum(root.s))) / visits
+    squares = (root.score * root.score + float(np.sum(root.s2))) / visits
+    utility = root.u_sum / visits if root.u_sum else root_value(tree)
+    return RootStats(visits, root_value(tree), score, math.sqrt(max(0.0, squares - score * score)), utility,
+                     root.value, root.score)
+
+
 def ownership_terms(tree: Tree) -> list[tuple[float, np.ndarray]] | None:
     """The tree's ownership as (weight, float16 [N*N] ownership) terms to sum, as KataGo averages it: each node's
     own ownership weighs one visit and each child's average as many as the child has. None when the network has no
@@ -226,5 +280,5 @@ def root_priors(tree: Tree) -> dict[int, float]:
     return {PASS if int(m) == size * size else int(m): float(p) for m, p in zip(root.moves, root.prior)}
 
 
-__all__ = ["Candidate", "SearchResult", "candidates", "lcb_order", "principal_variation", "ownership_terms",
-           "sum_ownership", "root_value", "root_priors"]
+__all__ = ["Candidate", "SearchResult", "RootStats", "candidates", "lcb_order", "principal_variation",
+           "principal_variation_visits", "ownership_terms", "sum_ownership", "root_value", "root_priors", "root_stats"]

@@ -39,7 +39,18 @@ from tabula.engine.net.evaluator import (
 )
 from tabula.engine.play import result as readout
 from tabula.engine.play.result import Candidate, SearchResult
-from tabula.engine.play.tree import EXPANDED, PENDING, TERMINAL, UNEXPANDED, Expansion, Node, Path, Tree, expansions
+from tabula.engine.play.tree import (
+    EXPANDED,
+    PENDING,
+    TERMINAL,
+    UNEXPANDED,
+    Expansion,
+    Node,
+    Path,
+    TranspositionTable,
+    Tree,
+    expansions,
+)
 from tabula.engine.rules.coords import BLACK, PASS
 from tabula.engine.rules.game import GameState
 from tabula.engine.rules.interface import Game
@@ -120,12 +131,13 @@ class Search:
     ``stop`` ends a running search from another thread. The evaluator, configuration, random generator and clock
     are passed in; nothing is read from globals. ``rollout`` is needed when ``config.rollout_mix`` > 0, and not
     called otherwise. ``clock`` (seconds, monotonic) times the runs: their deadlines, progress reports and
-    ``elapsed_s``; tests pass a fake one.
+    ``elapsed_s``; tests pass a fake one. ``cache``: a table of network results that outlives this Search (the
+    analysis engine's, one per worker); by default the tree makes its own.
     """
 
     def __init__(self, evaluator: Evaluator, config: SearchConfig | None = None,
                  rng: np.random.Generator | None = None, rollout: Rollout | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, cache: TranspositionTable | None = None):
         # Fixed for the Search's life.
         self.evaluator = evaluator
         # threads, batch size and batches in flight left at 0 are chosen for where the network runs (the engine's
@@ -141,7 +153,7 @@ class Search:
         self._wake = threading.Condition(self._lock)
         self._run_lock = threading.Lock()  # one run at a time
         # The tree and its table, changed under _lock by workers and by set_position between runs.
-        self.tree = Tree(self.config)
+        self.tree = Tree(self.config, cache)
         self._current: _Run | None = None
         self.has_score = False  # the network gives a score and ownership (set by its first such answer)
         self._scores = False  # the network gives a score: the score utility applies (set by every answer)
@@ -259,7 +271,7 @@ class Search:
             if noise and len(root.moves) > 1:
                 alpha = self.config.dirichlet_alpha * 361.0 / (state.size * state.size)
                 mix = self.rng.dirichlet(np.full(len(root.moves), alpha))
-            tree.mix_root_noise(mix, self.config.noise_weight)
+            tree.mix_root_noise(mix, self.config.noise_weight, self.config.root_policy_temperature)
 
     def _average_root(self) -> None:
         """The root's priors and value from the mean of its evaluations under the 8 symmetries.
@@ -568,6 +580,16 @@ class Search:
         """The root's priors by move (flat point or PASS); empty before the root is expanded."""
         with self._lock:
             return readout.root_priors(self.tree)
+
+    def root_stats(self) -> readout.RootStats:
+        """The root's statistics over its visits, side to move's view (``result.root_stats``)."""
+        with self._lock:
+            return readout.root_stats(self.tree)
+
+    def pv_visits(self, move: int) -> list[int]:
+        """The visits along ``move``'s principal variation (``result.principal_variation_visits``)."""
+        with self._lock:
+            return readout.principal_variation_visits(self.tree, move)
 
     def tree_nodes(self) -> int:
         """Upper bound on the expanded nodes alive in the tree (expansions since the tree was started afresh)."""

@@ -251,6 +251,9 @@ class TranspositionTable:
         self._entries: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        # The game and rules of the entries (the state's class, and its ``rules``): the key has no komi, so a tree
+        # that meets other rules clears the table first (Tree.set_position). None: no entries yet.
+        self.rules: tuple | None = None
 
     def get(self, key: tuple[int, int]) -> Expansion | None:
         entry = self._entries.get(key)
@@ -296,9 +299,10 @@ class Tree:
     edge, so that readers can take their virtual loss back out.
     """
 
-    def __init__(self, config: SearchConfig):
+    def __init__(self, config: SearchConfig, cache: TranspositionTable | None = None):
         self.config = config
-        self.cache = TranspositionTable(config.cache_entries)
+        # ``cache``: a table kept from tree to tree (the analysis engine's searches, one at a time per table)
+        self.cache = cache if cache is not None else TranspositionTable(config.cache_entries)
         self.root = Node()
         self.root_state: Game | None = None
         self.virtual_loss = config.virtual_loss
@@ -314,7 +318,6 @@ class Tree:
         # since it became root
         self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self._clean_root_prior: np.ndarray | None = None  # the root's priors before noise
-        self._rules = None  # the game and rules of the cached network results (the class, and its ``rules``)
 
     # -- positioning and reuse -----------------------------------------------------------------------------------
 
@@ -327,11 +330,11 @@ class Tree:
         self.restore_root_prior()
         self._flush_gain()
         rules = (type(state), getattr(state, "rules", None))
-        if rules != self._rules:
+        if rules != self.cache.rules:
             # A network of leelaz-18+komi reads the komi (and handicap bonus), and test evaluators score with it: the
             # table's key, (size, position hash), has no komi, so results under other rules never meet in it.
             self.cache.clear()
-            self._rules = rules
+            self.cache.rules = rules
         chain = self._ancestors + ([_Link(self.root_state, self.root)] if self.root_state is not None else [])
         if not self.config.reuse_tree:
             chain = []
@@ -424,14 +427,21 @@ class Tree:
 
     # -- the root's priors ---------------------------------------------------------------------------------------
 
-    def mix_root_noise(self, noise: np.ndarray | None, weight: float) -> None:
-        """The root's priors for one run: its clean ones, or mixed with ``noise`` (float [k], summing to 1) at
-        ``weight``. Noise belongs to one run at one root: the next run or new root takes it back out."""
+    def mix_root_noise(self, noise: np.ndarray | None, weight: float, temperature: float = 1.0) -> None:
+        """The root's priors for one run: its clean ones, or those raised to the power 1/``temperature`` and
+        renormalised (KataGo's rootPolicyTemperature: above 1 a wider search), then mixed with ``noise`` (float
+        [k], summing to 1) at ``weight``. Both belong to one run at one root: the next run or new root takes them
+        back out."""
         self.restore_root_prior()
         root = self.root
-        if noise is not None:
-            self._clean_root_prior = root.prior
-            root.prior = ((1.0 - weight) * root.prior + weight * noise).astype(np.float32)
+        if noise is not None or temperature != 1.0:
+            self._clean_root_prior = prior = root.prior
+            if temperature != 1.0:
+                prior = np.power(prior.astype(np.float64), 1.0 / temperature)
+                prior = prior / max(float(prior.sum()), 1e-30)
+            if noise is not None:
+                prior = (1.0 - weight) * prior + weight * noise
+            root.prior = prior.astype(np.float32)
         self.refresh(root)  # new priors, and the root's own first-play reduction
 
     def restore_root_prior(self) -> None:
