@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import sys
 
 # subcommand -> (module with a main(argv) function, one-line help)
@@ -29,8 +30,16 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def version() -> str:
+    """The installed distribution's version (a checkout run without installing says so)."""
+    try:
+        return importlib.metadata.version("tabula")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def usage() -> str:
-    lines = ["usage: tabula COMMAND [options]", "", "commands:"]
+    lines = ["usage: tabula COMMAND [options]", "       tabula --version", "", "commands:"]
     lines += [f"  {name:<10} {text}" for name, (_, text) in SUBCOMMANDS.items()]
     lines.append("\n`tabula COMMAND --help` describes each command.")
     return "\n".join(lines)
@@ -40,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(usage())
+        return 0
+    if argv[0] in ("-V", "--version"):
+        print(f"tabula {version()}")
         return 0
     name, rest = argv[0], argv[1:]
     if name not in SUBCOMMANDS:
