@@ -11,6 +11,7 @@ cached in one place, the search's transposition table.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import os
@@ -46,6 +47,8 @@ PROVIDERS = {  # our names -> onnxruntime's, in order of preference for "auto"
 TORCH = "torch"  # the torch CUDA backend (engine/net/torch_backend.py), for GPUs that onnxruntime here cannot use
 # The names a provider is asked for by, engine.config.BACKENDS, are "auto", the PROVIDERS and TORCH.
 DEFAULT_MAX_BATCH = 256
+# Outputs beyond score and ownership that some networks give (KataGo's), read into Evaluation's fields of these names
+EXTRA_OUTPUTS = ("wdl", "score_mean", "score_stdev")
 
 
 class UnsupportedBoardSizeError(ValueError):
@@ -60,6 +63,10 @@ class Evaluation:
     # From networks with score and ownership heads (None otherwise), side to move's view:
     score: np.ndarray | None = None  # float32 [B], the final margin in points
     ownership: np.ndarray | None = None  # float32 [B, N*N] in [-1, 1], +1: the side to move will own the point
+    # From networks that give them (KataGo's; None otherwise), side to move's view:
+    wdl: np.ndarray | None = None  # float32 [B, 3]: P(win), P(loss), P(no result)
+    score_mean: np.ndarray | None = None  # float32 [B], the expected final score in points (KataGo's scoreMean)
+    score_stdev: np.ndarray | None = None  # float32 [B], its standard deviation
 
 
 class Evaluator(Protocol):
@@ -424,6 +431,9 @@ class OnnxEvaluator:
         outputs = {o.name for o in session.get_outputs()}
         # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
         self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
+        # KataGo's further outputs (win/loss/no result, score mean and stdev), read where the file has them all
+        self.extra_outputs: tuple[str, ...] = EXTRA_OUTPUTS if self.has_score_and_ownership \
+            and set(EXTRA_OUTPUTS) <= outputs else ()
 
     def _check_interface(self) -> tuple[int, ...]:
         """Check inputs, outputs and metadata against each other; returns board sizes."""
@@ -493,9 +503,10 @@ class OnnxEvaluator:
         """``_run`` through the onnxruntime session."""
         planes = np.ascontiguousarray(planes, dtype=np.float32)
         if self.has_score_and_ownership:
-            policy, value, score, ownership = self._session.run(["policy", "value", "score", "ownership"],
-                                                                {self._input_name: planes})
-            return policy, value.reshape(-1), score.reshape(-1), ownership.reshape(len(planes), -1)
+            policy, value, score, ownership, *extra = self._session.run(
+                ["policy", "value", "score", "ownership", *self.extra_outputs], {self._input_name: planes})
+            return (policy, value.reshape(-1), score.reshape(-1), ownership.reshape(len(planes), -1),
+                    *(a.reshape(len(planes), -1) if a.ndim > 1 and a.shape[-1] > 1 else a.reshape(-1) for a in extra))
         policy, value = self._session.run(["policy", "value"], {self._input_name: planes})
         return policy, value.reshape(-1)
 
@@ -564,7 +575,8 @@ class OnnxEvaluator:
         return _Prepared(planes, masks, symmetries, count, mode)
 
     def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
-                score: np.ndarray | None = None, ownership: np.ndarray | None = None) -> Evaluation:
+                score: np.ndarray | None = None, ownership: np.ndarray | None = None,
+                *extra: np.ndarray) -> Evaluation:
         masks, count = prepared.masks, prepared.count
         inverse_transform_policy = self.encoding.inverse_transform_policy
         if prepared.mode == "identity":
@@ -583,11 +595,16 @@ class OnnxEvaluator:
                 score = score.reshape(NUM_SYMMETRIES, count).mean(axis=0)
                 ownership = np.mean([_unturned_points(ownership[s * count: (s + 1) * count], s)
                                      for s in range(NUM_SYMMETRIES)], axis=0)
+            # per-position outputs (wdl [8B, 3], score mean and stdev [8B]): the mean over the symmetries
+            extra = tuple(a.reshape(NUM_SYMMETRIES, count, *a.shape[1:]).mean(axis=0) for a in extra)
         evaluation = Evaluation(policy=policy.astype(np.float32, copy=False),
                                 value=np.clip(value, -1.0, 1.0).astype(np.float32, copy=False))
         if score is not None:
             evaluation.score = score.astype(np.float32, copy=False)
             evaluation.ownership = np.clip(ownership, -1.0, 1.0).astype(np.float32, copy=False)
+        if extra:
+            evaluation.wdl, evaluation.score_mean, evaluation.score_stdev = \
+                (a.astype(np.float32, copy=False) for a in extra)
         return evaluation
 
 
@@ -768,6 +785,9 @@ def comparison_planes(size: int, count: int = 16, seed: int = 0, encoding: Encod
     """float32 [count, 18, size, size]: random stones and histories, either side to move; for comparing backends.
     With an ``encoding`` that has a komi plane, the komi of each drawn around 7 points (``encoding.planes`` planes)."""
     rng = np.random.default_rng(seed + size)
+    if encoding is not None and encoding.planes != NUM_PLANES and encoding.komi_plane is None \
+            and encoding.state_encoding == INPUT_ENCODING:
+        return _played_planes(size, count, rng, encoding)  # KataGo's inputs: not random planes, real positions
     planes = (rng.random((count, NUM_PLANES, size, size)) < 0.25).astype(np.float32)
     planes[:, 16:18] = 0.0
     planes[np.arange(count), 16 + rng.integers(0, 2, count)] = 1.0
@@ -777,6 +797,24 @@ def comparison_planes(size: int, count: int = 16, seed: int = 0, encoding: Encod
         komi = np.round(rng.normal(7.0, 3.0, count) * 2.0) / 2.0 * np.where(planes[:, 16, 0, 0] > 0, -1.0, 1.0)
         planes = with_komi_plane(planes, komi)
     return planes
+
+
+def _played_planes(size: int, count: int, rng: np.random.Generator, encoding: Encoding) -> np.ndarray:
+    """The planes of ``count`` Go positions of random legal moves (up to a third of the board), the komi and the
+    side to move varied: for encodings whose planes are not independent bits (KataGo's)."""
+    from tabula.engine.rules.coords import PASS
+
+    states = []
+    for index in range(count):
+        state = encoding.new_state(size)
+        state.rules = dataclasses.replace(state.rules, komi=float(np.round(rng.normal(7.0, 3.0) * 2.0) / 2.0))
+        for _ in range(int(rng.integers(0, size * size // 3 + 1))):
+            moves = [m for m in state.legal_moves() if m != PASS]
+            if not moves:
+                break
+            state.play(moves[int(rng.integers(len(moves)))])
+        states.append(state)
+    return encoding.encode_batch(states, None)
 
 
 def outputs_difference(reference: Callable[[np.ndarray], tuple[np.ndarray, ...]],
