@@ -20,52 +20,95 @@ from .commands import Session, serve
 # A module listed here but not yet written is skipped.
 EXTENSION_MODULES: list[str] = ["tabula.gtp.analysis"]
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
-SEARCH_LOGGER = "tabula.search"  # logs the per-move search summary (visits, winrate, PV, playouts/s) at INFO
+SEARCH_LOGGER = "tabula.search"  # a line a move (playouts, time, winrate) at INFO, its candidates at DEBUG
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tabula gtp", description="Play Go over the Go Text Protocol (stdio).")
+    parser = argparse.ArgumentParser(
+        prog="tabula gtp", usage="%(prog)s [options]",
+        description="Play Go over the Go Text Protocol on stdin/stdout: a GUI (Sabaki, GoGui, Lizzie) or a server "
+                    "bridge (gtp2ogs, kgsGtp) starts this command and talks to it; typed at a terminal, try "
+                    "`genmove b`, `showboard`, `list_commands`, `quit`.")
     add_engine_arguments(parser)
-    parser.add_argument("--ogs-chat", action="store_true",
-                        help="write MALKOVICH:/DISCUSSION: chat lines to stderr after each genmove (gtp2ogs relays "
-                             "them to the OGS game chat; off by default so other GUIs' consoles stay quiet)")
+    groups = _groups(parser)
+    groups["analysis"].add_argument(
+        "--ogs-chat", action="store_true",
+        help="write MALKOVICH:/DISCUSSION: chat lines to stderr after each genmove (gtp2ogs relays them to the OGS "
+             "game chat; off by default so other GUIs' consoles stay quiet)")
+    _state_defaults(parser)
     return parser.parse_args(argv)
 
 
+GROUPS = {  # title -> what its options are for, in the order `tabula gtp --help` lists them
+    "playing": "the game and how the engine plays it",
+    "search": "how much and how each move is searched",
+    "time": "the clock (GTP time_settings and time_left set the game's clock)",
+    "network": "the network files and what runs them",
+    "analysis": "output for GUIs, servers and people watching",
+    "advanced": "search and evaluation terms that need measuring before a change",
+}
+
+
+def _groups(parser: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """The option groups of ``parser``, made once, in GROUPS' order."""
+    made = {group.title: group for group in parser._action_groups}
+    return {title: made.get(title) or parser.add_argument_group(title, text) for title, text in GROUPS.items()}
+
+
+def _state_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append the default to every option's help that does not state one yet."""
+    for action in parser._actions:
+        help_text = action.help or ""
+        if action.help is argparse.SUPPRESS or "default" in help_text.lower() or not action.option_strings \
+                or action.dest == "help":
+            continue
+        shown = {True: "on", False: "off"}.get(action.default, "%(default)s") \
+            if isinstance(action.default, bool) else "%(default)s"
+        action.help = f"{help_text} (default {shown})" if help_text else f"default {shown}"
+
+
 def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> None:
-    """The options of the engine's configuration (``build_config`` reads them): the network, the search and the
-    rules, and with ``play`` the player, the clock and play's own (``tabula analysis`` takes all but those)."""
+    """The options of the engine's configuration (``build_config`` reads them), in the groups of GROUPS: the network,
+    the search and the rules, and with ``play`` the player, the clock and play's own (``tabula analysis`` takes all
+    but those)."""
     defaults = EngineConfig()
+    group = _groups(parser)
     # Every option that sets a configuration field is made from the field (engine.config.add_flags), which checks its
     # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
     # add_flags takes a comma-separated list) and --rules (a name or JSON, checked by parse_rules) are written here.
-    add_flags(parser, defaults, {} if not play else {
+    add_flags(group["playing"], defaults, {} if not play else {
         "player": Flag("move generator (default: %(default)s)", choices=tuple(sorted(GENERATORS))),
         "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
                            name="--size"),
     })
-    add_flags(parser, defaults.rules, {"komi": "initial komi"})
-    parser.add_argument("--rules", default=None, type=_rules_argument, metavar="RULES",
-                        help="the ruleset, as kata-set-rules takes it: japanese, korean, chinese, aga, tromp-taylor, "
-                             "... or KataGo's JSON (default: area scoring, positional superko)")
-    parser.add_argument("--superko", default=None, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO],
-                        help=f"the ko rule (default {defaults.rules.superko}, or the one --rules names)")
-    add_flags(parser, defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
-    parser.add_argument("--weights", action="append", default=[], metavar="FILE",
-                        help="ONNX network file; repeat for networks of other board sizes (the first that plays a "
-                             "size is used for it). Default: the shipped networks named in weights/DEFAULT")
-    add_flags(parser, defaults.search, {
+    add_flags(group["playing"], defaults.rules, {"komi": "initial komi"})
+    group["playing"].add_argument(
+        "--rules", default=None, type=_rules_argument, metavar="RULES",
+        help="the ruleset, as kata-set-rules takes it: japanese, korean, chinese, aga, tromp-taylor, ... or KataGo's "
+             "JSON (default: area scoring, positional superko)")
+    group["playing"].add_argument("--superko", default=None, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO],
+                                  help=f"the ko rule (default {defaults.rules.superko}, or the one --rules names)")
+    add_flags(group["playing"], defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
+    group["network"].add_argument(
+        "--weights", action="append", default=[], metavar="FILE",
+        help="ONNX network file; repeat for networks of other board sizes (the first that plays a size is used for "
+             "it). Default: the shipped networks named in weights/DEFAULT")
+    add_flags(group["search"], defaults.search, {
         "visits": "visits per move on every board size (0: no limit; default: by board size, 400 on 19x19, "
                   "1600 on 9x9, 854 on 13x13: about the same time a move)",
         "playouts": "new playouts per move (0: no limit)",
         "threads": "search threads (default 0: 1 where the network runs on a GPU, 2 on the CPU)",
+        "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
+        "root_symmetries": "evaluate the root under all 8 symmetries and average",
+    })
+    add_flags(group["network"], defaults.search, {
         "batch_size": "leaves per network call, at most (small searches use fewer; default 0: 64 on a GPU, 8 on "
                       "the CPU)",
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
                              "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches",
-        "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
         "adaptive_batch": "shrink the batch for small searches (at most 1/32 of the playouts in flight at once)",
-        "root_symmetries": "evaluate the root under all 8 symmetries and average",
+    })
+    add_flags(group["advanced"], defaults.search, {
         "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "
                        "fast rollout policy (λ in [0, 1]; default 0: the network alone)",
         "static_score_utility": "weight in [0, 1] of KataGo's static score utility: moves are ranked by value + "
@@ -89,29 +132,30 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "cpuct_utility_stdev_prior": "the spread σ counts as at first (default %(default)s)",
         "cpuct_utility_stdev_prior_weight": "how many visits that prior counts for (default %(default)s)",
     })
-    add_flags(parser, defaults.net, {
+    add_flags(group["network"], defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "
                                 "(default: the shipped weights/rollout-patterns.npz)", name="--rollout-weights",
                                 metavar="FILE"),
     }, prefix="net_")
     if play:
-        add_flags(parser, defaults.time, {
+        add_flags(group["time"], defaults.time, {
             "max_time_per_move_s": Flag("at most this many seconds per move (0: only the clock limits)",
                                         name="--time")})
-        add_flags(parser, defaults.time, {
-            "lag_buffer_s": Flag("seconds kept back from every period and from the main time for network lag",
+        add_flags(group["time"], defaults.time, {
+            "lag_buffer_s": Flag("seconds kept back from every period and from the main time for network lag; "
+                                 "on a short clock at most a quarter of a move's time (default %(default)s)",
                                  name="--lag-buffer")})
-    add_flags(parser, defaults.net, {
+    add_flags(group["network"], defaults.net, {
         "provider": Flag("what runs the network: auto picks TensorRT, CUDA, torch on CUDA, then the CPU, the first "
                          "that works, and says which on stderr (default: %(default)s)", name="--provider",
                          choices=BACKENDS),
         "precision": Flag("precision on a GPU (auto: fp16)", name="--precision", choices=PRECISIONS),
     }, prefix="net_")
-    add_flags(parser, defaults.net, {
-        "threads": "onnxruntime threads per network call on the CPU (0: the cores shared among the search "
-                   "threads, or onnxruntime's default for one search thread)",
+    add_flags(group["network"], defaults.net, {
+        "threads": "onnxruntime threads per network call on the CPU (default 0: the cores shared among the "
+                   "search threads, or onnxruntime's own choice for one search thread)",
     }, prefix="net_")
-    add_flags(parser, defaults.play, {} if not play else {
+    add_flags(group["playing"], defaults.play, {} if not play else {
         "ponder": "think on the opponent's time until the next command",
         "temperature_moves": "play the first N moves in proportion to visits^(1/temperature) instead of the most "
                              "visited (Leela Zero's --randomcnt): engine-vs-engine matches need it, or deterministic "
@@ -120,9 +164,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "resign_winrate": "resign below this winrate for several moves in a row (0: never resign; default -1: the "
                           "threshold calibrated for the network, never resigning with one that has none)",
     })
-    parser.add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
-                        help="stderr logging level of every logger (default: WARNING, plus the per-move search "
-                             "summary at INFO)")
+    group["analysis"].add_argument("-v", "--verbose", action="store_true",
+                                   help="after each move's line on stderr, its five first candidates (visits, "
+                                        "winrate, prior, principal variation)")
+    group["advanced"].add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
+                                   help="stderr logging level of every logger (default: WARNING, plus one line a "
+                                        "move at INFO)")
+    for unused in [g for g in group.values() if not g._group_actions]:  # without ``play``: no clock options
+        parser._action_groups.remove(unused)
 
 
 def _rules_argument(text: str) -> str:
@@ -160,12 +209,14 @@ def load_extensions() -> None:
         importlib.import_module(module)
 
 
-def configure_logging(level: str | None) -> None:
-    """Logs go to stderr. ``level`` None: warnings, plus the per-move search summary at INFO (what a user watching
-    stderr wants); an explicit level applies to every logger, the search summary included."""
+def configure_logging(level: str | None, verbose: bool = False) -> None:
+    """Logs go to stderr. ``level`` None: warnings, plus one line a move at INFO (what a user watching stderr
+    wants), and with ``verbose`` the move's candidates (the search logger at DEBUG); an explicit level applies to
+    every logger, the search's included."""
     logging.basicConfig(stream=sys.stderr, format="%(name)s: %(message)s")
     logging.getLogger().setLevel(level or "WARNING")  # also where basicConfig found handlers and did nothing
-    logging.getLogger(SEARCH_LOGGER).setLevel(logging.INFO if level is None else logging.NOTSET)
+    search_level = logging.INFO if level is None else logging.NOTSET
+    logging.getLogger(SEARCH_LOGGER).setLevel(logging.DEBUG if verbose else search_level)
 
 
 def write_chat(line: str) -> None:
@@ -176,7 +227,7 @@ def write_chat(line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.verbose)
     config = build_config(args)
     load_extensions()
     try:

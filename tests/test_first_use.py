@@ -10,3 +10,42 @@ def test_version(capsys) -> None:
     out = capsys.readouterr().out.strip()
     assert out.startswith("tabula ") and out.split()[1][0].isdigit()
     assert "--version" in cli.usage()
+
+
+def test_gtp_help_is_grouped_and_states_every_default(capsys) -> None:
+    import pytest
+
+    from tabula.gtp.__main__ import GROUPS, parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = capsys.readouterr().out
+    titles = [line[:-1] for line in text.splitlines() if line.endswith(":") and not line.startswith(" ")]
+    assert titles[-len(GROUPS):] == list(GROUPS)
+    options = text[text.index("playing:"):].split("\n  -")[1:]
+    assert len(options) > 35
+    undefaulted = [o.split()[0] for o in options if "default" not in o.lower()]
+    assert undefaulted == [], undefaulted
+
+
+def test_one_stderr_line_a_move_and_the_candidates_at_verbose(caplog) -> None:
+    import logging
+
+    import numpy as np
+
+    from tabula.engine.config import SearchConfig
+    from tabula.engine.net.evaluator import UniformEvaluator
+    from tabula.engine.play.search_player import SearchGenerator
+    from tabula.engine.rules.coords import BLACK
+    from tabula.engine.rules.game import GameState
+
+    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0))
+    with caplog.at_level(logging.INFO, logger="tabula.search"):
+        player.generate(GameState(5), BLACK, None)
+    [line] = caplog.text.strip().splitlines()
+    assert "move 1:" in line and "after" in line and "winrate" in line
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="tabula.search"):
+        player.generate(GameState(5), BLACK, None)
+    lines = [line for line in caplog.text.strip().splitlines() if "no full count" not in line]
+    assert len(lines) > 2 and "visits" in lines[1] and "pv" in lines[1]

@@ -61,3 +61,12 @@ def test_the_command_prints_medians_and_writes_a_line_a_move(tmp_path, capsys):
 def test_a_directory_without_logs_is_a_clear_error(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "no engine logs" in capsys.readouterr().err
+
+
+def test_the_winrate_on_the_search_line_serves_where_no_candidates_follow(tmp_path):
+    log = tmp_path / "engine0-w0.log"
+    log.write_text("tabula: network x.onnx (1x8 agz, 9, fp32) on CPUExecutionProvider\n"
+                   "tabula.search: move 1: E5 after 50 playouts (50 visits, 0 reused) in 0.02 s, winrate 48.5%, "
+                   "2500 playouts/s, batch 4.0, cache hits 0, nodes 50\n")
+    [[move]] = read_log(log)
+    assert (move.move, move.playouts, move.winrate) == ("E5", 50, 0.485)

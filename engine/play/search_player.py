@@ -112,7 +112,7 @@ class SearchGenerator:
             return None
         expected_s = self._count_cost_s.get(state.size, COUNT_S_PER_POINT * state.size * state.size)
         if budget_s is not None and expected_s > COUNT_BUDGET_SHARE * budget_s:
-            log.info("no full count before passing: %.2f s expected, %.2f s to move", expected_s, budget_s)
+            log.debug("no full count before passing: %.2f s expected, %.2f s to move", expected_s, budget_s)
             return None
         started = self.search.clock()
         count = self.referee_count(state)
@@ -274,13 +274,20 @@ class SearchGenerator:
         return result
 
     def _log(self, state: GameState, result: SearchResult, move: int) -> None:
+        """One line a move at INFO (the move, its search, the winrate of the move played, or of the first candidate
+        where it is not one); at DEBUG the five first candidates follow in the same record."""
         if not log.isEnabledFor(logging.INFO):
             return
         size = state.size
+        played = [c for c in result.candidates if c.move == move] or result.candidates[:1]
+        winrate = f", winrate {100 * played[0].winrate:.1f}%" if played else ""
         lines = [f"move {len(state.moves) + 1}: {format_vertex(move, size)} after {result.playouts} playouts "
-                 f"({result.root_visits} visits, {result.reused_visits} reused) in {result.elapsed_s:.2f} s, "
-                 f"{result.playouts_per_s:.0f} playouts/s, batch {result.mean_batch:.1f}, "
+                 f"({result.root_visits} visits, {result.reused_visits} reused) in {result.elapsed_s:.2f} s"
+                 f"{winrate}, {result.playouts_per_s:.0f} playouts/s, batch {result.mean_batch:.1f}, "
                  f"cache hits {result.cache_hits}, nodes {self.search.tree_nodes()}"]
+        if not log.isEnabledFor(logging.DEBUG):
+            log.info(lines[0])
+            return
         for candidate in result.candidates[:5]:
             pv = " ".join(format_vertex(m, size) for m in candidate.pv[:12])
             lines.append(f"  {format_vertex(candidate.move, size):>5} {candidate.visits:6d} visits "

@@ -4,11 +4,11 @@
     python3 -m tabula.tools.compete.search_log runs/strength/lambda-19 --write DIR  # and DIR/engineK.txt, a line a move
 
 `tabula gtp` logs one line per searched move to stderr (``tabula.search: move 12: D4 after 959 playouts ... in
-0.81 s``), and `tabula match` keeps each engine's stderr in OUT/logs/engineK-wW.log, one file per engine and
-worker, the games one after another. A game's lines are told apart by the move number starting again, or by the
-engine starting again. Each run of lines is given to the finished game (OUT/games/*.sgf) whose moves it names, so
-the lines of a game cut short by a stop and replayed on resume are left out (counted as unmatched) rather than
-counted twice.
+0.81 s, winrate 55.2%, ...``; the candidates follow at ``--verbose``), and `tabula match` keeps each engine's stderr
+in OUT/logs/engineK-wW.log, one file per engine and worker, the games one after another. A game's lines are told
+apart by the move number starting again, or by the engine starting again. Each run of lines is given to the finished
+game (OUT/games/*.sgf) whose moves it names, so the lines of a game cut short by a stop and replayed on resume are
+left out (counted as unmatched) rather than counted twice.
 
 The logs are big (about 70 KB a 19×19 game) and stay in runs/; ``--write OUT/searched`` keeps what the resignation
 calibration needs of them (`tabula resign`: each searched move's playouts, seconds and winrate, about 30 bytes), to be
@@ -32,7 +32,9 @@ from tabula.tools.compete.match import load_config
 from tabula.tools.compete.settings import CONFIG_FILE, config_name
 
 SEARCH_LINE = re.compile(r"tabula\.search: move (\d+): (\S+) after (\d+) playouts .* in ([\d.]+) s")
-# The candidate lines that follow a search line: vertex, visits, winrate in percent (the root side to move's view).
+LINE_WINRATE = re.compile(r", winrate ([\d.]+)%")  # the move played's, on the search line itself
+# The candidate lines that follow a search line (at `tabula gtp --verbose`): vertex, visits, winrate in percent
+# (the root side to move's view).
 CANDIDATE_LINE = re.compile(r"^\s+(\S+)\s+\d+ visits\s+([\d.]+)% \(lcb")
 ENGINE_START = re.compile(r"^tabula: network ")  # the first line a `tabula gtp` process logs
 LOG_NAME = re.compile(r"engine(\d+)-w\d+\.log$")
@@ -64,7 +66,7 @@ def read_log(path: Path) -> list[list[SearchedMove]]:
         if current is None:
             return
         winrates = dict(candidates)
-        winrate = winrates.get(current.move, candidates[0][1] if candidates else None)
+        winrate = winrates.get(current.move, candidates[0][1] if candidates else current.winrate)
         games[-1].append(replace(current, winrate=winrate))
 
     for line in path.read_text(errors="replace").splitlines():
@@ -81,7 +83,9 @@ def read_log(path: Path) -> list[list[SearchedMove]]:
         found = SEARCH_LINE.search(line)
         if not found:
             continue
-        searched = SearchedMove(int(found[1]), found[2], int(found[3]), float(found[4]))
+        on_line = LINE_WINRATE.search(line)
+        searched = SearchedMove(int(found[1]), found[2], int(found[3]), float(found[4]),
+                                float(on_line[1]) / 100.0 if on_line else None)
         if started or not games[-1] or searched.number <= games[-1][-1].number:
             games.append([])
             started = False
