@@ -529,6 +529,14 @@ class OnnxEvaluator:
         prepared = self._prepare(states, AVERAGE)
         return self._finish(prepared, *self._run(prepared.planes))
 
+    def evaluate_symmetry(self, states: Sequence[GameState], symmetry: int) -> Evaluation:
+        """``evaluate`` with every position seen under one symmetry (``engine.net.features``' numbering), whatever
+        this evaluator's symmetry mode: ``kata-raw-nn``."""
+        if not states:
+            return _empty_evaluation()
+        prepared = self._prepare(states, symmetry=symmetry)
+        return self._finish(prepared, *self._run(prepared.planes))
+
     def evaluate_async(self, states: Sequence[GameState]) -> "PendingEvaluation":
         """``evaluate`` in two halves: features and masks now, in the caller's thread; the network on this
         evaluator's network thread; softmax and symmetry undone when ``result()`` is asked for.
@@ -548,8 +556,15 @@ class OnnxEvaluator:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="network")
             return self._executor
 
-    def _prepare(self, states: Sequence[GameState], mode: str | None = None) -> "_Prepared":
+    def _prepare(self, states: Sequence[GameState], mode: str | None = None,
+                 symmetry: int | None = None) -> "_Prepared":
+        """Planes and masks of ``states`` under ``mode`` (default: this evaluator's), or under ``symmetry`` for every
+        position (then as ``random`` mode, with that symmetry drawn for each)."""
         mode = mode or self.symmetry
+        if symmetry is not None:
+            if not 0 <= symmetry < NUM_SYMMETRIES:
+                raise ValueError(f"symmetry {symmetry} is not one of 0..{NUM_SYMMETRIES - 1}")
+            mode = "random"
         count = len(states)
         size = states[0].size
         if size not in self.board_sizes:
@@ -566,8 +581,11 @@ class OnnxEvaluator:
         if mode == "identity":
             planes = encode_batch(states, None)
         elif mode == "random":
-            with self._rng_lock:
-                symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
+            if symmetry is not None:
+                symmetries = np.full(count, symmetry, dtype=np.int64)
+            else:
+                with self._rng_lock:
+                    symmetries = self._rng.integers(0, NUM_SYMMETRIES, count)
             planes = encode_batch(states, symmetries)
         else:
             planes = encode_batch(states, None)
@@ -758,6 +776,11 @@ class NetworkSet:
         if not states:
             return _empty_evaluation()
         return evaluate_all_symmetries(self.network_for(states[0].size), states)
+
+    def evaluate_symmetry(self, states: Sequence[GameState], symmetry: int) -> Evaluation:
+        if not states:
+            return _empty_evaluation()
+        return self.network_for(states[0].size).evaluate_symmetry(states, symmetry)
 
 
 def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> tuple[object, list[OnnxEvaluator]]:

@@ -119,6 +119,21 @@ def symmetric_point(x: int, y: int, symmetry: int, size: int) -> tuple[int, int]
     return x, y
 
 
+def katago_symmetry(index: int, rows_from_top: bool = False) -> int:
+    """This module's symmetry under which a network reads what KataGo's symmetry ``index`` (``kata-raw-nn INDEX``)
+    feeds KataGo's network, for the same board.
+
+    KataGo's ``copyInputsWithSymmetry`` puts the point (x, y) of its tensor (y = 0 the top row) at ``getSymLoc``:
+    mirror x (bit 1), mirror y (bit 0), then swap x and y (bit 2). Read as a gather, that is ``symmetric_point``'s
+    own numbering, so in a network's own frame the indices agree. ``rows_from_top``: the network was trained with
+    rows from the top (KataGo's networks) while Tabula's planes run from the bottom (``katago_features``), so
+    Tabula's identity shows it the board mirrored top to bottom, which is KataGo's symmetry 1: every index then
+    differs in bit 0. ValueError for an index outside 0..7."""
+    if not (isinstance(index, int) and 0 <= index < NUM_SYMMETRIES):
+        raise ValueError(f"symmetry {index!r} is not one of 0..{NUM_SYMMETRIES - 1}")
+    return index ^ 1 if rows_from_top else index
+
+
 @lru_cache(maxsize=None)
 def symmetry_tables(size: int) -> tuple[np.ndarray, np.ndarray]:
     """(forward, inverse), both int64 [8, N*N+1].
@@ -180,5 +195,5 @@ def inverse_transform_policy(policy: np.ndarray, symmetry: int | np.ndarray) -> 
 
 __all__ = ["NUM_PLANES", "NUM_SYMMETRIES", "IDENTITY", "INPUT_ENCODING", "KOMI_INPUT_ENCODING", "KOMI_PLANE",
            "KOMI_SCALE", "komi_points", "with_komi_plane", "encode_batch_with_komi", "encode", "encode_batch",
-           "symmetric_point", "symmetry_tables", "transform_planes", "inverse_transform_planes",
+           "symmetric_point", "katago_symmetry", "symmetry_tables", "transform_planes", "inverse_transform_planes",
            "transform_policy", "inverse_transform_policy"]
