@@ -49,3 +49,19 @@ def test_one_stderr_line_a_move_and_the_candidates_at_verbose(caplog) -> None:
         player.generate(GameState(5), BLACK, None)
     lines = [line for line in caplog.text.strip().splitlines() if "no full count" not in line]
     assert len(lines) > 2 and "visits" in lines[1] and "pv" in lines[1]
+
+
+def test_match_reports_a_games_progress_every_few_seconds() -> None:
+    from types import SimpleNamespace
+
+    from tabula.tools.compete import match
+
+    now = [0.0]
+    lines: list[str] = []
+    report = match._progress_reporter("0-1-0003", lines.append, clock=lambda: now[0])
+    game = SimpleNamespace(log=[])
+    for move in range(30):
+        game.log.append((1 + move % 2, 0, 0.5, None, None))
+        now[0] += 1.0
+        report(game)
+    assert len(lines) == 3 and lines[0] == "  0-1-0003: move 10, black 2 s, white 2 s"

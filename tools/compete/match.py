@@ -20,9 +20,11 @@ import json
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
+from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, handicap_points
 from tabula.tools.compete.gtp_client import EngineError, GtpEngine
 from tabula.tools.compete.referee import EnginePool, Game, GameSpec
@@ -74,6 +76,26 @@ def probe_names(config: MatchConfig, log_dir: Path) -> tuple[str, ...]:
     return tuple(f"{name} [{i}]" if names.count(name) > 1 else name for i, name in enumerate(names))
 
 
+PROGRESS_EVERY_S = 10.0  # a game's progress line at most this often
+
+
+def _progress_reporter(game_id: str, progress: Callable[[str], None],
+                       clock: Callable[[], float] = time.monotonic) -> Callable[[Game], None]:
+    """A Game's ``on_move``: a line with the moves played and each side's time so far, every PROGRESS_EVERY_S."""
+    last = [clock()]
+
+    def report(game: Game) -> None:
+        now = clock()
+        if now - last[0] < PROGRESS_EVERY_S:
+            return
+        last[0] = now
+        used = {BLACK: 0.0, WHITE: 0.0}
+        for color, _move, seconds, _left, _stones in game.log:
+            used[color] += seconds
+        progress(f"  {game_id}: move {len(game.log)}, black {used[BLACK]:.0f} s, white {used[WHITE]:.0f} s")
+    return report
+
+
 def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> list[dict]:
     """Play every game of the schedule not yet in the results file; returns all records (old and new)."""
     out = Path(config.out)
@@ -81,6 +103,8 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
     results_path = out / RESULTS_FILE
     done = {record["game"] for record in read_results(results_path)}
     pending = [spec for spec in schedule(config) if spec.game_id not in done]
+    progress(f"{len(pending)} games to play; games in {out / 'games'}, results in {results_path}, engines' stderr "
+             f"in {log_dir}")
     if done:
         progress(f"resuming: {len(done)} games already played, {len(pending)} to play")
     writer = ResultsWriter(results_path)
@@ -98,7 +122,9 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
     def work(pool: EnginePool) -> None:
         try:
             while (spec := next_spec()) is not None:
-                game = Game(config, spec, pool, stop)
+                players = f"{config_name(config, spec.black)} (B) vs {config_name(config, spec.white)} (W)"
+                progress(f"{spec.game_id}: {players} starts")
+                game = Game(config, spec, pool, stop, on_move=_progress_reporter(spec.game_id, progress))
                 record = game.play()
                 if stop.is_set():
                     return  # the game was cut short by the interrupt, not by the engines: do not record it
@@ -107,9 +133,8 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
                 with lock:
                     finished[0] += 1
                     count = finished[0]
-                progress(f"[{count}/{len(pending)}] {spec.game_id}: {config_name(config, spec.black)} (B) vs "
-                         f"{config_name(config, spec.white)} (W) {record['result']} ({record['reason']}, "
-                         f"{record['moves']} moves)")
+                progress(f"[{count}/{len(pending)}] {spec.game_id}: {players} {record['result']} "
+                         f"({record['reason']}, {record['moves']} moves)")
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
             errors.append(error)
             stop.set()
@@ -286,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
     print()
     print(summarise(config, records))
+    print(f"\ngames and results: {out}/ (`tabula match --out {out} --summary` prints this again)")
     return 0
 
 

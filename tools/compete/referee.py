@@ -11,7 +11,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tabula.engine.play.timecontrol import ClockState
 from tabula.engine.rules.board import IllegalMoveError
@@ -192,11 +192,14 @@ class GameOver(Exception):
 class Game:
     """Plays one game between two engines of a pool and returns its record (a JSON-able dict)."""
 
-    def __init__(self, config: MatchConfig, spec: GameSpec, pool: EnginePool, stop: threading.Event):
+    def __init__(self, config: MatchConfig, spec: GameSpec, pool: EnginePool, stop: threading.Event,
+                 on_move: Callable[["Game"], None] | None = None):
+        """``on_move``: called after each move is played (``tabula match`` reports a game's progress from it)."""
         self.config = config
         self.spec = spec
         self.pool = pool
         self.stop = stop
+        self.on_move = on_move
         self.state = GameState(config.size, Rules(komi=config.komi, superko=config.superko))
         self.clocks = {color: Clock(TimeControl() if self.index(color) in config.untimed else config.time)
                        for color in (BLACK, WHITE)}
@@ -403,6 +406,8 @@ class Game:
         clock = self.clocks[color]
         left, stones = clock.sgf_left() if clock.active else (None, None)
         self.log.append((color, move, elapsed_s, left, stones))
+        if self.on_move is not None:
+            self.on_move(self)
 
     def count(self) -> tuple[str | None, str, str, dict | None]:
         """Score a finished (or move-limited) game by the configured method; record every scorer's opinion."""
