@@ -374,10 +374,9 @@ class OnnxEvaluator:
         the log's note of the switch (None: the int8 file stays, or has no fp32 file to be checked against).
 
         Why: onnxruntime's int8 convolutions on a CPU without VNNI (AVX2, or AVX-512 without VNNI) multiply u8 by s8
-        with a saturating instruction, and the shipped network's outputs came out wrong there (on an AMD EPYC with
-        AVX2, 19x19: top-1 agreement 55 %, mean value difference 0.23, against 91 % and 0.04 for what the file
-        computes; docs/BENCHMARKS.md "int8 on a CPU without VNNI"). A wrong network plays on without a sign, so it
-        is measured here, once, at the start."""
+        with a saturating instruction, and the shipped network's outputs come out wrong there (docs/BENCHMARKS.md,
+        "int8 on a CPU without VNNI"). A wrong network plays on without a sign, so it is measured here, once, at the
+        start."""
         key = (_file_key(self.path), _file_key(_fp32_name(self.path)))
         if key in _INT8_AGREED:
             return None  # checked in this process already, the same two files on disk
@@ -397,9 +396,8 @@ class OnnxEvaluator:
         metadata = self.metadata
         self._use_session(reference)
         self.metadata = {**metadata, "precision": "fp32"}  # what runs; the int8 file's thresholds still rule
-        return (f"its int8 weights disagree with {os.path.basename(sibling)} on this CPU (top-1 {top1:.0%}, mean "
-                f"|value diff| {value_diff:.2f} on {len(planes)} {size}x{size} positions; onnxruntime's int8 "
-                f"kernels without VNNI), so that fp32 file runs instead")
+        return (f"this CPU has no VNNI, so the network runs from its fp32 file {os.path.basename(sibling)}: the "
+                f"same network at full precision (int8 here would pick the same move in {top1:.0%} of positions)")
 
     @property
     def on_gpu(self) -> bool:
