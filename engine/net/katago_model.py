@@ -691,6 +691,134 @@ def _check_model(model: dict) -> None:
             f"expected {NUM_SPATIAL_FEATURES} and {NUM_GLOBAL_FEATURES}")
 
 
+# -- a random network (test fixtures) --------------------------------------------------------------------------
+
+
+def random_model(version: int = 15, seed: int = 0, channels: int = 16, mid: int = 8, gpool: int = 4,
+                 head: int = 8, rms_tip: bool | None = None, name: str = "tabula-random") -> dict:
+    """A small network of every block kind (ordinary, global pooling, nested bottleneck holding each kind, attention
+    with learnt and with fixed rotary embeddings and grouped heads, SwiGLU feed-forward), random weights, for
+    ``version`` (8 to 17): what the tests write with ``write_model`` instead of shipping KataGo's networks."""
+    if version not in SUPPORTED_VERSIONS:
+        raise ValueError(unsupported_version_message(version))
+    rng = np.random.default_rng(seed)
+    kinds = ["ACTIVATION_RELU", "ACTIVATION_MISH", "ACTIVATION_SILU"] if version >= 11 else ["ACTIVATION_RELU"]
+    counter = iter(range(1 << 30))
+
+    def label(what: str) -> str:
+        return f"{what}.{next(counter)}"
+
+    def conv(cin: int, cout: int, k: int = 3) -> dict:
+        w = rng.normal(0.0, 1.0 / np.sqrt(cin * k * k), (k, k, cin, cout)).astype(np.float32)
+        return {"name": label("conv"), "ky": k, "kx": k, "in_channels": cin, "out_channels": cout,
+                "dilation_y": 1, "dilation_x": 1, "weights": w}
+
+    def bn(c: int) -> dict:
+        return {"name": label("bn"), "channels": c, "epsilon": 1e-5, "has_scale": 1, "has_bias": 1,
+                "mean": rng.normal(0.0, 0.1, c).astype(np.float32),
+                "variance": rng.uniform(0.5, 1.5, c).astype(np.float32),
+                "scale": rng.uniform(0.5, 1.5, c).astype(np.float32),
+                "bias": rng.normal(0.0, 0.1, c).astype(np.float32)}
+
+    def act() -> dict:
+        return {"name": label("act"), "activation": kinds[int(rng.integers(len(kinds)))]}
+
+    def mat(cin: int, cout: int, scale: float = 1.0) -> dict:
+        return {"name": label("mat"), "in_channels": cin, "out_channels": cout,
+                "weights": rng.normal(0.0, scale / np.sqrt(cin), (cin, cout)).astype(np.float32)}
+
+    def bias(c: int) -> dict:
+        return {"name": label("bias"), "channels": c, "weights": rng.normal(0.0, 0.1, c).astype(np.float32)}
+
+    def norm(c: int) -> dict:
+        return {"name": label("norm"), "channels": c, "epsilon": 1e-6,
+                "weight": rng.uniform(0.5, 1.5, c).astype(np.float32)}
+
+    def ordinary(c: int, m: int) -> dict:
+        return {"kind": "ordinary_block", "name": label("block"), "pre_bn": bn(c), "pre_activation": act(),
+                "regular_conv": conv(c, m), "mid_bn": bn(m), "mid_activation": act(), "final_conv": conv(m, c)}
+
+    def gpool_block(c: int, m: int) -> dict:
+        return {"kind": "gpool_block", "name": label("block"), "pre_bn": bn(c), "pre_activation": act(),
+                "regular_conv": conv(c, m), "gpool_conv": conv(c, gpool), "gpool_bn": bn(gpool),
+                "gpool_activation": act(), "gpool_to_bias": mat(3 * gpool, m), "mid_bn": bn(m),
+                "mid_activation": act(), "final_conv": conv(m, c)}
+
+    def attention(c: int, heads: int, kv_heads: int, learnable: bool) -> dict:
+        q_dim = v_dim = 4
+        block = {"kind": "transformer_attention_block", "name": label("block"), "num_heads": heads,
+                 "num_kv_heads": kv_heads, "q_head_dim": q_dim, "v_head_dim": v_dim, "use_rope": 1,
+                 "learnable_rope": int(learnable), "pre_norm": norm(c), "q_proj": mat(c, heads * q_dim),
+                 "k_proj": mat(c, kv_heads * q_dim), "v_proj": mat(c, kv_heads * v_dim),
+                 "out_proj": mat(heads * v_dim, c, 0.5), "rope_name": label("rope")}
+        if learnable:
+            block.update(rope_kv_heads=kv_heads, rope_pairs=q_dim // 2, rope_dim=2,
+                         rope_freqs=rng.uniform(-1.0, 1.0, (kv_heads, q_dim // 2, 2)).astype(np.float32))
+        else:
+            block["rope_theta"] = 100.0
+        return block
+
+    def ffn(c: int) -> dict:
+        return {"kind": "transformer_ffn_block", "name": label("block"), "channels": c, "ffn_channels": 2 * c,
+                "use_swiglu": 1, "pre_norm": norm(c), "linear1": mat(c, 2 * c), "linear_gate": mat(c, 2 * c),
+                "linear2": mat(2 * c, c, 0.5)}
+
+    def nested(c: int) -> dict:
+        inner_c = mid
+        blocks = [ordinary(inner_c, mid // 2), attention(inner_c, 2, 2, True), ffn(inner_c),
+                  gpool_block(inner_c, mid // 2)]
+        return {"kind": "nested_bottleneck_block", "name": label("block"), "num_blocks": len(blocks),
+                "pre_bn": bn(c), "pre_activation": act(), "pre_conv": conv(c, inner_c), "blocks": blocks,
+                "post_bn": bn(inner_c), "post_activation": act(), "post_conv": conv(inner_c, c)}
+
+    blocks = [ordinary(channels, mid), gpool_block(channels, mid), nested(channels), attention(channels, 4, 2, False),
+              ffn(channels), nested(channels)]
+    rms_tip = version >= 15 if rms_tip is None else rms_tip
+    trunk = {"name": "trunk", "num_blocks": len(blocks), "trunk_channels": channels, "mid_channels": mid,
+             "regular_channels": mid - gpool if mid > gpool else mid, "dilated_channels": gpool,
+             "gpool_channels": gpool, "norm_kind": int(rms_tip),
+             "initial_conv": conv(NUM_SPATIAL_FEATURES, channels, 5),
+             "initial_matmul": mat(NUM_GLOBAL_FEATURES, channels), "blocks": blocks, "tip_activation": act()}
+    if version >= 15:
+        trunk["options"] = [0] * 5
+    if rms_tip:
+        if version < 15:
+            raise ValueError("an RMS norm at the trunk's tip needs model version 15 or later")
+        trunk["tip_rms_norm"] = {"name": label("rms"), "channels": channels, "epsilon": 1e-6, "spatial": 1,
+                                 "group_size": 0, "gamma": rng.uniform(0.5, 1.5, channels).astype(np.float32),
+                                 "beta": rng.normal(0.0, 0.1, channels).astype(np.float32)}
+    else:
+        trunk["tip_bn"] = bn(channels)
+    out = 2 if version >= 12 else 1
+    if version == 16:
+        out = 4
+    policy = {"name": "policy_head", "p1_conv": conv(channels, head, 1), "g1_conv": conv(channels, head, 1),
+              "g1_bn": bn(head), "g1_activation": act(), "gpool_to_bias": mat(3 * head, head), "p1_bn": bn(head),
+              "p1_activation": act(), "p2_conv": conv(head, out, 1)}
+    if version >= 17:
+        policy.update(out_channels=out, options=[0] * 3)
+    if version >= 15:
+        policy.update(gpool_to_pass=mat(3 * head, head), gpool_to_pass_bias=bias(head), pass_activation=act(),
+                      gpool_to_pass2=mat(head, out))
+    else:
+        policy["gpool_to_pass"] = mat(3 * head, out)
+    scores = 6 if version >= 9 else 4
+    value = {"name": "value_head", "v1_conv": conv(channels, head, 1), "v1_bn": bn(head), "v1_activation": act(),
+             "v2_mul": mat(3 * head, 2 * head), "v2_bias": bias(2 * head), "v2_activation": act(),
+             "v3_mul": mat(2 * head, 3), "v3_bias": bias(3), "sv3_mul": mat(2 * head, scores, 0.1),
+             "sv3_bias": bias(scores), "ownership_conv": conv(head, 1, 1)}
+    if version >= 17:
+        value["options"] = [0] * 3
+    model = {"name": name, "version": version, "input_channels": NUM_SPATIAL_FEATURES,
+             "input_global_channels": NUM_GLOBAL_FEATURES, "postprocess": dict(DEFAULT_POSTPROCESS),
+             "meta_encoder_version": 0, "prefer_pass_alive_under_suicide": 0,
+             "trunk": trunk, "policy_head": policy, "value_head": value}
+    if version >= 15:
+        model["options"] = [0] * 6
+    _check_model(model)
+    return model
+
+
 # -- summaries ------------------------------------------------------------------------------------------------------
 
 
@@ -736,4 +864,5 @@ def describe(model: dict) -> str:
 
 __all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POSTPROCESS", "KataGoModelError", "NUM_GLOBAL_FEATURES",
            "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "describe", "from_structure", "model_bytes",
-           "parse_model", "policy_channels", "read_model", "structure", "unsupported_version_message", "write_model"]
+           "parse_model", "policy_channels", "random_model", "read_model", "structure",
+           "unsupported_version_message", "write_model"]

@@ -1,0 +1,174 @@
+"""KataGo's model files: the reader and writer (engine/net/katago_model.py), the torch network and its ONNX export
+(engine/net/katago_network.py), checked against KataGo's own outputs.
+
+The fixtures in tests/katago/ are small random networks of every block kind that our writer made
+(``random_model``), and KataGo 1.17.2's ``kata-raw-nn 0`` on them (its Eigen backend loaded the files as they are):
+so the writer writes what KataGo reads, and the network computes what KataGo computes, without KataGo's own
+networks in the repository. The slow test checks the real networks where they are on this machine.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tabula.engine.net import katago_model as km  # noqa: E402
+from tabula.engine.net import katago_network as kn  # noqa: E402
+from tests.katago_reference import (  # noqa: E402
+    MODELS_DIR,
+    empty_board_planes,
+    read_reference,
+    reference_path,
+)
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "katago")
+VERSIONS = (8, 15, 17)
+
+
+def outputs(net, planes: np.ndarray) -> list[np.ndarray]:
+    with torch.no_grad():
+        return [t.numpy() for t in net(torch.from_numpy(planes))]
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def check_against_reference(net, case, policy_tolerance: float, win_tolerance: float, lead_tolerance: float):
+    """Compare the network on an empty board with KataGo's reply (white's view there; black is to move)."""
+    policy, value, lead, ownership, wdl, score_mean, _ = (o[0] for o in outputs(
+        net, empty_board_planes(case.size, case.komi, case.rules)))
+    expected = np.append(case.policy.reshape(-1), case.policy_pass)
+    assert np.abs(softmax(policy) - expected).max() <= policy_tolerance
+    assert abs(wdl[1] - case.scalars["whiteWin"]) <= win_tolerance
+    assert abs(wdl[0] - case.scalars["whiteLoss"]) <= win_tolerance
+    assert abs(wdl[2] - case.scalars["noResult"]) <= win_tolerance
+    assert abs(value - (wdl[0] - wdl[1])) <= 1e-6
+    assert abs(-lead - case.scalars["whiteLead"]) <= lead_tolerance
+    assert abs(-score_mean - case.scalars["whiteScoreSelfplay"]) <= lead_tolerance
+    assert np.abs(-ownership.reshape(case.size, case.size) - case.ownership).max() <= 1e-5
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_random_networks_compute_what_katago_computes(version):
+    net, model = kn.load(os.path.join(FIXTURES, f"random-v{version}.bin.gz"))
+    assert model["version"] == version
+    cases = read_reference(os.path.join(FIXTURES, f"reference-raw-nn-random-v{version}.txt"))
+    assert [case.size for case in cases] == [9, 7, 19, 2]
+    for case in cases:
+        # KataGo prints 6 decimals of the probabilities and 3 of the points
+        check_against_reference(net, case, 2e-6, 2e-6, 1e-3)
+    assert cases[2].scalars["noResult"] == 0.0  # Tromp-Taylor: positional superko, area scoring
+
+
+@pytest.mark.parametrize("version", range(8, 18))
+def test_written_files_read_back_the_same(version, tmp_path):
+    model = km.random_model(version, seed=version, channels=8, mid=4, gpool=2, head=4)
+    data = km.model_bytes(model)
+    again = km.parse_model(data, "x.bin")
+    assert km.model_bytes(again) == data
+    assert json.dumps(km.structure(again), sort_keys=True) == json.dumps(km.structure(model), sort_keys=True)
+    text = km.model_bytes(model, binary=False)
+    assert km.model_bytes(km.parse_model(text, "x.txt")) == data  # text floats keep every bit of float32
+    for name in ("m.bin.gz", "m.bin", "m.txt.gz", "m.txt"):
+        km.write_model(model, tmp_path / name)
+        assert km.model_bytes(km.read_model(tmp_path / name)) == data
+    assert (tmp_path / "m.bin.gz").read_bytes()[:2] == b"\x1f\x8b"
+
+
+def test_the_onnx_file_agrees_with_torch_and_rebuilds(tmp_path):
+    import onnxruntime as ort
+
+    model = km.random_model(15, seed=3, channels=8, mid=4, gpool=2, head=4)
+    net = kn.KataGoNet(model).eval()
+    path = str(tmp_path / "net.onnx")
+    kn.export_onnx(net, model, path, "random.bin.gz", check=False)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    meta = session.get_modelmeta().custom_metadata_map
+    assert meta["input_encoding"] == "katago-v7" and meta["source"] == "random.bin.gz"
+    assert json.loads(meta["architecture"])["katago_version"] == 15
+    assert [o.name for o in session.get_outputs()] == list(kn.OUTPUTS)
+    for size in (2, 5, 13, 19):
+        planes = kn.random_planes(size, 3, seed=size)
+        actual = session.run(list(kn.OUTPUTS), {"planes": planes})
+        assert kn.output_difference(outputs(net, planes), actual) < 1e-4
+        assert actual[0].shape == (3, size * size + 1) and actual[3].shape == (3, size * size)
+        assert actual[4].shape == (3, 3) and np.allclose(actual[4].sum(axis=1), 1.0, atol=1e-5)
+    rebuilt = kn.load_onnx(path)
+    planes = kn.random_planes(9, 2, seed=5)
+    assert kn.output_difference(outputs(net, planes), outputs(rebuilt, planes)) == 0.0
+
+
+def test_masks_make_a_small_board_in_a_large_input_the_board_itself():
+    """KataGo's way (an on-board mask in plane 0) and Tabula's (the input is the board) give the same outputs."""
+    model = km.random_model(17, seed=7, channels=8, mid=4, gpool=2, head=4)
+    plain, masked = kn.KataGoNet(model).eval(), kn.KataGoNet(model, use_mask=True).eval()
+    small = kn.random_planes(7, 2, seed=11)
+    large = np.zeros((2, kn.NUM_PLANES, 9, 9), dtype=np.float32)
+    large[:, :, :7, :7] = small
+    large[:, 22:] = small[:, 22:, :1, :1]  # the global features fill the input
+    expected, actual = outputs(plain, small), outputs(masked, large)
+    policy = actual[0][:, :81].reshape(2, 9, 9)[:, :7, :7].reshape(2, 49)
+    assert np.abs(np.concatenate([policy, actual[0][:, 81:]], axis=1) - expected[0]).max() < 1e-4
+    for index in (1, 2, 4, 5, 6):
+        assert np.abs(actual[index] - expected[index]).max() < 1e-4
+    ownership = actual[3].reshape(2, 9, 9)[:, :7, :7].reshape(2, 49)
+    assert np.abs(ownership - expected[3]).max() < 1e-4
+
+
+def _version_replaced(data: bytes, version: int) -> bytes:
+    first, rest = data.split(b"\n", 1)
+    return first + b"\n" + str(version).encode() + b"\n" + rest.split(b"\n", 1)[1]
+
+
+@pytest.mark.parametrize("version", [0, 3, 5, 7, 18, 99])
+def test_other_model_versions_are_refused_by_name(version):
+    data = _version_replaced(km.model_bytes(km.random_model(15, channels=8, mid=4, gpool=2, head=4)), version)
+    with pytest.raises(km.KataGoModelError, match=f"model version {version} is not supported"):
+        km.parse_model(data, "net.bin")
+
+
+def test_truncated_or_corrupt_files_raise_a_clear_error(tmp_path):
+    data = km.model_bytes(km.random_model(15, channels=8, mid=4, gpool=2, head=4))
+    for cut in range(0, len(data), max(1, len(data) // 97)):
+        with pytest.raises(km.KataGoModelError):
+            km.parse_model(data[:cut], "net.bin")
+    packed = gzip.compress(data)
+    for cut in (10, len(packed) // 2, len(packed) - 4):
+        with pytest.raises(km.KataGoModelError, match="gzip"):
+            km.parse_model(packed[:cut], "net.bin.gz")
+    with pytest.raises(km.KataGoModelError, match="not a usable KataGo model"):
+        km.parse_model(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "net.bin")
+    nan = data.replace(b"@BIN@", b"@BIN@\x00\x00\xc0\x7f", 1)
+    with pytest.raises(km.KataGoModelError):
+        km.parse_model(nan, "net.bin")
+    with pytest.raises(km.KataGoModelError, match="text model read as binary|@BIN@"):
+        km.parse_model(km.model_bytes(km.random_model(15, channels=8, mid=4, gpool=2, head=4), binary=False),
+                       "net.bin")
+    with pytest.raises(km.KataGoModelError, match="no such file|No such file"):
+        km.read_model(tmp_path / "missing.bin.gz")
+    (tmp_path / "empty.bin.gz").write_bytes(b"")
+    with pytest.raises(km.KataGoModelError, match="empty"):
+        km.read_model(tmp_path / "empty.bin.gz")
+
+
+NETWORKS = {"b10c384": "b10c384h6nbttflrs.bin.gz", "g170e-b15c192": "g170e-b15c192-s1672170752-d466197061.bin.gz"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("network", sorted(NETWORKS))
+def test_katagos_networks_on_the_reference_empty_boards(network):
+    path = os.path.join(MODELS_DIR, NETWORKS[network])
+    if not os.path.exists(path) or not os.path.exists(reference_path(network)):
+        pytest.skip(f"{NETWORKS[network]} or its reference file is not on this machine")
+    net, _ = kn.load(path)
+    cases = [case for case in read_reference(reference_path(network)) if case.empty]
+    assert len(cases) == 4
+    for case in cases:
+        check_against_reference(net, case, 1e-5, 1e-5, 1e-3)
