@@ -19,6 +19,9 @@ from .commands import Session, serve
 # Modules that register further command families into commands.TABLE when imported (e.g. "tabula.gtp.analysis").
 # A module listed here but not yet written is skipped.
 EXTENSION_MODULES: list[str] = ["tabula.gtp.analysis"]
+TERMINAL_HINT = ("tabula: ready for GTP commands, e.g. `boardsize 9`, `genmove b`, `play w E5`, `showboard`, `quit`\n"
+                 "tabula: to play on a board, give a GUI (Sabaki, GoGui, Lizzie) this command with its full path "
+                 "(see the README)")
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 SEARCH_LOGGER = "tabula.search"  # a line a move (playouts, time, winrate) at INFO, its candidates at DEBUG
 
@@ -240,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     from .analysis import install_pondering
 
     install_pondering(session)
+    if sys.stdin.isatty():  # a person at a terminal, not a GUI: say what to type
+        print(TERMINAL_HINT, file=sys.stderr, flush=True)
     return serve(session, sys.stdin.buffer, sys.stdout.buffer)
 
 
