@@ -6,8 +6,9 @@ Layer: net (numpy only). Go's ``leelaz-18`` is ``engine.net.features``; gomoku's
 policy has a pass entry (its last) only where ``has_pass``.
 
 A state class names one encoding, its own; an encoding may read the states of another's name (``state_encoding``):
-Go's ``GameState`` is encoded under ``leelaz-18`` and, for a network that sees the komi, ``leelaz-18+komi`` (a komi
-plane added). Which one is the network's choice, by its metadata.
+Go's ``GameState`` is encoded under ``leelaz-18``, for a network that sees the komi ``leelaz-18+komi`` (a komi
+plane added), and for KataGo's networks ``katago-v7`` (``engine.net.katago_features``). Which one is the network's
+choice, by its metadata.
 """
 from __future__ import annotations
 
@@ -78,7 +79,17 @@ def _all() -> dict[str, Encoding]:
     gomoku = Encoding(gomoku_features.INPUT_ENCODING, gomoku_features.NUM_PLANES, False,
                       gomoku_features.encode_batch, gomoku_features.inverse_transform_policy,
                       lambda size: GomokuState(size), board_sizes=tuple(range(MIN_SIDE, MAX_SIDE + 1)))
-    return {encoding.name: encoding for encoding in (LEELAZ, LEELAZ_KOMI, gomoku)}
+    return {encoding.name: encoding for encoding in (LEELAZ, LEELAZ_KOMI, _katago_v7(), gomoku)}
+
+
+def _katago_v7() -> Encoding:
+    """KataGo's V7 inputs (``engine.net.katago_features``) for Go's positions: 22 spatial features and 19 globals as
+    constant planes; plane 0 (on the board) is all ones. KataGo's networks play 2x2 to 19x19."""
+    from tabula.engine.net import katago_features
+
+    return Encoding(katago_features.INPUT_ENCODING, katago_features.NUM_PLANES, True, katago_features.encode_batch,
+                    features.inverse_transform_policy, lambda size: _go_state(size), board_sizes=tuple(range(2, 20)),
+                    size_planes=(0, 1), scored=True, state_encoding=features.INPUT_ENCODING)
 
 
 def encoding_named(name: str) -> Encoding:
