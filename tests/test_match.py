@@ -403,3 +403,45 @@ def test_tabula_random_against_gnugo(tmp_path, gnugo):
     records = results(out)
     assert len(records) == 2 and all(r["fault"] is None for r in records), records
     assert records[0]["black_name"].startswith("Tabula")
+
+
+# -- settings files ---------------------------------------------------------------------------------------------
+
+
+def test_a_set_of_a_settings_file_plays_as_its_options_with_the_command_lines_on_top(tmp_path, capsys):
+    settings = tmp_path / "mine.json"
+    settings.write_text(json.dumps({"sets": {"quick": {
+        "about": "two fake engines", "games": 5, "size": 9, "fixed-colors": True, "engine-scores": False,
+        "names": ["a", "b"], "engines": [f"{{python}} {ROOT / 'tests' / 'fake_gtp_engine.py'} --seed 1",
+                                         f"{{python}} {ROOT / 'tests' / 'fake_gtp_engine.py'} --seed 2"]}}}))
+    assert main(["--settings", str(settings)]) == 0
+    assert "quick          two fake engines" in capsys.readouterr().out
+    out = tmp_path / "q"
+    assert main(["--settings", str(settings), "--set", "quick", "--games", "1", "--out", str(out)]) == 0
+    records = results(out)
+    assert len(records) == 1 and records[0]["black"] == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["fixed_colors"] and not config["engine_scores"] and config["engines"][0].startswith(sys.executable)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--settings", "no-such-set-file"], "no settings file 'no-such-set-file'"),
+    (["--settings", "strength", "--set", "even7"], "no set 'even7'"),
+    (["--set", "even9"], "--set needs --settings"),
+])
+def test_settings_errors_are_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert message in capsys.readouterr().err
+
+
+def test_the_shipped_settings_files_name_only_options_that_exist():
+    from tabula.tools.compete.match import SETS_DIR, build_parser, load_sets, settings_argv
+
+    parser = build_parser()
+    files = sorted(SETS_DIR.glob("*.json"))
+    assert [f.stem for f in files] == ["resign", "strength"]
+    for path in files:
+        for name, options in load_sets(path).items():
+            args = parser.parse_args(["--out", "x"] + settings_argv(parser, options))
+            assert len(args.engines) == 2 and options["about"], (path, name)

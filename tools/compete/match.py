@@ -11,12 +11,16 @@ same ``--out`` directory reads to skip finished games.
 Usage:
     tabula match --out runs/gg --games 10 --size 9 "gnugo --mode gtp --level 1" "gnugo --mode gtp --level 5"
     tabula match --out runs/rr --games 4 --size 9 --engines "A" "B" "C" --anchor 2=1500
+    tabula match --settings strength                      # the sets of tools/compete/sets/strength.json
+    tabula match --settings strength --set even9          # one of them, into runs/even9 (resumable)
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -212,6 +216,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="an engine (0 = the first; repeat for more) that plays without the clock, e.g. GNU Go "
                              "at a fixed --level in a timed match: it is told no time settings, never loses on time")
     parser.add_argument("--summary", action="store_true", help="print the summary of --out and play nothing")
+    parser.add_argument("--settings", metavar="FILE",
+                        help="a settings file of named sets of matches (JSON; a bare name is one that comes with "
+                             "Tabula, e.g. strength); alone, it lists its sets")
+    parser.add_argument("--set", metavar="NAME",
+                        help="the set of --settings to play: its options, then those given here (default --out: "
+                             "runs/NAME)")
     return parser
 
 
@@ -260,8 +270,97 @@ def check_resumable(saved: MatchConfig, wanted: MatchConfig) -> None:
                          "use another --out directory")
 
 
+# -- settings files: a named set of matches ---------------------------------------------------------------------
+
+SETS_DIR = Path(__file__).with_name("sets")  # the settings files that come with Tabula
+
+
+def settings_path(name: str) -> Path:
+    """A settings file given by path, or by the name of one in SETS_DIR ("strength": sets/strength.json)."""
+    path = Path(name)
+    if path.suffix == "" and not path.exists():
+        path = SETS_DIR / f"{name}.json"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in SETS_DIR.glob("*.json")))
+        raise ValueError(f"no settings file {name!r} (those that come with Tabula: {shipped})")
+    return path
+
+
+def load_sets(path: Path) -> dict[str, dict]:
+    """The sets of a settings file: {"sets": {NAME: {"about": TEXT, OPTION: VALUE, ...}}}, OPTION a long option
+    of `tabula match` without its dashes."""
+    try:
+        sets = json.loads(path.read_text(encoding="utf-8"))["sets"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{path}: not a settings file ({error})") from None
+    if not isinstance(sets, dict) or not all(isinstance(v, dict) for v in sets.values()):
+        raise ValueError(f"{path}: \"sets\" must map each name to its options")
+    return sets
+
+
+def _placeholders(word: str) -> str:
+    """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path."""
+    gnugo = shutil.which("gnugo") or "/usr/games/gnugo"
+    return word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", gnugo)
+
+
+def settings_argv(parser: argparse.ArgumentParser, options: dict) -> list[str]:
+    """The command-line words of one set's options (``about`` is its description), for ``parser`` to read before
+    the words typed after them, which override them."""
+    actions = {a.option_strings[0][2:]: a for a in parser._actions if a.option_strings}
+    words: list[str] = []
+    for key, value in options.items():
+        if key == "about":
+            continue
+        action = actions.get(key)
+        if action is None or key in ("settings", "set", "summary"):
+            raise ValueError(f"unknown option {key!r} in a settings file")
+        values = value if isinstance(value, list) else [value]
+        values = [_placeholders(v) if isinstance(v, str) else v for v in values]
+        if isinstance(value, bool):
+            if isinstance(action, argparse.BooleanOptionalAction):
+                words.append(f"--{key}" if value else f"--no-{key}")
+            elif value:
+                words.append(f"--{key}")
+        elif isinstance(action, argparse._AppendAction):
+            for item in values:
+                words += [f"--{key}", str(item)]
+        else:
+            words += [f"--{key}", *(str(item) for item in values)]
+    return words
+
+
+def expand_settings(parser: argparse.ArgumentParser, argv: list[str]) -> list[str] | None:
+    """argv with ``--settings FILE --set NAME`` replaced by the set's options (and ``--out runs/NAME`` unless argv
+    gives one). None when ``--settings`` came without ``--set``: the sets were listed instead."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--settings")
+    pre.add_argument("--set")
+    known, rest = pre.parse_known_args(argv)
+    if known.settings is None:
+        if known.set is not None:
+            raise ValueError("--set needs --settings")
+        return argv
+    path = settings_path(known.settings)
+    sets = load_sets(path)
+    if known.set is None:
+        print(f"sets of {path} (tabula match --settings {known.settings} --set NAME [--out DIR]):")
+        for name, options in sets.items():
+            print(f"  {name:<14} {options.get('about', '')}")
+        return None
+    if known.set not in sets:
+        raise ValueError(f"no set {known.set!r} in {path} (it has {', '.join(sets)})")
+    return ["--out", str(Path("runs") / known.set)] + settings_argv(parser, sets[known.set]) + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    try:
+        argv = expand_settings(parser, sys.argv[1:] if argv is None else list(argv))
+    except ValueError as error:
+        parser.error(str(error))
+    if argv is None:
+        return 0
     args = parser.parse_args(argv)
     out = Path(args.out)
     config_path = out / CONFIG_FILE
