@@ -238,10 +238,10 @@ def test_tabula_export_adds_the_small_board_komi_term_and_the_trainer_keeps_it(o
 
 
 def test_a_run_that_trains_the_score_komi_term_alone_changes_nothing_else(old_model, tmp_path):
-    """Stage 6's training: started from a checkpoint with the small-board score komi term, trained alone
-    (``train_only``, batch norms frozen, as tools/komi_finetune.sh runs it) at moved komis, the term learns from zero
-    and every other weight and statistic stays the start's exactly; the trainer keeps the flag (its spec from the
-    checkpoint it starts from)."""
+    """A fine-tune of one term: started from a checkpoint with the small-board score komi term, trained alone
+    (``train_only``, batch norms frozen, as the komi fine-tune in docs/TRAINING.md runs it) at moved komis, the term
+    learns from zero and every other weight and statistic stays the start's exactly; the trainer keeps the flag (its
+    spec from the checkpoint it starts from)."""
     from tabula.tools.learn.train import TrainConfig, load_training_checkpoint, train
 
     start = str(tmp_path / "start.pt")
