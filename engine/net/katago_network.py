@@ -170,8 +170,10 @@ class NestedBottleneckBlock(nn.Module):
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, epsilon: float) -> torch.Tensor:
-    """x [B, C, H, W] normalised over its channels at each point, times ``weight`` [1, C, 1, 1]."""
-    return x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + epsilon) * weight
+    """x [B, C, H, W] normalised over its channels at each point, times ``weight`` [1, C, 1, 1]. The sum of squares
+    is taken in float32 (a no-op on float32 input), where fp16 would overflow."""
+    wide = x.float()
+    return x * torch.rsqrt((wide * wide).mean(dim=1, keepdim=True) + epsilon).to(x.dtype) * weight
 
 
 class AttentionBlock(nn.Module):
@@ -293,50 +295,35 @@ class TrunkTipRMSNorm(nn.Module):
         self.use_mask = use_mask
 
     def forward(self, x, mask, mask_sum):
+        wide = x.float()  # sums of squares in float32, where fp16 would overflow
         if self.spatial:
-            squares = (x * x * mask) if self.use_mask else x * x
-            mean = squares.sum(dim=(1, 2, 3), keepdim=True) / (mask_sum[:, :, None, None] * x.shape[1])
+            squares = (wide * wide * mask.float()) if self.use_mask else wide * wide
+            mean = squares.sum(dim=(1, 2, 3), keepdim=True) / (mask_sum.float()[:, :, None, None] * x.shape[1])
         else:
-            mean = (x * x).mean(dim=1, keepdim=True)
-        y = self.act(x * torch.rsqrt(mean + self.epsilon) * self.gamma + self.beta)
+            mean = (wide * wide).mean(dim=1, keepdim=True)
+        y = self.act(x * torch.rsqrt(mean + self.epsilon).to(x.dtype) * self.gamma + self.beta)
         return y * mask if self.use_mask else y
 
 
-class KataGoNet(nn.Module):
-    """A KataGo network: planes float32 [B, 41, N, N] (``katago-v7``) -> the outputs named in ``OUTPUTS``."""
+class Heads(nn.Module):
+    """The policy head (with its pass output) and the value head (win / loss / no result, scores, ownership)."""
 
-    def __init__(self, model: dict, use_mask: bool = False, policy_optimism: float = DEFAULT_POLICY_OPTIMISM):
+    def __init__(self, model: dict, use_mask: bool, policy_optimism: float):
         super().__init__()
-        self.policy_optimism = float(policy_optimism)
-        if model["meta_encoder_version"] > 0:
-            raise KataGoNetworkError(f"{model['name']}: a network with an SGF metadata encoder (a human-style "
-                                     "model) needs metadata inputs Tabula does not give")
-        self.name = model["name"]
-        self.version = model["version"]
         self.use_mask = use_mask
-        trunk, policy, value = model["trunk"], model["policy_head"], model["value_head"]
-        self.initial_conv = Conv(trunk["initial_conv"])
-        self.initial_matmul = MatMul(trunk["initial_matmul"])
-        self.blocks = nn.ModuleList(make_blocks(trunk["blocks"], use_mask))
-        if trunk["norm_kind"] == 0:
-            self.tip = NormAct(trunk["tip_bn"], trunk["tip_activation"], use_mask)
-            self._tip_is_rms = False
-        else:
-            self.tip = TrunkTipRMSNorm(trunk["tip_rms_norm"], trunk["tip_activation"], use_mask)
-            self._tip_is_rms = True
-        # policy head
+        self.policy_optimism = float(policy_optimism)
+        policy, value = model["policy_head"], model["value_head"]
         self.p1_conv, self.g1_conv = Conv(policy["p1_conv"]), Conv(policy["g1_conv"])
         self.g1_norm = NormAct(policy["g1_bn"], policy["g1_activation"], use_mask)
         self.gpool_to_bias = MatMul(policy["gpool_to_bias"])
         self.p1_norm = NormAct(policy["p1_bn"], policy["p1_activation"], use_mask)
         self.p2_conv = Conv(policy["p2_conv"])
         self.gpool_to_pass = MatMul(policy["gpool_to_pass"])
-        self.pass_hidden = self.version >= 15
+        self.pass_hidden = model["version"] >= 15
         if self.pass_hidden:
             self.pass_bias = _parameter(policy["gpool_to_pass_bias"]["weights"])
             self.pass_act = _activation(policy["pass_activation"])
             self.gpool_to_pass2 = MatMul(policy["gpool_to_pass2"])
-        # value head
         self.v1_conv = Conv(value["v1_conv"])
         self.v1_norm = NormAct(value["v1_bn"], value["v1_activation"], use_mask)
         self.v2_mul, self.v2_bias = MatMul(value["v2_mul"]), _parameter(value["v2_bias"]["weights"])
@@ -344,26 +331,8 @@ class KataGoNet(nn.Module):
         self.v3_mul, self.v3_bias = MatMul(value["v3_mul"]), _parameter(value["v3_bias"]["weights"])
         self.sv3_mul, self.sv3_bias = MatMul(value["sv3_mul"]), _parameter(value["sv3_bias"]["weights"])
         self.ownership_conv = Conv(value["ownership_conv"])
-        post = model["postprocess"]
-        self.score_mean_multiplier = float(post["score_mean_multiplier"])
-        self.score_stdev_multiplier = float(post["score_stdev_multiplier"])
-        self.lead_multiplier = float(post["lead_multiplier"])
 
-    def trunk(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        spatial, globals_ = planes[:, :NUM_SPATIAL], planes[:, NUM_SPATIAL:, 0, 0]
-        mask = planes[:, :1]
-        mask_sum = mask.sum(dim=(2, 3))  # [B, 1]: the board's points
-        x = self.initial_conv(spatial) + self.initial_matmul(globals_)[:, :, None, None]
-        for block in self.blocks:
-            x = block(x, mask, mask_sum)
-        x = self.tip(x, mask, mask_sum) if self._tip_is_rms else self.tip(x, mask)
-        return x, mask, mask_sum
-
-    def raw(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """KataGo's raw outputs: policy logits [B, N*N+1] (the main policy channel, the optimistic one mixed in by
-        ``policy_optimism``, pass last), value logits [B, 3],
-        score values [B, 4 or 6], ownership before tanh [B, N*N]."""
-        x, mask, mask_sum = self.trunk(planes)
+    def forward(self, x, mask, mask_sum) -> tuple[torch.Tensor, ...]:
         g = self.g1_norm(self.g1_conv(x), mask)
         pooled = global_pool(g, mask, mask_sum, self.use_mask)
         p1 = self.p1_norm(self.p1_conv(x) + self.gpool_to_bias(pooled)[:, :, None, None], mask)
@@ -385,13 +354,62 @@ class KataGoNet(nn.Module):
         ownership = self.ownership_conv(v1).flatten(1)
         return policy, value, scores, ownership
 
+
+class KataGoNet(nn.Module):
+    """A KataGo network: planes float32 [B, 41, N, N] (``katago-v7``) -> the outputs named in ``OUTPUTS``.
+
+    ``policy_optimism``: how much of the optimistic policy channel (model versions 12 and later) the policy mixes
+    in, as KataGo's ``policyOptimism``."""
+
+    def __init__(self, model: dict, use_mask: bool = False, policy_optimism: float = DEFAULT_POLICY_OPTIMISM):
+        super().__init__()
+        if model["meta_encoder_version"] > 0:
+            raise KataGoNetworkError(f"{model['name']}: a network with an SGF metadata encoder (a human-style "
+                                     "model) needs metadata inputs Tabula does not give")
+        self.name = model["name"]
+        self.version = model["version"]
+        self.use_mask = use_mask
+        trunk = model["trunk"]
+        self.initial_conv = Conv(trunk["initial_conv"])
+        self.initial_matmul = MatMul(trunk["initial_matmul"])
+        self.blocks = nn.ModuleList(make_blocks(trunk["blocks"], use_mask))
+        if trunk["norm_kind"] == 0:
+            self.tip = NormAct(trunk["tip_bn"], trunk["tip_activation"], use_mask)
+            self._tip_is_rms = False
+        else:
+            self.tip = TrunkTipRMSNorm(trunk["tip_rms_norm"], trunk["tip_activation"], use_mask)
+            self._tip_is_rms = True
+        self.head = Heads(model, use_mask, policy_optimism)  # "head": what int8 quantization keeps in fp32
+        post = model["postprocess"]
+        self.score_mean_multiplier = float(post["score_mean_multiplier"])
+        self.score_stdev_multiplier = float(post["score_stdev_multiplier"])
+        self.lead_multiplier = float(post["lead_multiplier"])
+
+    def trunk(self, planes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        spatial, globals_ = planes[:, :NUM_SPATIAL], planes[:, NUM_SPATIAL:, 0, 0]
+        mask = planes[:, :1]
+        mask_sum = mask.sum(dim=(2, 3))  # [B, 1]: the board's points
+        x = self.initial_conv(spatial) + self.initial_matmul(globals_)[:, :, None, None]
+        for block in self.blocks:
+            x = block(x, mask, mask_sum)
+        x = self.tip(x, mask, mask_sum) if self._tip_is_rms else self.tip(x, mask)
+        return x, mask, mask_sum
+
+    def raw(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """KataGo's raw outputs: policy logits [B, N*N+1] (the main policy channel, the optimistic one mixed in by
+        ``policy_optimism``, pass last), value logits [B, 3], score values [B, 4 or 6], ownership before tanh
+        [B, N*N]."""
+        return self.head(*self.trunk(planes))
+
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         policy, value_logits, scores, ownership = self.raw(planes)
         # KataGo's evaluator: no result is impossible under a ko rule other than simple with area scoring
         ko_not_simple = planes[:, NUM_SPATIAL + _GLOBAL_KO_NOT_SIMPLE, 0, 0] > 0.5
         territory = planes[:, NUM_SPATIAL + _GLOBAL_TERRITORY, 0, 0] > 0.5
-        no_result_possible = 1.0 - (ko_not_simple & ~territory).to(planes.dtype)
-        no_result_logit = value_logits[:, 2] - 100000.0 * (1.0 - no_result_possible)
+        impossible = ko_not_simple & ~territory
+        no_result_possible = 1.0 - impossible.to(planes.dtype)
+        # KataGo subtracts 1e5 from the logit; 1e4 gives the same zero and stays finite in fp16
+        no_result_logit = torch.where(impossible, value_logits[:, 2] - 10000.0, value_logits[:, 2])
         wdl = torch.softmax(torch.stack([value_logits[:, 0], value_logits[:, 1], no_result_logit], dim=1), dim=1)
         wdl = torch.cat([wdl[:, :2], wdl[:, 2:] * no_result_possible[:, None]], dim=1)
         wdl = wdl / wdl.sum(dim=1, keepdim=True)
