@@ -735,17 +735,3 @@ def test_place_free_handicap_asks_the_generator_and_falls_back_to_the_table():
     assert player.state.to_move == WHITE and player.state.handicap == 2
     table = Player(RandomGenerator(random.Random(1)), size=9)
     assert [format_vertex(p, 9) for p in table.free_handicap(2)] == ["G7", "C3"]
-
-
-@pytest.mark.slow  # a few seconds: the quick suite stays under 3 minutes
-def test_the_handicap_placement_check_compares_the_networks_stones_with_the_table(capsys):
-    from tabula.tools.check import handicap_placement
-
-    assert handicap_placement.main(["--sizes", "9", "--stones", "2,5"]) == 0
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 9×9")]
-    assert len(rows) == 2 and all(row.count("value ") == 2 for row in rows)
-    assert handicap_placement.main(["--sizes", "5", "--stones", "25"]) == 2
-    assert handicap_placement.main(["--sizes", "30"]) == 2
-    assert handicap_placement.main(["--weights", "no-such-file.onnx"]) == 2
-    with pytest.raises(SystemExit):
-        handicap_placement.main(["--stones", "two"])

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from tabula.tools.compete.elo import WinRate, fit_ratings
-from tabula.tools.compete.settings import CONFIG_FILE, FAULT_KINDS, NO_TIME, RESULTS_FILE, MatchConfig, config_name
+from tabula.tools.compete.settings import FAULT_KINDS, NO_TIME, MatchConfig, config_name
 
 
 def read_results(path: Path) -> list[dict]:
@@ -29,21 +29,6 @@ def read_results(path: Path) -> list[dict]:
         if isinstance(record, dict) and "game" in record:
             by_game[record["game"]] = record
     return list(by_game.values())
-
-
-def read_match(directory: str | os.PathLike, player: str) -> tuple[int, list[dict]]:
-    """A finished or running match's directory, read from one engine's side: that engine's number (``player`` is a
-    name of the match's ``--names``, kept in its config) and the games played; ValueError saying what is wrong."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise ValueError(f"{directory}: no such directory")
-    try:
-        names = json.loads((directory / CONFIG_FILE).read_text(encoding="utf-8"))["names"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{directory}: no readable {CONFIG_FILE} with the engines' names ({error})") from None
-    if not isinstance(names, list) or player not in names:
-        raise ValueError(f"{directory}: no engine named {player!r} (its engines: {', '.join(map(str, names))})")
-    return names.index(player), read_results(directory / RESULTS_FILE)
 
 
 class ResultsWriter:
