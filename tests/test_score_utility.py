@@ -1,4 +1,4 @@
-"""The score utility (issue 36): the search ranks moves by value + KataGo's saturating score utility, so that where
+"""The score utility: the search ranks moves by value + KataGo's saturating score utility, so that where
 every move's value is the same it still prefers the moves that gain points; what it reports stays the value alone."""
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def dump() -> str:
 
 def dump_without_score_utility() -> str:
     """``dump`` with every search's score utility off (its weights 0), the plain exploration (no variance
-    scaling) and the network's priors as they are (no atari floor): the search as it was before issue 36."""
+    scaling) and the network's priors as they are (no atari floor): the search before those terms were added."""
     def off(**changes) -> SearchConfig:
         return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0,
                             cpuct_utility_stdev_scale=0.0, atari_prior=0.0, **changes)

@@ -93,8 +93,7 @@ class Scores:
     def calibration_lines(self) -> list[str]:
         """Per side to move, the mover's winrate by the value head against the share of those positions the mover
         went on to win (a draw half): a value head calibrated for both colours has the two close for each. Self-play
-        whose first player wins most games teaches a head that favours it (issue 18: 78% black wins in the first
-        9x9 self-play)."""
+        whose first player wins most games teaches a head that favours it."""
         lines = []
         for color, name in ((BLACK, "black"), (WHITE, "white")):
             positions, predicted, won = self.by_mover[color]
