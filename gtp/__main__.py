@@ -18,7 +18,7 @@ from .commands import Session, serve
 
 # Modules that register further command families into commands.TABLE when imported (e.g. "tabula.gtp.analysis").
 # A module listed here but not yet written is skipped.
-EXTENSION_MODULES: list[str] = ["tabula.gtp.analysis"]
+EXTENSION_MODULES: list[str] = ["tabula.gtp.analysis", "tabula.gtp.raw_nn"]
 TERMINAL_HINT = ("tabula: ready for GTP commands, e.g. `boardsize 9`, `genmove b`, `play w E5`, `showboard`, `quit`\n"
                  "tabula: to play on a board, give a GUI (Sabaki, GoGui, Lizzie) this command with its full path "
                  "(see the README)")
