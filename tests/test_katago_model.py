@@ -172,3 +172,17 @@ def test_katagos_networks_on_the_reference_empty_boards(network):
     assert len(cases) == 4
     for case in cases:
         check_against_reference(net, case, 1e-5, 1e-5, 1e-3)
+
+
+def test_the_torch_backend_runs_a_converted_katago_network(tmp_path):
+    from tabula.engine.net.torch_backend import TorchRunner
+
+    model = km.random_model(17, seed=4, channels=8, mid=4, gpool=2, head=4)
+    path = str(tmp_path / "net.onnx")
+    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", check=False)
+    planes = kn.random_planes(7, 3, seed=2)
+    expected = outputs(kn.KataGoNet(model).eval(), planes)
+    for precision, tolerance in (("fp32", 1e-5), ("fp16", 0.02), ("bf16", 0.05)):
+        actual = TorchRunner(path, device="cpu", precision=precision).run(planes)
+        assert [a.shape for a in actual] == [e.shape for e in expected]
+        assert kn.output_difference(expected, actual) < tolerance, precision

@@ -225,11 +225,11 @@ class AttentionBlock(nn.Module):
         if self.use_rope:
             ys = torch.arange(height, dtype=torch.float32, device=x.device)
             xs = torch.arange(width, dtype=torch.float32, device=x.device)
-            freqs = self.rope_freqs  # [kv heads or 1, pairs, 2]
+            freqs = self.rope_freqs.float()  # [kv heads or 1, pairs, 2]; angles in float32 whatever the precision
             angle = (xs[None, None, None, :] * freqs[:, :, 0, None, None]
                      + ys[None, None, :, None] * freqs[:, :, 1, None, None])  # [h, pairs, H, W]
             angle = angle.flatten(2).transpose(1, 2)  # [h, S, pairs]
-            cos, sin = torch.cos(angle), torch.sin(angle)
+            cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
             k = self._rope(k, cos, sin)
             if group > 1 and self.learnable:
                 cos, sin = cos.repeat_interleave(group, dim=0), sin.repeat_interleave(group, dim=0)

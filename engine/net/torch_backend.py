@@ -20,6 +20,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 from tabula.engine.net import network
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+KATAGO_ENCODING = "katago-v7"  # the input encoding of KataGo's networks converted to ONNX (katago_network)
 # Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the
 # default ("global") mode; two runners (one per network of a set) capturing at once would break each other.
 _CAPTURE_LOCK = threading.Lock()
@@ -51,9 +52,21 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return model
 
 
+def _input_encoding(path: str) -> str:
+    """The ``input_encoding`` an ONNX file's metadata names ("" where none)."""
+    import onnx
+
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except Exception:  # network.load_onnx reports what is wrong with the file
+        return ""
+    return {p.key: p.value for p in proto.metadata_props}.get("input_encoding", "")
+
+
 class TorchRunner:
     """Runs a Tabula ONNX file's network with torch: ``run(planes) -> (policy logits, value)`` as float32 numpy, and
-    the score lead and ownership after them where the network has those heads (``aux``), as onnxruntime gives them.
+    the score lead and ownership after them where the network has those heads (``aux``), as onnxruntime gives them;
+    for a KataGo network converted to ONNX (``katago_network``), all its outputs in the file's order.
 
     Args:
         path: a Tabula fp32 ONNX file.
@@ -78,10 +91,19 @@ class TorchRunner:
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self.buckets = batch_buckets(max_batch)
         self.max_batch = self.buckets[-1]
-        model = fold_batch_norms(network.load_onnx(path))
-        # The score and ownership heads run too: without them the search on a GPU would rank moves by the value
-        # alone (no score utility: every move of a lost handicap game equally bad) and report no score lead.
-        self.aux = bool(model.spec.aux)
+        self.katago = _input_encoding(path) == KATAGO_ENCODING
+        if self.katago:
+            # KataGo's networks: rebuilt from the structure in the file's metadata; all their outputs run
+            from tabula.engine.net import katago_network
+
+            model = katago_network.load_onnx(path)
+            self.planes, self.aux = katago_network.NUM_PLANES, True
+        else:
+            model = fold_batch_norms(network.load_onnx(path))
+            self.planes = model.spec.encoding.planes
+            # The score and ownership heads run too: without them the search on a GPU would rank moves by the value
+            # alone (no score utility: every move of a lost handicap game equally bad) and report no score lead.
+            self.aux = bool(model.spec.aux)
         self.model = model.to(device=self.device, dtype=self.dtype, memory_format=torch.channels_last).eval()
         self._graphs: dict[tuple[int, int], tuple] = {}
         self._lock = threading.Lock()
@@ -134,6 +156,8 @@ class TorchRunner:
     def _outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The network's outputs as ``run`` returns them: policy, value [B] (and score [B], ownership [B, N*N])."""
         outputs = self.model(x)
+        if self.katago:  # policy, value, score, ownership, wdl, score mean, score stdev
+            return tuple(output.reshape(len(x), -1) if output.dim() > 1 else output for output in outputs)
         policy, value = outputs[:2]
         if not self.aux:
             return policy, value.reshape(-1)
@@ -148,9 +172,11 @@ class TorchRunner:
         return self._graphs[key]
 
     def _capture(self, batch: int, size: int) -> tuple:
-        x = torch.zeros((batch, self.model.spec.encoding.planes, size, size), device=self.device, dtype=self.dtype)
+        x = torch.zeros((batch, self.planes, size, size), device=self.device, dtype=self.dtype)
         x = x.contiguous(memory_format=torch.channels_last)
-        x[:, 16] = 1.0  # a valid empty board, so that warm-up and padding rows compute ordinary numbers
+        # a valid empty board (Tabula's: black to move; KataGo's: every point on the board), so that warm-up and
+        # padding rows compute ordinary numbers
+        x[:, 0 if self.katago else 16] = 1.0
         # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy
         # initialisation must not be captured.
         stream = torch.cuda.Stream(self.device)
