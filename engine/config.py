@@ -62,10 +62,9 @@ def _one_of(config: object, name: str, choices: Iterable[str]) -> None:
 # SearchConfig.visits of an engine built from its entry point: a budget by board size, REFERENCE_VISITS on 19×19 and
 # larger boards and REFERENCE_VISITS·361/N² on smaller ones, at most MAX_VISITS_SCALE times as many (1,600 on 9×9,
 # 854 on 13×13). Why: a network evaluation costs about the board's area, so this keeps a move near the time a
-# 19×19 move takes (a quarter of a second on 9×9 and 13×13 on a CPU) where a flat 400 visits played 9×9 at a third of
-# that: against GNU Go level 10 it won 98 of 100 9×9 games where 400 visits won 94 (docs/STRENGTH.md, "Visits by
-# board size"). The cap: on the smallest boards the tree's own work, not the network, is most of a visit's cost. A
-# --visits given on the command line is the budget on every size.
+# 19×19 move takes, where a flat 400 visits would play the small boards at a fraction of it, and weaker
+# (docs/STRENGTH.md, "Visits by board size"). The cap: on the smallest boards the tree's own work, not the network,
+# is most of a visit's cost. A --visits given on the command line is the budget on every size.
 BY_BOARD_SIZE = -1
 REFERENCE_VISITS = 400
 REFERENCE_SIZE = 19
@@ -95,7 +94,7 @@ class SearchConfig:
     # KataGo's variance-scaled cPUCT: c is multiplied at each node by 1 + scale·(σ/prior - 1), σ the spread of the
     # utilities backed up through it (with the prior counted prior_weight times): a quiet node (every move equally
     # lost or won) explores less and ranks its moves by the small differences there are, a wild one more. KataGo's
-    # 0.85 beat 0 in 114 of 200 even games on 9x9 and 13x13 (docs/STRENGTH.md). 0: off.
+    # default, measured against 0 in docs/STRENGTH.md. 0: off.
     cpuct_utility_stdev_scale: float = 0.85
     cpuct_utility_stdev_prior: float = 0.4
     cpuct_utility_stdev_prior_weight: float = 2.0
@@ -115,8 +114,8 @@ class SearchConfig:
     # The least prior of a legal move at the only liberty of a string in atari of atari_min_stones stones or more
     # (either colour's: it captures, or it gives a liberty), the rest scaled down to make room. Why: the network
     # gives taking a big group it never expected in atari a prior of about 0, so the search never tries it and reads
-    # a lost position as won (Board.atari_stakes): 11 of 14 13x13 losses to GNU Go level 10; at 0.1 none of 6 was,
-    # and it won 94 of 100 against 90 (docs/STRENGTH.md). 0: the network's priors alone.
+    # a lost position as won (Board.atari_stakes; the games that showed it and the match that set 0.1 are in
+    # docs/STRENGTH.md). 0: the network's priors alone.
     atari_prior: float = 0.1
     atari_min_stones: int = 2
     reuse_tree: bool = True  # keep the matching subtree between moves
@@ -139,9 +138,8 @@ class SearchConfig:
     dynamic_score_zero_weight: float = 0.2
     # The share of a leaf's score (the utility's and the reported lead's) taken from its ownership, Σ ownership plus
     # the side to move's komi (an area count of the predicted final board), instead of the score head. Why: the
-    # score head learned its margins from records whose big losers resign, and compresses big ones (at -150 points
-    # it said -50 in 19x19 handicap games, the ownership -120: docs/STRENGTH.md), so a search on it sees a dead group
-    # as a few points.
+    # score head learned its margins from records whose big losers resign, and compresses big ones (docs/STRENGTH.md),
+    # so a search on it sees a dead group as a few points.
     ownership_score: float = 0.0
 
     def __post_init__(self) -> None:
@@ -191,13 +189,12 @@ class SearchConfig:
 
 
 # The search's shape where the network runs on the CPU: two threads of batches of 8, one batch in flight each. Two
-# threads share the cores' network calls (NetConfig.for_search) and ran 17 % more playouts/s on 19×19 than one
-# (docs/BENCHMARKS.md, "Network threads on the CPU").
+# threads share the cores' network calls (NetConfig.for_search) and run more playouts/s than one (docs/BENCHMARKS.md,
+# "Network threads on the CPU").
 ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1}
-# ... and on a GPU: one thread of batches of 64 with two in flight. Measured on an H200 with the 6×64 network
-# (docs/BENCHMARKS.md, "The GPU table"): 6,164 playouts/s, where the CPU's shape (2 threads × 2 in flight × 8) ran
-# 3,381 and the fastest measured (1 × 2 × 128) 6,297 with twice the leaves in flight; the Python side's bound there
-# was 7,126. Small searches still send small batches (adaptive_batch: at most 1/32 of the playouts in flight).
+# ... and on a GPU: one thread of batches of 64 with two in flight: near the fastest shape measured with half its
+# leaves in flight, and about twice the CPU's shape there (docs/BENCHMARKS.md, "The GPU table"). Small searches still
+# send small batches (adaptive_batch: at most 1/32 of the playouts in flight).
 ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
 
 
