@@ -4,7 +4,8 @@ Transcript format: ``> text`` is an input line sent as written; ``>e text`` is s
 (``\\t``, ``\\x01``, ``\\xff`` for invalid UTF-8). The lines after an input, up to the next input, are its
 expected reply without the closing blank line; ``*`` matches any text (random moves). An input followed by no
 reply lines must produce no reply. ``{tmp}`` in an input is a folder holding the SGF files of ``SGF_FILES``.
-Lines starting with ``#`` are comments (no reply starts with ``#``).
+Lines starting with ``#`` are comments (no reply starts with ``#``). The engine is the random player, or with a line
+``# weights: FILE`` (a file of weights/) the search player on that network.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tabula.gtp.commands import serve
-from tests.conftest import make_session
+from tabula.gtp.commands import Session, serve
+from tests.conftest import SEED, make_session
 
 TRANSCRIPTS = sorted((Path(__file__).parent / "gtp").glob("*.gtp"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,12 +68,28 @@ def _normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.split("\n"))
 
 
+def transcript_session(text: str) -> Session:
+    """The random player, or the search player on the network a ``# weights: FILE`` line names."""
+    for line in text.splitlines():
+        if line.startswith("# weights: "):
+            from tabula.engine.config import EngineConfig, NetConfig
+            from tabula.engine.play.player import Player
+            from tabula.gtp.__main__ import load_extensions
+
+            load_extensions()
+            weights = ROOT / "weights" / line[len("# weights: "):].strip()
+            config = EngineConfig(seed=SEED, board_size=19, player="search",
+                                  net=NetConfig(weights=(str(weights),), threads=1, provider="cpu"))
+            return Session(player=Player.from_config(config), config=config)
+    return make_session()
+
+
 def run_transcript_text(text: str, tmp: str = "") -> list[tuple[str, str, str]]:
     """Replay a transcript through ``serve`` in one pipelined write; (input, expected, actual) per reply."""
     exchanges = parse_transcript(text, tmp)
     stdin = io.BytesIO(b"".join(e.line + b"\n" for e in exchanges))
     stdout = io.BytesIO()
-    serve(make_session(), stdin, stdout)
+    serve(transcript_session(text), stdin, stdout)
     replies = stdout.getvalue().decode("utf-8").split("\n\n")
     assert replies[-1] == "", "output must end with a blank line"
     replies = replies[:-1]
