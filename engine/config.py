@@ -337,9 +337,9 @@ class NetConfig:
         """This configuration with ``threads`` 0 resolved for a search on ``cores`` CPUs. Each search thread with
         one batch in flight runs its own network calls, so as many run at once as there are search threads: they
         share the cores (``cores // threads`` each) rather than each taking them all, which oversubscribed them
-        (docs/BENCHMARKS.md: 2 search threads on 2 cores, 1 onnxruntime thread each, ran 17 % more playouts per
-        second on 19×19 than with onnxruntime's default). One network call at a time (one search thread, or batches in
-        flight, which one evaluator thread runs in turn) is left to onnxruntime's default (its physical cores).
+        and ran fewer playouts per second (docs/BENCHMARKS.md, "Network threads on the CPU"). One network call at a
+        time (one search thread, or batches in flight, which one evaluator thread runs in turn) is left to
+        onnxruntime's default (its physical cores).
         ``batches_in_flight`` 0 counts as 1: that is what it becomes on the CPU (SearchConfig.for_network), the only
         place these threads matter, and this is resolved before the network shows where it runs."""
         # threads 0 counts as the CPU's, like batches_in_flight 0 (see above)

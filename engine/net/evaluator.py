@@ -782,18 +782,28 @@ class NetworkSet:
 
 
 def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> tuple[object, list[OnnxEvaluator]]:
-    """(the evaluator the search sees, the networks): one ``OnnxEvaluator`` a path, each with its own random stream
-    spawned from ``seed`` and the given options, behind a ``NetworkSet`` where there are several (each board size to
-    the first that plays it)."""
+    """(the evaluator the search sees, the networks): one ``OnnxEvaluator`` a path (a KataGo model file through its
+    cached ONNX conversion, ``katago_onnx``), each with its own random stream spawned from ``seed`` and the given
+    options, behind a ``NetworkSet`` where there are several (each board size to the first that plays it)."""
     rngs = [np.random.default_rng(s) for s in seed.spawn(len(paths))]
+    paths = [katago_onnx(path, options.get("log", _stderr_log)) for path in paths]
     networks = [OnnxEvaluator(path, rng=rng, **options) for path, rng in zip(paths, rngs)]
     return (networks[0] if len(networks) == 1 else NetworkSet(networks)), networks
 
 
+def katago_onnx(path, log: Callable[[str], None] | None = _stderr_log):
+    """``path`` itself, or for a KataGo model file (``.bin.gz`` and the like) its ONNX conversion, made on first use
+    and kept in a cache (``katago_model.converted_onnx``: NetworkFileError where it cannot be made)."""
+    from tabula.engine.net import katago_model
+
+    if not os.path.isfile(path) or not katago_model.looks_like_katago(path):
+        return path
+    return katago_model.converted_onnx(path, log)
+
+
 # An int8 file on the CPU runs only where it agrees with its fp32 file this well on random positions (OnnxEvaluator.
-# _check_int8): where the file computes what it should, 91 % top-1 and 0.04 mean |value diff| on 19x19 (the shipped
-# default, onnxruntime with its graph optimisations off, which runs the QDQ graph in float); where onnxruntime's int8
-# kernels saturate, 55 % and 0.23.
+# _check_int8): well below what a faithful int8 file reaches and well above what saturating int8 kernels give
+# (docs/BENCHMARKS.md, "int8 on a CPU without VNNI").
 INT8_AGREEMENT = {"positions": 64, "top1": 0.6, "value": 0.1}
 # The board sizes whose CUDA graphs the torch backend captures before the first move
 PREPARED_SIZES = (9, 13, 19)

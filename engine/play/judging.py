@@ -5,22 +5,22 @@ count against the network's score.
 Layer: above rules and playout, below the move generators (``engine.play.search_player`` passes in its ownership
 and the network's score).
 
-Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", measured on 200 held-out 19x19 records):
+Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", has the measurements):
 - The ownership map (random playouts and rollouts from the position) calls a string dead when its stones' mean
   ownership is the opponent's. Most strings are far from even and that is the whole answer.
 - A string near even often sits beside stones that are clearly dead: in random play those dead stones still
   fight, give a dead group liberties to connect to or take a live group's eye space. Counting takes them off the
   board, so the near-even strings are judged again in the position without them. Only from 13x13 up: on 9x9 the
-  first verdict agreed with GNU Go in 99 of 100 games, and the second look only turned lone stones in a ko
-  shape over at random (97 of 100).
+  first verdict already agrees with GNU Go, and the second look only turned lone stones in a ko shape over at
+  random.
 - A seki breaks at random in random play (whoever fills a shared liberty first is captured), so its strings come
   out near even and either verdict. A near-even dead group that lives in seki once put back
   (``engine.rules.playout.seki_stones``) is alive, and no string in a seki is open to the score check.
 - The network's score head learned the recorded margin of counted games, dead stones and all. When the count with
   these dead stones names the other winner and is far from it (``SCORE_CHECK_POINTS``), a large group has been
   misjudged either way; the near-even strings or groups of them whose change brings the count well nearer the
-  network's score change their verdict. Smaller differences are left alone: the score head is off by 3 points on a
-  typical finished 19x19 record and by 10 to 26 on the worst tenth, about what a small string's verdict is worth.
+  network's score change their verdict. Smaller differences are left alone: the score head's own error on a
+  finished record is about what a small string's verdict is worth.
 """
 from __future__ import annotations
 

@@ -145,8 +145,8 @@ def lcb_order(result: list[Candidate], config: SearchConfig) -> list[Candidate]:
     mean of the utility (the value without a score utility).
 
     A move whose lower confidence bound is above the most visited move's mean goes first: the bound then separates
-    the two, where LCB over close means ranks noise (a 100-visit search choosing by LCB among moves 0.01 apart
-    predicted 26.5% of 9-dan moves, most visits 35.8%). A move that both the network and the visits rate well below
+    the two, where LCB over close means ranks noise (choosing by LCB among moves whose means are close predicted
+    fewer strong players' moves than the most visits did). A move that both the network and the visits rate well below
     the top one (under ``lcb_veto_ratio`` of its prior and of its visits) is never promoted."""
     top = result[0]
     floor = max(2, config.lcb_min_visit_ratio * top.visits)

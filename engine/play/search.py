@@ -356,9 +356,9 @@ class Search:
         """(leaves per network call, virtual loss) for a run of ``target`` playouts: the configured ones, or for a
         small search at most 1/32 of its playouts in flight at once across threads and batches (each one a visit
         chosen without the results still to come), and a virtual loss of 1 once a batch holds 4 leaves or fewer:
-        so few leaves barely collide, and a heavier loss only pushes visits off the best move. Measured with
-        `tabula bench visits` (docs/BENCHMARKS.md): at 100 visits, batches of 8 moved 35% of the visit shares from
-        where one leaf at a time puts them, batches of 3 with a virtual loss of 1 moved 2.5%."""
+        so few leaves barely collide, and a heavier loss only pushes visits off the best move (`tabula bench
+        visits` measures how far batches move the visit shares from where one leaf at a time puts them:
+        docs/BENCHMARKS.md)."""
         config = self.config
         size, loss = max(1, config.batch_size), config.virtual_loss
         if config.adaptive_batch and target != _UNBOUNDED:

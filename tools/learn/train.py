@@ -414,8 +414,8 @@ class WeightAverage:
     statistics), updated after each optimizer step; what validation and export use when the run has one.
 
     The decay warms up, (1 + n) / (10 + n) after n steps until it reaches ``decay``: a plain 0.999 would still give
-    the random initial weights 37% of the average after 1,000 steps (the long run's first validation read 7% top-1
-    from the average while the network itself predicted 34%)."""
+    the random initial weights 37% of the average after 1,000 steps (0.999^1000), and a validation read from the
+    average would measure mostly the random start."""
 
     def __init__(self, model: TabulaNet, decay: float):
         self.decay = decay
