@@ -303,3 +303,38 @@ def test_suicide_over_gtp():
     assert reply("play w a5") == "? illegal move"
     assert reply('kata-set-rules {"suicide":true,"ko":"SITUATIONAL"}') == "="
     assert reply("play w a5") == "="
+
+
+class FavouriteEvaluator:
+    """Priors over the rules' legal moves (``legal_mask``), ``weight`` of them on ``favourite`` where it is legal."""
+
+    def __init__(self, favourite: int, weight: float = 0.9):
+        self.favourite = favourite
+        self.weight = weight
+
+    def evaluate(self, states):
+        from tabula.engine.net.evaluator import Evaluation
+
+        policy = np.stack([state.legal_mask() for state in states]).astype(np.float32)
+        policy /= policy.sum(axis=1, keepdims=True)
+        for row in policy:
+            if row[self.favourite] > 0:
+                row *= 1.0 - self.weight
+                row[self.favourite] += self.weight
+        return Evaluation(policy=policy, value=np.zeros(len(states), dtype=np.float32))
+
+
+@pytest.mark.parametrize("rules, searched", [(TROMP_TAYLOR, True), (CHINESE, False)])
+def test_the_search_tries_a_suicide_only_where_the_rules_allow_it(rules: Rules, searched: bool):
+    from tabula.engine.config import SearchConfig
+    from tabula.engine.play.search import Search
+    from tests.test_search import check_tree
+
+    state = position(TWO_STONE_SUICIDE, rules, WHITE)
+    a5 = at(state, "A5")
+    search = Search(FavouriteEvaluator(a5), SearchConfig(threads=1, visits=60, early_stop=False),
+                    rng=np.random.default_rng(0))
+    result = search.run(state)
+    visited = {c.move: c.visits for c in result.candidates}
+    assert (visited.get(a5, 0) > 0) == searched
+    check_tree(search)
