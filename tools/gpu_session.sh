@@ -51,7 +51,7 @@ else
   core6=("1 2 64" "1 2 32" "2 2 8"); core_big="1 2 64"
   grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
         "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
-  train=(10 128 256); train_seconds=120  # the two minutes, or what the budget leaves
+  train=(10 128 256); train_seconds=120  # two minutes of training, or what the budget leaves
 fi
 r_mid=$work/r${mid[0]}x${mid[1]}.onnx
 r_big=$work/r${big[0]}x${big[1]}.onnx
