@@ -297,7 +297,7 @@ class Player:
         elapsed = self.clock() - start
         self.clocks[color].charge(self.time_settings, elapsed)
         if budget is not None:
-            # Under load a move at zero budget still took 0.25 s; over a long absolute-time game that adds up.
+            # Under load even a move at zero budget takes time; over a long absolute-time game that adds up.
             overrun = min(max(0.0, elapsed - budget), OVERHEAD_SAMPLE_CAP_S)
             self.move_overhead_s += OVERHEAD_SMOOTHING * (overrun - self.move_overhead_s)
         if move == RESIGN:

@@ -296,8 +296,8 @@ def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_
         return None
     lag = effective_lag_s(settings, board_size, lag_buffer_s)
     # Before any overrun has been measured a move still costs something past its budget (the search stops
-    # starting playouts at the deadline, then waits for the network calls in flight; 4-40 ms on a loaded 2-core
-    # machine): a tenth of the lag buffer is kept for it, so that the lag buffer itself stays whole.
+    # starting playouts at the deadline, then waits for the network calls in flight): a tenth of the lag buffer is
+    # kept for it, so that the lag buffer itself stays whole.
     overhead = max(overhead_s, MIN_OVERHEAD_SHARE * lag)
     least = 0.0
     if kind in (ABSOLUTE, FISCHER):
