@@ -8,7 +8,8 @@ networks and KataGo's (the ``katago-v7`` encoding).
 to move; the other colour sees the position as KataGo's then does, with no history), SYMMETRY an index 0..7 in
 KataGo's numbering (``engine.net.features.katago_symmetry``) or ``all`` (each of the 8 in turn, as KataGo answers:
 the blocks follow one another, without KataGo's blank line between them, which would end a GTP reply), and an
-optimism in [0, 1], which Tabula refuses: its networks' policy optimism is fixed when they are exported.
+optimism in [0, 1], accepted only where it is the network's own (its ``policy_optimism`` metadata, KataGo's networks):
+a network's policy optimism is fixed when it is exported.
 
 Each block, everything from white's view as KataGo's: ``symmetry S``, ``whiteWin``, ``whiteLoss``, ``noResult`` (6
 decimals), then where the network has them ``whiteLead``, ``whiteScoreSelfplay``, ``whiteScoreSelfplaySq`` (3
@@ -56,9 +57,9 @@ class RawOutputs:
     white_ownership: np.ndarray | None = None  # float64 [N*N] in [-1, 1], Tabula's flat order
 
 
-def parse_arguments(words: tuple[str, ...], to_move: int) -> tuple[int, list[int]]:
-    """(the colour to evaluate for, KataGo's symmetry indices to answer) from the command's words, as KataGo's
-    ``parseRawNNArgs`` reads them; GtpError with KataGo's wording for anything else."""
+def parse_arguments(words: tuple[str, ...], to_move: int) -> tuple[int, list[int], float | None]:
+    """(the colour to evaluate for, KataGo's symmetry indices to answer, the policy optimism asked for or None) from
+    the command's words, as KataGo's ``parseRawNNArgs`` reads them; GtpError with KataGo's wording otherwise."""
     index = 0
     color = to_move
     if words and words[0].lower() in ("b", "black", "w", "white"):
@@ -74,6 +75,7 @@ def parse_arguments(words: tuple[str, ...], to_move: int) -> tuple[int, list[int
     else:
         raise GtpError(f"Expected a symmetry argument 'all' or index [0-7] but got '{words[index]}' {_USAGE}")
     index += 1
+    optimism = None
     if index < len(words):
         try:
             optimism = float(words[index])
@@ -81,12 +83,24 @@ def parse_arguments(words: tuple[str, ...], to_move: int) -> tuple[int, list[int
             optimism = math.nan
         if not (0.0 <= optimism <= 1.0):
             raise GtpError(f"Expected an optimism value in [0,1] but got '{words[index]}' {_USAGE}")
-        if index + 1 == len(words):
-            raise GtpError("the policy optimism cannot be changed here: a network's is fixed when it is exported")
         index += 1
     if index < len(words):
         raise GtpError(f"Unexpected extra argument '{words[index]}' {_USAGE}")
-    return color, symmetries
+    return color, symmetries, optimism
+
+
+def check_optimism(network, optimism: float | None) -> None:
+    """GtpError unless ``optimism`` is None or the network's own (``policy_optimism`` in its metadata)."""
+    if optimism is None:
+        return
+    own = getattr(network, "metadata", {}).get("policy_optimism")
+    try:
+        if own is not None and math.isclose(float(own), optimism, abs_tol=1e-9):
+            return
+    except ValueError:
+        pass
+    fixed = f" (this network's is {own})" if own is not None else " (this network has none)"
+    raise GtpError(f"the policy optimism cannot be changed here: a network's is fixed when it is exported{fixed}")
 
 
 def white_view(evaluation: Evaluation, state: GameState, legal: np.ndarray, symmetry: int) -> RawOutputs:
@@ -173,9 +187,10 @@ def network_of(session: Session, size: int):
 
 def raw_nn(session: Session, words: tuple[str, ...]) -> str:
     player = session.player
-    color, symmetries = parse_arguments(words, player.state.to_move)
+    color, symmetries, optimism = parse_arguments(words, player.state.to_move)
     state = player.state.with_to_move(color)
     network = network_of(session, state.size)
+    check_optimism(network, optimism)
     encoding = getattr(getattr(network, "encoding", None), "name", "")
     legal = state.legal_mask()
     blocks = []
@@ -195,5 +210,5 @@ def kata_raw_nn(session: Session, *words: str) -> str:
     return raw_nn(session, words)
 
 
-__all__ = ["RawOutputs", "parse_arguments", "white_view", "format_block", "format_reply", "network_of", "raw_nn",
-           "TOP_FIRST_ENCODINGS"]
+__all__ = ["RawOutputs", "parse_arguments", "check_optimism", "white_view", "format_block", "format_reply",
+           "network_of", "raw_nn", "TOP_FIRST_ENCODINGS"]

@@ -83,9 +83,10 @@ def test_an_asymmetric_position_reaches_the_network_as_katago_puts_it():
 # -- arguments --------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("words, expected", [
-    (("0",), (BLACK, [0])), (("7",), (BLACK, [7])), (("all",), (BLACK, list(range(8)))),
-    (("ALL",), (BLACK, list(range(8)))),
-    (("w", "3"), (WHITE, [3])), (("White", "all"), (WHITE, list(range(8)))), (("b", "+2"), (BLACK, [2])),
+    (("0",), (BLACK, [0], None)), (("7",), (BLACK, [7], None)), (("all",), (BLACK, list(range(8)), None)),
+    (("ALL",), (BLACK, list(range(8)), None)), (("w", "3"), (WHITE, [3], None)),
+    (("White", "all"), (WHITE, list(range(8)), None)), (("b", "+2"), (BLACK, [2], None)),
+    (("2", "0.2"), (BLACK, [2], 0.2)), (("w", "all", "1"), (WHITE, list(range(8)), 1.0)),
 ])
 def test_arguments_as_katago_parses_them(words, expected):
     assert parse_arguments(words, BLACK) == expected
@@ -97,7 +98,6 @@ def test_arguments_as_katago_parses_them(words, expected):
     (("8",), "but got '8'"), (("-1",), "but got '-1'"), (("x", "1"), "but got 'x'"), (("1.5",), "but got '1.5'"),
     (("0", "2"), "Expected an optimism value in [0,1] but got '2'"), (("0", "nan"), "Expected an optimism value"),
     (("0", "0.5", "1"), "Unexpected extra argument '1'"),
-    (("0", "0.5"), "the policy optimism cannot be changed here"),
 ])
 def test_bad_arguments_get_katagos_message(words, message):
     with pytest.raises(GtpError) as error:
@@ -220,6 +220,16 @@ def test_each_symmetry_goes_to_the_network_in_its_own_numbering(encoding: str, t
     network.asked.clear()
     assert session.dispatch("kata-raw-nn 5").startswith("= symmetry 5\nwhiteWin")
     assert network.asked == [transforms[5]]
+
+
+def test_an_optimism_is_taken_only_where_it_is_the_networks_own():
+    network = FixedNetwork("katago-v7")
+    network.metadata = {"policy_optimism": "0.2"}
+    session = session_with(network)
+    assert session.dispatch("kata-raw-nn 0 0.2").startswith("= symmetry 0")
+    assert session.dispatch("kata-raw-nn 0 0.5") == ("? the policy optimism cannot be changed here: a network's is "
+                                                    "fixed when it is exported (this network's is 0.2)\n\n")
+    assert session_with(FixedNetwork("leelaz-18")).dispatch("kata-raw-nn 0 0").endswith("(this network has none)\n\n")
 
 
 def test_errors_over_gtp():
