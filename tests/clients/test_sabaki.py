@@ -48,6 +48,18 @@ def test_sabaki_controller_drives_tabula():
     assert "ok synced a forked history (undo, then play)" in lines
 
 
+def test_a_first_genmove_as_sabaki_makes_it():
+    """first_genmove.js, the new user's trial of docs/CLIENTS.md: attach, a new 19x19 game, Generate Move."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    completed = subprocess.run(["node", str(HERE / "first_genmove.js"), sys.executable, "-m", "tabula.gtp",
+                                "--player", "random", "--seed", "1"], cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=120)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "] name: Tabula" in completed.stdout and "synced: boardsize 19" in completed.stdout
+    move = completed.stdout.split("genmove B: ")[1].split()[0]
+    assert move[0] in "ABCDEFGHJKLMNOPQRST" and 1 <= int(move[1:]) <= 19, completed.stdout
+
+
 def random_network(tmp_path_factory, name: str, *options: str) -> Path:
     """A network of 1 block × 8 filters with random weights, written by `tabula export --random` with ``options``."""
     if importlib.util.find_spec("torch") is None:
