@@ -448,9 +448,8 @@ class Player:
         first = budget_s(settings, self.clocks[BLACK], 0, self.size, self.time_config.lag_buffer_s)
         if first is not None and first < SHORT_CLOCK_S and not self.warned_short_clock:
             self.warned_short_clock = True
-            log.warning("the clock leaves about %.2f s a move to search (%s, %g s main time, %g s periods, lag "
-                        "buffer %g s): moves will be close to the network's first choice", first, settings.kind,
-                        settings.main_s, settings.period_s, self.time_config.lag_buffer_s)
+            log.warning("the clock leaves about %.2f s to search a move: moves will be close to the network's first "
+                        "choice", first)
 
     def time_left(self, color: int, seconds: float, stones: int) -> None:
         self.clocks[color].set_left(self.time_settings, seconds, stones)
