@@ -188,7 +188,12 @@ def network_of(session: Session, size: int):
 def raw_nn(session: Session, words: tuple[str, ...]) -> str:
     player = session.player
     color, symmetries, optimism = parse_arguments(words, player.state.to_move)
-    state = player.state.with_to_move(color)
+    state = player.state
+    if color != state.to_move:
+        # KataGo clears the history for a colour not to move: no superko bans (nor simple ko: the ban is the other
+        # colour's here anyway); the network's inputs see no history either (katago_features)
+        state = state.with_to_move(color)
+        state.seen = set()
     network = network_of(session, state.size)
     check_optimism(network, optimism)
     encoding = getattr(getattr(network, "encoding", None), "name", "")

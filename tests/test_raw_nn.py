@@ -292,3 +292,18 @@ def test_katagos_answers_are_reproduced(tmp_path):
             if name in ours.scalars:
                 assert math.isclose(ours.scalars[name], case.scalars[name], abs_tol=2e-3), name
         assert np.max(np.abs(ours.ownership - case.ownership)) <= 1e-5
+
+
+def test_the_colour_not_to_move_is_evaluated_without_superko_bans_as_katago_clears_the_history():
+    session = session_with(FixedNetwork("leelaz-18"))
+    assert session.dispatch("play b e5") == "=\n\n"
+    state = session.player.state
+    d4 = parse_vertex("D4", 9)
+    after = state.copy()
+    after.play(d4, BLACK)
+    state.seen.add(after.board.hash)  # as if black's D4 here had been played before: positional superko
+    state.peak_stones = after.stones
+    assert not state.with_to_move(BLACK).legal_mask()[d4]
+    rows = session.dispatch("kata-raw-nn b 0").split("\n")[5:14]
+    assert rows[5].split()[3] != "NAN"  # row 4 from the bottom, column D
+    assert sum(row.count("NAN") for row in rows) == 1  # E5 only
