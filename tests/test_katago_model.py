@@ -57,7 +57,7 @@ def check_against_reference(net, case, policy_tolerance: float, win_tolerance: f
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_random_networks_compute_what_katago_computes(version):
-    net, model = kn.load(os.path.join(FIXTURES, f"random-v{version}.bin.gz"))
+    net, model = kn.load(os.path.join(FIXTURES, f"random-v{version}.bin.gz"), tabula_rows=False)
     assert model["version"] == version
     cases = read_reference(os.path.join(FIXTURES, f"reference-raw-nn-random-v{version}.txt"))
     assert [case.size for case in cases] == [9, 7, 19, 2]
@@ -108,7 +108,8 @@ def test_the_onnx_file_agrees_with_torch_and_rebuilds(tmp_path):
 def test_masks_make_a_small_board_in_a_large_input_the_board_itself():
     """KataGo's way (an on-board mask in plane 0) and Tabula's (the input is the board) give the same outputs."""
     model = km.random_model(17, seed=7, channels=8, mid=4, gpool=2, head=4)
-    plain, masked = kn.KataGoNet(model).eval(), kn.KataGoNet(model, use_mask=True).eval()
+    plain = kn.KataGoNet(model, tabula_rows=False).eval()
+    masked = kn.KataGoNet(model, use_mask=True, tabula_rows=False).eval()
     small = kn.random_planes(7, 2, seed=11)
     large = np.zeros((2, kn.NUM_PLANES, 9, 9), dtype=np.float32)
     large[:, :, :7, :7] = small
@@ -120,6 +121,21 @@ def test_masks_make_a_small_board_in_a_large_input_the_board_itself():
         assert np.abs(actual[index] - expected[index]).max() < 1e-4
     ownership = actual[3].reshape(2, 9, 9)[:, :7, :7].reshape(2, 49)
     assert np.abs(ownership - expected[3]).max() < 1e-4
+
+
+def test_tabula_rows_are_katagos_flipped():
+    """In Tabula's order the network computes KataGo's symmetry 0 on the planes turned upside down, and its points
+    come back in Tabula's order."""
+    model = km.random_model(16, seed=9, channels=8, mid=4, gpool=2, head=4)
+    tabula, katago = kn.KataGoNet(model, tabula_rows=True).eval(), kn.KataGoNet(model).eval()
+    planes = kn.random_planes(6, 2, seed=3)
+    expected = outputs(katago, np.ascontiguousarray(planes[:, :, ::-1]))
+    actual = outputs(tabula, planes)
+    flip = np.concatenate([np.arange(36).reshape(6, 6)[::-1].reshape(-1), [36]])
+    assert np.abs(actual[0] - expected[0][:, flip]).max() < 1e-5
+    assert np.abs(actual[3] - expected[3][:, flip[:-1]]).max() < 1e-5
+    for index in (1, 2, 4, 5, 6):
+        assert np.abs(actual[index] - expected[index]).max() < 1e-5
 
 
 def _version_replaced(data: bytes, version: int) -> bytes:
@@ -167,7 +183,7 @@ def test_katagos_networks_on_the_reference_empty_boards(network):
     path = os.path.join(MODELS_DIR, NETWORKS[network])
     if not os.path.exists(path) or not os.path.exists(reference_path(network)):
         pytest.skip(f"{NETWORKS[network]} or its reference file is not on this machine")
-    net, _ = kn.load(path)
+    net, _ = kn.load(path, tabula_rows=False)
     cases = [case for case in read_reference(reference_path(network)) if case.empty]
     assert len(cases) == 4
     for case in cases:
@@ -186,3 +202,32 @@ def test_the_torch_backend_runs_a_converted_katago_network(tmp_path):
         actual = TorchRunner(path, device="cpu", precision=precision).run(planes)
         assert [a.shape for a in actual] == [e.shape for e in expected]
         assert kn.output_difference(expected, actual) < tolerance, precision
+
+
+def test_a_katago_file_converts_once_into_the_cache(tmp_path, monkeypatch):
+    import sys
+
+    from tabula.engine.net.evaluator import katago_onnx
+    from tabula.engine.net.netfile import NetworkFileError
+
+    source = os.path.join(FIXTURES, "random-v15.bin.gz")
+    assert km.looks_like_katago(source)
+    assert not km.looks_like_katago(os.path.join(FIXTURES, "reference-raw-nn-random-v15.txt"))
+    lines: list[str] = []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    first = katago_onnx(source, lines.append)
+    assert os.path.isfile(first) and first.startswith(km.conversion_cache_dir())
+    assert km.conversion_cache_dir().startswith(str(tmp_path / "xdg")) and "converted KataGo network" in lines[-1]
+    assert km.converted_onnx(source, lines.append) == first
+    assert "converted before" in lines[-1] and len(lines) == 2
+    assert katago_onnx(first, None) == first  # an ONNX file is itself
+    broken = tmp_path / "broken.bin.gz"
+    broken.write_bytes(gzip.compress(gzip.decompress(open(source, "rb").read())[:5000]))
+    with pytest.raises(NetworkFileError, match="broken.bin.gz.*truncated"):
+        km.converted_onnx(str(broken), None, cache_dir=str(tmp_path))
+    import tabula.engine.net as net_package
+
+    monkeypatch.setitem(sys.modules, "tabula.engine.net.katago_network", None)  # as where torch is missing
+    monkeypatch.delattr(net_package, "katago_network", raising=False)
+    with pytest.raises(NetworkFileError, match="needs torch: pip install"):
+        km.converted_onnx(source, None, cache_dir=str(tmp_path / "empty"))

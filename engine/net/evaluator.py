@@ -782,12 +782,23 @@ class NetworkSet:
 
 
 def load_networks(paths: Sequence, seed: np.random.SeedSequence, **options) -> tuple[object, list[OnnxEvaluator]]:
-    """(the evaluator the search sees, the networks): one ``OnnxEvaluator`` a path, each with its own random stream
-    spawned from ``seed`` and the given options, behind a ``NetworkSet`` where there are several (each board size to
-    the first that plays it)."""
+    """(the evaluator the search sees, the networks): one ``OnnxEvaluator`` a path (a KataGo model file through its
+    cached ONNX conversion, ``katago_onnx``), each with its own random stream spawned from ``seed`` and the given
+    options, behind a ``NetworkSet`` where there are several (each board size to the first that plays it)."""
     rngs = [np.random.default_rng(s) for s in seed.spawn(len(paths))]
+    paths = [katago_onnx(path, options.get("log", _stderr_log)) for path in paths]
     networks = [OnnxEvaluator(path, rng=rng, **options) for path, rng in zip(paths, rngs)]
     return (networks[0] if len(networks) == 1 else NetworkSet(networks)), networks
+
+
+def katago_onnx(path, log: Callable[[str], None] | None = _stderr_log):
+    """``path`` itself, or for a KataGo model file (``.bin.gz`` and the like) its ONNX conversion, made on first use
+    and kept in a cache (``katago_model.converted_onnx``: NetworkFileError where it cannot be made)."""
+    from tabula.engine.net import katago_model
+
+    if not os.path.isfile(path) or not katago_model.looks_like_katago(path):
+        return path
+    return katago_model.converted_onnx(path, log)
 
 
 # An int8 file on the CPU runs only where it agrees with its fp32 file this well on random positions (OnnxEvaluator.

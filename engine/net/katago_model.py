@@ -12,7 +12,10 @@ A parsed model is nested dicts (layer fields by name, weights as float32 arrays 
 (``katago_network``) is built from it; ``structure`` gives the same tree with every array replaced by its shape,
 which is what an exported ONNX file keeps in its metadata.
 
-Layer: net (numpy only; nothing of the engine).
+``converted_onnx`` converts a model file to a Tabula ONNX file on first use and keeps it in a cache (the
+conversion itself imports ``katago_network``, and so torch, only then).
+
+Layer: net (numpy; ``netfile`` for its error).
 """
 from __future__ import annotations
 
@@ -819,6 +822,105 @@ def random_model(version: int = 15, seed: int = 0, channels: int = 16, mid: int 
     return model
 
 
+# -- conversion on first use ---------------------------------------------------------------------------------------
+
+
+def looks_like_katago(path: str | os.PathLike) -> bool:
+    """Whether a file's first tokens are a KataGo model's (a name, then the model version and input planes): not
+    ONNX, not Leela Zero weights (a format version, then floats). Reads the first kilobyte."""
+    path = os.fspath(path)
+    if path.lower().endswith(".onnx"):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1024)
+            if head[:2] == b"\x1f\x8b":
+                handle.seek(0)
+                with gzip.GzipFile(fileobj=handle) as unpacked:
+                    head = unpacked.read(1024)
+    except (OSError, EOFError, zlib.error):
+        return False
+    tokens = head.split()[:4]
+    return len(tokens) >= 4 and all(token.isdigit() for token in tokens[1:4])
+
+
+# The conversion's own version, in the cached files' names: a change of what the converted graph computes or holds
+# raises it, so that files converted before are converted again rather than loaded
+CONVERTER_VERSION = 1
+
+
+def conversion_cache_dir() -> str:
+    """Where converted KataGo networks are kept: $XDG_CACHE_HOME/tabula/katago, else ~/.cache/tabula/katago."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tabula", "katago")
+
+
+def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = None,
+                   cache_dir: str | None = None) -> str:
+    """The ONNX file of a KataGo model file, converted on first use (``katago_network.export_onnx``) and kept in
+    ``cache_dir`` under a name holding the file's SHA-256, so that a changed file converts again and the same file
+    never does. ``log`` receives one line saying which happened.
+
+    The conversion needs torch; without it, NetworkFileError says to install it. A file that is no usable KataGo
+    model is a NetworkFileError naming it."""
+    import hashlib
+    import tempfile
+    import time
+
+    from tabula.engine.net.netfile import NetworkFileError
+
+    path = os.fspath(path)
+    name = os.path.basename(path)
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as e:
+        raise NetworkFileError(path, e.strerror or str(e)) from None
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "_", re.sub(r"\.(bin|txt)(\.gz)?$|\.gz$", "", name))[:80] or "network"
+    directory = cache_dir or conversion_cache_dir()
+    target = os.path.join(directory, f"{stem}-{digest.hexdigest()[:16]}-c{CONVERTER_VERSION}.onnx")
+    if os.path.isfile(target):
+        if log is not None:
+            log(f"tabula: KataGo network {name}: converted before, loading {target}")
+        return target
+    try:
+        from tabula.engine.net import katago_network
+    except ImportError:
+        raise NetworkFileError(path, "a KataGo model file is converted to ONNX on first use, and that needs torch: "
+                                     "pip install 'tabula[train]' (or torch); or convert it where torch is with "
+                                     "tabula export --from-katago FILE OUT.onnx and give OUT.onnx") from None
+    started = time.monotonic()
+    try:
+        model = read_model(path)
+        net = katago_network.KataGoNet(model)
+    except (KataGoModelError, katago_network.KataGoNetworkError) as e:
+        raise NetworkFileError(path, getattr(e, "problem", str(e))) from None
+    try:
+        os.makedirs(directory, exist_ok=True)
+        handle, scratch = tempfile.mkstemp(suffix=".onnx.tmp", dir=directory)
+    except OSError as e:  # an unwritable cache: convert for this run only
+        directory = tempfile.mkdtemp(prefix="tabula-katago-")
+        target = os.path.join(directory, os.path.basename(target))
+        handle, scratch = tempfile.mkstemp(suffix=".onnx.tmp", dir=directory)
+        if log is not None:
+            log(f"tabula: cannot keep converted networks in {cache_dir or conversion_cache_dir()} "
+                f"({e.strerror or e}); converting into {directory}")
+    os.close(handle)
+    try:
+        katago_network.export_onnx(net, model, scratch, path)
+        os.chmod(scratch, 0o644)  # mkstemp's 0600 would keep the cache from the machine's other users
+        os.replace(scratch, target)  # whole or not at all: a second engine converting at once replaces it alike
+    finally:
+        if os.path.exists(scratch):
+            os.remove(scratch)
+    if log is not None:
+        log(f"tabula: converted KataGo network {name} ({describe(model)}) to {target} in "
+            f"{time.monotonic() - started:.0f} s; later starts load it from there")
+    return target
+
+
 # -- summaries ------------------------------------------------------------------------------------------------------
 
 
@@ -863,6 +965,7 @@ def describe(model: dict) -> str:
 
 
 __all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POSTPROCESS", "KataGoModelError", "NUM_GLOBAL_FEATURES",
-           "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "describe", "from_structure", "model_bytes",
+           "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "conversion_cache_dir", "converted_onnx",
+           "describe", "from_structure", "looks_like_katago", "model_bytes",
            "parse_model", "policy_channels", "random_model", "read_model", "structure",
            "unsupported_version_message", "write_model"]

@@ -359,10 +359,15 @@ class KataGoNet(nn.Module):
     """A KataGo network: planes float32 [B, 41, N, N] (``katago-v7``) -> the outputs named in ``OUTPUTS``.
 
     ``policy_optimism``: how much of the optimistic policy channel (model versions 12 and later) the policy mixes
-    in, as KataGo's ``policyOptimism``."""
+    in, as KataGo's ``policyOptimism``. The network reads the planes as they come (the ONNX files do so: Tabula's
+    rows run from the bottom, so its identity is KataGo's symmetry 1, which ``gtp.raw_nn`` maps for KataGo's
+    symmetry indices). ``tabula_rows``: the network flips the rows to KataGo's order first and the points back
+    after, so that Tabula's identity computes KataGo's symmetry 0."""
 
-    def __init__(self, model: dict, use_mask: bool = False, policy_optimism: float = DEFAULT_POLICY_OPTIMISM):
+    def __init__(self, model: dict, use_mask: bool = False, policy_optimism: float = DEFAULT_POLICY_OPTIMISM,
+                 tabula_rows: bool = False):
         super().__init__()
+        self.tabula_rows = tabula_rows
         if model["meta_encoder_version"] > 0:
             raise KataGoNetworkError(f"{model['name']}: a network with an SGF metadata encoder (a human-style "
                                      "model) needs metadata inputs Tabula does not give")
@@ -402,7 +407,16 @@ class KataGoNet(nn.Module):
         return self.head(*self.trunk(planes))
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        height, width = planes.shape[2], planes.shape[3]
+        if self.tabula_rows:
+            # Tabula's row 0 is the bottom row, KataGo's the top: the network sees KataGo's orientation (its
+            # symmetry 0), and its points go back to Tabula's order below
+            planes = planes.flip(2)
         policy, value_logits, scores, ownership = self.raw(planes)
+        if self.tabula_rows:
+            points = policy[:, :-1].reshape(-1, height, width).flip(1).reshape(-1, height * width)
+            policy = torch.cat([points, policy[:, -1:]], dim=1)
+            ownership = ownership.reshape(-1, height, width).flip(1).reshape(-1, height * width)
         # KataGo's evaluator: no result is impossible under a ko rule other than simple with area scoring
         ko_not_simple = planes[:, NUM_SPATIAL + _GLOBAL_KO_NOT_SIMPLE, 0, 0] > 0.5
         territory = planes[:, NUM_SPATIAL + _GLOBAL_TERRITORY, 0, 0] > 0.5
@@ -421,10 +435,10 @@ class KataGoNet(nn.Module):
         return policy, value, lead, torch.tanh(ownership), wdl, score_mean, score_stdev
 
 
-def load(path: str | os.PathLike, use_mask: bool = False) -> tuple[KataGoNet, dict]:
+def load(path: str | os.PathLike, use_mask: bool = False, tabula_rows: bool = False) -> tuple[KataGoNet, dict]:
     """(the network, its parsed model) of a KataGo model file."""
     model = katago_model.read_model(path)
-    return KataGoNet(model, use_mask=use_mask).eval(), model
+    return KataGoNet(model, use_mask=use_mask, tabula_rows=tabula_rows).eval(), model
 
 
 # -- ONNX --------------------------------------------------------------------------------------------------------
@@ -439,15 +453,18 @@ def architecture(model: dict) -> dict:
 
 
 def onnx_metadata(model: dict, source: str, board_sizes: Sequence[int] = BOARD_SIZES,
-                  precision: str = "fp32") -> dict[str, str]:
+                  precision: str = "fp32", policy_optimism: float = DEFAULT_POLICY_OPTIMISM) -> dict[str, str]:
     return {
         "tabula_format": METADATA_FORMAT_VERSION,
         "architecture": json.dumps(architecture(model), sort_keys=True),
         "board_sizes": ",".join(str(s) for s in board_sizes),
         "input_encoding": INPUT_ENCODING,
         "input": f"planes float32 [batch, {NUM_PLANES}, N, N]: KataGo's {NUM_SPATIAL} spatial V7 features, then its "
-                 f"{NUM_GLOBAL} global features each as a constant plane",
-        "policy": "logits float32 [batch, N*N+1], pass last (KataGo's main policy)",
+                 f"{NUM_GLOBAL} global features each as a constant plane; the rows as given (KataGo's symmetry 0 has "
+                 "row 0 at the top, Tabula's planes at the bottom)",
+        "policy": "logits float32 [batch, N*N+1], points in the planes' order, pass last (KataGo's main policy, its "
+                  "optimistic policy mixed in by policy_optimism)",
+        "policy_optimism": f"{policy_optimism:g}",
         "value": "float32 [batch], P(win) - P(loss), side to move's view",
         "score": "float32 [batch], KataGo's lead in points, side to move's view",
         "ownership": "tanh float32 [batch, N*N], +1 owned by the side to move at the end",
@@ -486,7 +503,7 @@ def export_onnx(net: KataGoNet, model: dict, path: str | os.PathLike, source: st
                           dynamic_axes=axes, opset_version=17, do_constant_folding=False, dynamo=False)
     proto = onnx.load(path)
     del proto.metadata_props[:]
-    for key, value in onnx_metadata(model, source, board_sizes).items():
+    for key, value in onnx_metadata(model, source, board_sizes, policy_optimism=net.head.policy_optimism).items():
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, value
     onnx.save(proto, path)
