@@ -94,8 +94,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
     add_flags(group["playing"], defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
     group["network"].add_argument(
         "--weights", action="append", default=[], metavar="FILE",
-        help="ONNX network file; repeat for networks of other board sizes (the first that plays a size is used for "
-             "it). Default: the shipped networks named in weights/DEFAULT")
+        help="network file: ONNX, or KataGo's model file (.bin.gz, .bin, .txt.gz: converted to ONNX on first use and "
+             "cached, which needs torch); repeat for networks of other board sizes (the first that plays a size is "
+             "used for it). Default: the shipped networks named in weights/DEFAULT")
     add_flags(group["search"], defaults.search, {
         "visits": "visits per move on every board size (0: no limit; default: by board size, 400 on 19x19, "
                   "1600 on 9x9, 854 on 13x13: about the same time a move)",
