@@ -104,6 +104,9 @@ class AnalysisConfig:
     pv_len: int = DEFAULT_PV_LEN  # moves of each PV after its first, unless a query says (analysisPVLen)
     warn_unused_fields: bool = True  # a warning for each query field KataGo does not know
     max_batch: int = 256  # positions per network call at most, over all the searches
+    # At the end of input, stop what is searching and drop what is queued (KataGo's -quit-without-waiting) rather
+    # than answer it all
+    quit_without_waiting: bool = False
 
     def __post_init__(self) -> None:
         for name in ("analysis_threads", "max_queued_turns", "pv_len", "max_batch"):
@@ -744,7 +747,10 @@ class AnalysisEngine:
             self._emit({"id": turn.query.id, "isDuringSearch": False, "noResults": True, "turnNumber": turn.number})
 
     def finish(self) -> None:
-        """The end of input: answer every queued turn, then stop the workers and the network thread."""
+        """The end of input: answer every queued turn (or, with ``quit_without_waiting``, stop them all), then stop
+        the workers and the network thread."""
+        if self.config.quit_without_waiting:
+            self.terminate(None)
         with self._lock:
             self._closing = True
             self._lock.notify_all()
@@ -840,13 +846,20 @@ def serve(engine: AnalysisEngine, lines: Iterable[str]) -> None:
 
 
 def line_writer(stream) -> Callable[[str], None]:
-    """A thread-safe ``write`` for ``AnalysisEngine``: each line whole, flushed."""
+    """A thread-safe ``write`` for ``AnalysisEngine``: each line whole, flushed. Once the client has closed its end,
+    lines are dropped (the searches left finish quietly)."""
     lock = threading.Lock()
+    closed = []
 
     def write(line: str) -> None:
         with lock:
-            stream.write(line + "\n")
-            stream.flush()
+            if closed:
+                return
+            try:
+                stream.write(line + "\n")
+                stream.flush()
+            except (OSError, ValueError):  # a broken pipe, or a closed stream
+                closed.append(True)
     return write
 
 

@@ -36,6 +36,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "pv_len": "moves of each principal variation after its first, unless a query says (default %(default)s)",
         "warn_unused_fields": "a warning line for each query field KataGo's protocol does not have",
         "max_batch": "positions per network call at most, over all searches (default %(default)s)",
+        "quit_without_waiting": "at the end of input, stop the searches and drop the queued turns instead of "
+                                "answering them (KataGo's -quit-without-waiting)",
     })
     add_engine_arguments(parser, play=False)
     return parser.parse_args(argv)

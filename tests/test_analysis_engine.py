@@ -398,3 +398,14 @@ def test_command_line_serves_stdio(tiny_aux_onnx):
     assert {a.get("id") for a in answers} == {"cli", "v", None}
     cli = next(a for a in answers if a.get("id") == "cli")
     assert cli["rootInfo"]["visits"] == 6 and len(cli["ownership"]) == 81
+
+
+def test_quit_without_waiting_ends_everything_at_end_of_input():
+    engine, lines = make_engine(StandInNetwork(delay_s=0.001), analysis_threads=1, quit_without_waiting=True)
+    started = time.monotonic()
+    serve(engine, [query("long", maxVisits=1_000_000), query("queued", maxVisits=1_000_000)])
+    answers = [json.loads(line) for line in lines]
+    assert time.monotonic() - started < 5
+    assert sorted(a["id"] for a in answers) == ["long", "queued"]
+    assert all(a["isDuringSearch"] is False for a in answers)
+    assert all(a.get("noResults") or a["rootInfo"]["visits"] < 1_000_000 for a in answers)
