@@ -43,7 +43,8 @@ def bf16_peak_tflops(device_name: str) -> float | None:
 
 def forward_flops(model, size: int) -> int:
     """Floating-point operations of one position's forward pass through ``model`` (a TabulaNet, every head its
-    ``train_outputs`` runs) on a size x size board: 2 per multiply-add of each convolution and linear layer, from
+    ``train_outputs`` runs, or a KataGoNet, whose attention products are left out) on a size x size board: 2 per
+    multiply-add of each convolution and linear layer, from
     their shapes. Batch norms, activations, additions and pooling (a few per cent) are left out, as MFU counts do.
     A training step costs about 3 times this per sample (the backward pass twice the forward)."""
     import torch
@@ -57,18 +58,39 @@ def forward_flops(model, size: int) -> int:
     def linear(module, inputs, _output):
         total[0] += 2 * module.in_features * module.out_features * (inputs[0][0].numel() // module.in_features)
 
+    def matmul(module, inputs, _output):  # a weight [in, out] applied as x @ weight (KataGo's linear layers)
+        rows, columns = module.weight.shape
+        total[0] += 2 * rows * columns * (inputs[0][0].numel() // rows)
+
     hooks = [m.register_forward_hook(conv) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    hooks += [m.register_forward_hook(matmul) for m in model.modules() if type(m).__name__ == "MatMul"]
     hooks += [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    # the model's own planes: 18, or 19 with the komi input (the shipped default)
-    planes = torch.zeros((1, model.spec.encoding.planes, size, size))
-    planes[:, 16] = 1.0
+    katago = not hasattr(model, "spec")  # a KataGo network (katago_network.KataGoNet): all its outputs run
+    # the model's own planes: 18, or 19 with the komi input (the shipped default); KataGo's 41
+    planes = torch.zeros((1, model.initial_conv.conv.in_channels + model.initial_matmul.weight.shape[0] if katago
+                          else model.spec.encoding.planes, size, size))
+    planes[:, 0 if katago else 16] = 1.0
     try:
         with torch.no_grad():
-            model.train_outputs(planes)
+            (model if katago else model.train_outputs)(planes)
     finally:
         for hook in hooks:
             hook.remove()
     return total[0]
+
+
+def load_torch(path: str):
+    """The torch module of an fp32 ONNX file: Tabula's network, or a KataGo network converted to ONNX."""
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    encoding = OnnxEvaluator(path, symmetry="identity", threads=1, provider="cpu", log=None).encoding.name
+    if encoding == "katago-v7":
+        from tabula.engine.net import katago_network
+
+        return katago_network.load_onnx(path)
+    from tabula.engine.net import network
+
+    return network.load_onnx(path)
 
 
 def append_results(path: str | None, records: list[dict]) -> None:
@@ -188,12 +210,12 @@ def main(argv: list[str]) -> int:
 
             from tabula.engine.net import network
 
-            model = network.load_onnx(fp32)
+            model = load_torch(fp32)
         flops = None  # per position, forward
         try:
             from tabula.engine.net import network
 
-            flops = forward_flops(model or network.load_onnx(fp32), size)
+            flops = forward_flops(model or load_torch(fp32), size)
             print(f"# {flops / 1e9:.3f} GFLOP per position (convolutions and linear layers)", flush=True)
         except (ImportError, ValueError):  # no torch or onnx here, or a file torch cannot rebuild: positions/s only
             pass
