@@ -231,3 +231,35 @@ def test_a_katago_file_converts_once_into_the_cache(tmp_path, monkeypatch):
     monkeypatch.delattr(net_package, "katago_network", raising=False)
     with pytest.raises(NetworkFileError, match="needs torch: pip install"):
         km.converted_onnx(source, None, cache_dir=str(tmp_path / "empty"))
+
+
+def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(tmp_path):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.rules.coords import PASS
+    from tabula.engine.rules.game import GameState, Rules
+
+    model = km.random_model(15, seed=5, channels=8, mid=4, gpool=2, head=4)
+    path = str(tmp_path / "net.onnx")
+    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", check=False)
+    states = []
+    for komi, moves in ((7.5, 0), (6.5, 5), (0.5, 11)):
+        state = GameState(7, Rules(komi=komi))
+        for index in range(moves):
+            state.play([m for m in state.legal_moves() if m != PASS][(index * 7) % 13])
+        states.append(state)
+    results = {}
+    for mode in ("identity", "random", "average"):
+        evaluator = OnnxEvaluator(path, symmetry=mode, rng=np.random.default_rng(1), log=None)
+        assert evaluator.extra_outputs == ("wdl", "score_mean", "score_stdev")
+        results[mode] = evaluation = evaluator.evaluate(states)
+        assert evaluation.wdl.shape == (3, 3) and evaluation.score_mean.shape == (3,)
+        assert evaluation.score_stdev.shape == (3,) and evaluation.ownership.shape == (3, 49)
+        assert np.allclose(evaluation.wdl.sum(axis=1), 1.0, atol=1e-5)
+        assert np.allclose(evaluation.value, evaluation.wdl[:, 0] - evaluation.wdl[:, 1], atol=1e-5)
+    identity, average = results["identity"], results["average"]
+    # the raw network on the identity's planes gives the identity's outputs
+    raw = outputs(kn.KataGoNet(model).eval(), evaluator.encoding.encode_batch(states, None))
+    assert np.abs(identity.wdl - raw[4]).max() < 1e-5 and np.abs(identity.score_mean - raw[5]).max() < 1e-4
+    assert np.abs(identity.score_stdev - raw[6]).max() < 1e-4
+    # the average of the 8 symmetries: per-position outputs averaged, not taken from one of them
+    assert not np.allclose(average.wdl, identity.wdl, atol=1e-7)
