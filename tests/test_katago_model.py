@@ -240,7 +240,7 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(tmp_p
 
     model = km.random_model(15, seed=5, channels=8, mid=4, gpool=2, head=4)
     path = str(tmp_path / "net.onnx")
-    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", check=False)
+    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", board_sizes=(7,), check=False)
     states = []
     for komi, moves in ((7.5, 0), (6.5, 5), (0.5, 11)):
         state = GameState(7, Rules(komi=komi))
