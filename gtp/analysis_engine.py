@@ -2,10 +2,10 @@
 on stdout per analysed turn, in completion order; errors and warnings in KataGo's forms.
 
 Layer: gtp (a protocol front end, like GTP). Queries are parsed here into ``Query`` objects (``parse_query``) and
-their turns searched by a pool of workers (``AnalysisEngine``), each with its own ``Search`` and table of network
-results, all sharing one ``BatchingEvaluator`` so that the leaves of every position searched at once go to the
-network together. Values are reported as KataGo reports them: win rates in [0, 1], scores in points, from the
-player ``reportAnalysisWinratesAs`` names (BLACK, WHITE or SIDETOMOVE).
+their turns searched by a pool of workers (``AnalysisEngine``), a fresh ``Search`` a turn. The searches share one
+``BatchingEvaluator``, so that the leaves of every position searched at once go to the network together, and one
+table of network results per ruleset (``SharedTables``). Values are reported as KataGo reports them: win rates in
+[0, 1], scores in points, from the player ``reportAnalysisWinratesAs`` names (BLACK, WHITE or SIDETOMOVE).
 """
 from __future__ import annotations
 
@@ -96,8 +96,9 @@ _AVOID_FORM = "Must be a list of dicts with subfields 'player', 'moves', 'untilD
 class AnalysisConfig:
     """What ``tabula analysis`` runs with beside the engine's configuration (built at its entry point)."""
 
-    # positions searched at once, each by one Search (KataGo's numAnalysisThreads); their leaves share the network
-    analysis_threads: int = 8
+    # Positions searched at once, each by one Search (KataGo's numAnalysisThreads); their leaves share the network.
+    # 0: ANALYSIS_THREADS_CPU or ANALYSIS_THREADS_GPU, for where the network runs (``threads_for``).
+    analysis_threads: int = 0
     report_as: str = "BLACK"  # KataGo's reportAnalysisWinratesAs: BLACK, WHITE or SIDETOMOVE
     # Turns waiting for a worker at most: past it, stdin is not read until one starts (memory stays bounded)
     max_queued_turns: int = 1000
@@ -109,12 +110,71 @@ class AnalysisConfig:
     quit_without_waiting: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("analysis_threads", "max_queued_turns", "pv_len", "max_batch"):
+        for name, least in (("analysis_threads", 0), ("max_queued_turns", 1), ("pv_len", 1), ("max_batch", 1)):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ConfigError(type(self).__name__, name, f"must be 1 or more, not {value!r}")
+            if not isinstance(value, int) or value < least:
+                raise ConfigError(type(self).__name__, name, f"must be {least} or more, not {value!r}")
         if self.report_as not in REPORT_AS:
             raise ConfigError(type(self).__name__, "report_as", f"must be one of {', '.join(REPORT_AS)}")
+
+
+    def threads_for(self, on_gpu: bool) -> int:
+        """``analysis_threads``, 0 resolved for where the network runs."""
+        return self.analysis_threads or (ANALYSIS_THREADS_GPU if on_gpu else ANALYSIS_THREADS_CPU)
+
+
+# Positions searched at once by default. On the CPU the Python tree work of many searches queues for the GIL: a
+# 19x19 game reviewed at 100 visits a position ran fastest with 2-4 at once on 2 cores (docs/BENCHMARKS.md,
+# "Analysis engine"). A GPU wants bigger batches from more searches (not yet measured).
+ANALYSIS_THREADS_CPU = 4
+ANALYSIS_THREADS_GPU = 16
+
+
+class SharedTable(TranspositionTable):
+    """A table of network results that several searches use at once (each method under its own lock): the
+    analysis engine's workers share one per ruleset, as KataGo's analysis threads share one cache."""
+
+    def __init__(self, capacity: int, rules: tuple):
+        super().__init__(capacity)
+        self.rules = rules
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            return super().get(key)
+
+    def put(self, key, entry) -> None:
+        with self._lock:
+            super().put(key, entry)
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()
+
+
+class SharedTables:
+    """The workers' tables by ruleset (the game's class and its rules, komi included: the tables' keys have no
+    komi), the ``MAX_RULESETS`` most recently used kept; each holds ``capacity`` results at most."""
+
+    MAX_RULESETS = 2
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._tables: dict[tuple, SharedTable] = {}
+        self._lock = threading.Lock()
+
+    def for_state(self, state) -> SharedTable:
+        rules = (type(state), getattr(state, "rules", None))
+        with self._lock:
+            table = self._tables.pop(rules, None) or SharedTable(self.capacity, rules)
+            self._tables[rules] = table  # the most recent last
+            while len(self._tables) > self.MAX_RULESETS:
+                del self._tables[next(iter(self._tables))]
+            return table
+
+    def clear(self) -> None:
+        with self._lock:
+            self._tables.clear()
 
 
 class QueryError(ValueError):
@@ -469,7 +529,12 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
 def _positions(query_id: str, size: int, rules, setup: list[tuple[int, int]], moves: list[tuple[int, int]],
                initial_player: int | None, turns: set[int]) -> dict[int, GameState]:
     """The position before each move of ``turns`` (turn t: after t moves), with its side to move."""
+    black = sum(1 for color, _ in setup if color == BLACK)
+    handicap = black if setup and black == len(setup) and black >= 2 else 0  # black stones alone: a handicap
+    if initial_player is None:
+        initial_player = moves[0][0] if moves else (WHITE if handicap else BLACK)
     state = GameState(size, rules)
+    state.to_move = initial_player  # before the stones: each placement starts the superko history for this side
     try:
         for color, point in setup:
             if state.color_at(point) != 0:
@@ -477,13 +542,7 @@ def _positions(query_id: str, size: int, rules, setup: list[tuple[int, int]], mo
             state.place_setup(point, color)
     except (IllegalMoveError, ValueError) as error:
         raise QueryError("initialStones", f"Could not place the initial stones: {error}") from None
-    black = sum(1 for color, _ in setup if color == BLACK)
-    if setup and black == len(setup) and black >= 2:
-        state.handicap = black  # KataGo counts black stones alone at the start as handicap stones
-    if initial_player is None:
-        initial_player = moves[0][0] if moves else (WHITE if state.handicap else BLACK)
-    state.to_move = initial_player
-    state.seen = {state._superko_key(state.board.hash, initial_player)}
+    state.handicap = handicap
     states: dict[int, GameState] = {}
     for turn in range(len(moves) + 1):
         if turn in turns:
@@ -643,11 +702,11 @@ class AnalysisEngine:
         self._queued = 0
         self._closing = False
         self._seq = itertools.count()
-        self._cache_epoch = 0  # counts clear_cache actions: a worker whose table is older empties it
-        seeds = np.random.SeedSequence(seed).spawn(config.analysis_threads)
-        # Each worker's table of network results holds its share of the configured entries.
-        entries = max(1000, self.search.cache_entries // config.analysis_threads)
-        self._workers = [threading.Thread(target=self._work, args=(np.random.default_rng(s), entries),
+        self.threads = config.threads_for(self.batcher.on_gpu)
+        seeds = np.random.SeedSequence(seed).spawn(self.threads)
+        # The network results every worker's searches share, by ruleset (SearchConfig.cache_entries each).
+        self.tables = SharedTables(self.search.cache_entries)
+        self._workers = [threading.Thread(target=self._work, args=(np.random.default_rng(s),),
                                           name=f"analysis-{i}", daemon=True) for i, s in enumerate(seeds)]
         for worker in self._workers:
             worker.start()
@@ -690,8 +749,7 @@ class AnalysisEngine:
                                              "maxBatchSize": self.config.max_batch, "usesHumanSLProfile": False,
                                              "version": 0, "usingFP16": "auto"}]})
         elif action == "clear_cache":
-            with self._lock:
-                self._cache_epoch += 1  # each worker empties its table before its next turn
+            self.tables.clear()  # the searches running keep theirs to their end; every later one starts afresh
             self._emit(query)
         elif action in ("terminate", "terminate_all"):
             target = None
@@ -786,19 +844,13 @@ class AnalysisEngine:
                     return None
                 self._lock.wait()
 
-    def _work(self, rng: np.random.Generator, entries: int) -> None:
-        cache = TranspositionTable(entries)
-        epoch = 0
+    def _work(self, rng: np.random.Generator) -> None:
         while True:
             turn = self._next_turn()
             if turn is None:
                 return
-            current = self._cache_epoch
-            if current != epoch:
-                cache.clear()
-                epoch = current
             try:
-                self._analyse(turn, rng, cache)
+                self._analyse(turn, rng, self.tables.for_state(turn.query.states[turn.number]))
             except Exception as error:  # the turn gets an error line; the worker serves on
                 log.exception("analysis of %s turn %d failed", turn.query.id, turn.number)
                 self._error(turn.query.id, "id", f"internal error on turn {turn.number}: {error}")

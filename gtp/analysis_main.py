@@ -26,8 +26,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description="Analyse Go positions over KataGo's JSON analysis protocol: one query a line on stdin, "
                     "answers on stdout in completion order (KaTrain and other analysis-engine clients).")
     add_flags(parser, AnalysisConfig, {
-        "analysis_threads": "positions searched at once, their network evaluations batched together "
-                            "(default %(default)s)",
+        "analysis_threads": "positions searched at once, their network evaluations batched together (default 0: "
+                            "4 where the network runs on the CPU, 16 on a GPU)",
         "report_as": Flag("whose view win rates, scores and ownership are reported from, as KataGo's "
                           "reportAnalysisWinratesAs (default %(default)s; a query's overrideSettings may change it)",
                           choices=REPORT_AS),

@@ -11,6 +11,7 @@ KINDS = {
     "visits": "tabula.tools.bench.visits",  # how batching bends a small search's visit distribution
     "rollout": "tabula.tools.bench.rollout",  # pattern-policy rollouts: moves/s by board size and batch
     "movetime": "tabula.tools.bench.movetime",  # an engine's moves against a byo-yomi period, timed as a server would
+    "analysis": "tabula.tools.bench.analysis",  # a game reviewed in one analysis query against one search at a time
 }
 
 
