@@ -166,7 +166,9 @@ class SharedTables:
     def for_state(self, state) -> SharedTable:
         rules = (type(state), getattr(state, "rules", None))
         with self._lock:
-            table = self._tables.pop(rules, None) or SharedTable(self.capacity, rules)
+            table = self._tables.pop(rules, None)
+            if table is None:  # not ``or``: an empty table is falsy
+                table = SharedTable(self.capacity, rules)
             self._tables[rules] = table  # the most recent last
             while len(self._tables) > self.MAX_RULESETS:
                 del self._tables[next(iter(self._tables))]

@@ -409,3 +409,16 @@ def test_quit_without_waiting_ends_everything_at_end_of_input():
     assert sorted(a["id"] for a in answers) == ["long", "queued"]
     assert all(a["isDuringSearch"] is False for a in answers)
     assert all(a.get("noResults") or a["rootInfo"]["visits"] < 1_000_000 for a in answers)
+
+
+def test_shared_tables_one_per_ruleset_and_few_kept():
+    from tabula.engine.rules.game import Rules
+    from tabula.gtp.analysis_engine import SharedTables
+
+    tables = SharedTables(capacity=10)
+    chinese, other_komi, japanese = (GameState(9, Rules(komi=k)) for k in (7.5, 6.5, 0.5))
+    first = tables.for_state(chinese)
+    assert tables.for_state(chinese.copy()) is first  # same rules: the same table, so no search clears it
+    assert tables.for_state(other_komi) is not first  # the keys have no komi: another table
+    tables.for_state(japanese)
+    assert tables.for_state(chinese) is not first  # only the two most recent rulesets are kept
