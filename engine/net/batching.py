@@ -22,6 +22,7 @@ from tabula.engine.net.evaluator import (
     PendingEvaluation,
     evaluate_all_symmetries,
 )
+from tabula.engine.net.features import NUM_SYMMETRIES
 from tabula.engine.rules.game import GameState
 
 PLAIN, AVERAGED = "plain", "averaged"  # evaluate, and evaluate_all_symmetries (the mean over the 8 symmetries)
@@ -34,6 +35,11 @@ class _Request:
     states: Sequence[GameState]
     mode: str  # PLAIN | AVERAGED
     future: Future
+
+    @property
+    def rows(self) -> int:
+        """Network rows it takes: one a position, eight for the mean over the symmetries."""
+        return len(self.states) * (NUM_SYMMETRIES if self.mode == AVERAGED else 1)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -57,10 +63,11 @@ def split_evaluation(evaluation: Evaluation, counts: Sequence[int]) -> list[Eval
 class BatchingEvaluator:
     """Merges the ``evaluate`` calls of many threads into batches for ``inner``, run on one network thread.
 
-    Callers of one board size and mode are merged, oldest first, up to ``max_batch`` positions (a caller's own
-    batch is never split). ``evaluate_async`` hands a batch over without waiting; ``evaluate_averaged`` merges the
-    8-symmetry evaluations of search roots the same way. An evaluator error goes to every caller of its batch.
-    ``close`` ends the network thread once the queue is empty. Thread-safe.
+    Callers of one board size and mode are merged, oldest first, up to ``max_batch`` network rows (a position
+    averaged over the symmetries takes 8; a caller's own batch is never split). ``evaluate_async`` hands a batch
+    over without waiting; ``evaluate_averaged`` merges the 8-symmetry evaluations of search roots the same way. An
+    evaluator error goes to every caller of its batch. ``close`` ends the network thread once the queue is empty.
+    Thread-safe.
     """
 
     def __init__(self, inner: Evaluator, max_batch: int = DEFAULT_MAX_BATCH):
@@ -119,25 +126,25 @@ class BatchingEvaluator:
         return PendingEvaluation(future.result)
 
     def _next_batch(self) -> list[_Request] | None:
-        """The oldest request and every later one that shares its key, up to max_batch positions (None: closed and
-        nothing left)."""
+        """The oldest request and every later one that shares its key, up to ``max_batch`` network rows (None:
+        closed and nothing left)."""
         with self._wake:
             while not self._queue:
                 if self._closed:
                     return None
                 self._wake.wait()
             first = self._queue.popleft()
-            taken, count, kept = [first], len(first.states), deque()
+            taken, rows, kept = [first], first.rows, deque()
             while self._queue:
                 request = self._queue.popleft()
-                if request.key == first.key and count + len(request.states) <= self.max_batch:
+                if request.key == first.key and rows + request.rows <= self.max_batch:
                     taken.append(request)
-                    count += len(request.states)
+                    rows += request.rows
                 else:
                     kept.append(request)
             self._queue = kept
             self.batches += 1
-            self.positions += count
+            self.positions += sum(len(request.states) for request in taken)
             return taken
 
     def _serve(self) -> None:
