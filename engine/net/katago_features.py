@@ -97,8 +97,8 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     pla = state.to_move
     opp = 3 - pla
     moves = state.moves
-    # KataGo's kata-raw-nn, asked for the colour that just moved, clears the history (and the ko) first.
-    cleared = bool(moves) and moves[-1][0] == pla
+    start = history_start(state)
+    cleared = start == len(moves)
     suicide = bool(getattr(rules, "suicide", False))
 
     # Features 0..5: board, stones, liberties.
@@ -119,19 +119,20 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     ko = NO_POINT if cleared else board.ko
     if ko != NO_POINT:
         spatial[6, flat[ko]] = 1.0
-    if not cleared and moves and rules.superko != SIMPLE_KO:
-        for point in _superko_banned(state, ko):
+    if not cleared and rules.superko != SIMPLE_KO:
+        seen = state.seen if start == 0 else _seen_since(state, start)
+        for point in _superko_banned(state, ko, seen):
             spatial[6, point] = 1.0
 
     # Features 18, 19: area under area scoring (territory scoring shows it only in the encore).
-    self_komi = _self_komi(state, cleared)
+    self_komi = _self_komi(state, start)
     if rules.scoring == AREA:
         area = _area(board, suicide, rules.tax == TAX_SEKI)
         spatial[18] = area == pla
         spatial[19] = area == opp
 
     # History: how many of the last moves the network sees.
-    history = _History(state, cleared)
+    history = _History(state, start)
     amount = min(history.max_turns, history.valid_turns)
     included = 0
     for back in range(1, min(amount, 5) + 1):
@@ -148,9 +149,9 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     laddered, working = _ladders(bytes(board.color), NO_POINT if cleared else board.ko, board)
     spatial[14, laddered] = 1.0
     spatial[17, working[opp]] = 1.0
-    previous = _recent_ladders(state, 1) if included >= 1 else laddered
+    previous = _recent_ladders(state, 1, start) if included >= 1 else laddered
     spatial[15, previous] = 1.0
-    spatial[16, _recent_ladders(state, 2) if included >= 2 else previous] = 1.0
+    spatial[16, _recent_ladders(state, 2, start) if included >= 2 else previous] = 1.0
 
     # Globals.
     area_points = np.float32(size * size)
@@ -187,7 +188,20 @@ def _komi_wave(self_komi: np.float32, size: int) -> float:
 # -- komi ----------------------------------------------------------------------------------------------------------
 
 
-def _self_komi(state: GameState, cleared: bool) -> np.float32:
+def history_start(state: GameState) -> int:
+    """Where KataGo's move history starts in ``state.moves``, as GTP and ``kata-raw-nn`` drive it: a move by the
+    colour that moved before it clears the history (the position then is the new starting position), and a
+    position asked for the colour that just moved has no history at all (``len(moves)``)."""
+    moves = state.moves
+    if moves and moves[-1][0] == state.to_move:
+        return len(moves)
+    for index in range(len(moves) - 1, 0, -1):
+        if moves[index][0] == moves[index - 1][0]:
+            return index
+    return 0
+
+
+def _self_komi(state: GameState, start: int) -> np.float32:
     """What KataGo's ``currentSelfKomi`` gives the side to move: komi, the handicap bonus and, under territory
     scoring, one point for white per black stone played and back (KataGo's "chilling"), negated for black."""
     rules = state.rules
@@ -199,25 +213,26 @@ def _self_komi(state: GameState, cleared: bool) -> np.float32:
         colors = board.color
         black_prisoners, white_prisoners = state.prisoners  # stones captured by black (white's), by white (black's)
         white = np.float32(colors.count(BLACK) - colors.count(WHITE) + white_prisoners - black_prisoners)
-    white = white + np.float32(_handicap_bonus(state, cleared))
+    white = white + np.float32(_handicap_bonus(state, start))
     white = white + np.float32(rules.komi)
     return white if state.to_move == WHITE else -white
 
 
-def _handicap_bonus(state: GameState, cleared: bool) -> int:
+def _handicap_bonus(state: GameState, start: int) -> int:
     """KataGo's white handicap bonus: for N handicap stones, N (Chinese) or N-1 (AGA) points. KataGo counts the black
-    stones of the starting position when it has no white stones, and (as GTP sets it up) black's opening moves before
-    white's first move, recounted at each black move until white has moved."""
+    stones of the starting position (``history_start``'s) when it has no white stones, and (as GTP sets it up) black's
+    opening moves before white's first move, recounted at each black move until white has moved."""
     bonus_rule = state.rules.white_handicap_bonus
     if bonus_rule == "0":
         return 0
-    if cleared:
-        colors = state.board.color
-        stones = 0 if colors.count(WHITE) else colors.count(BLACK)
-        return _bonus(bonus_rule, stones)
-    setup_white = any(color == WHITE for color, _ in state.setup)
-    setup_black = sum(1 for color, _ in state.setup if color == BLACK)
-    moves = state.moves
+    if start == 0:
+        setup_white = any(color == WHITE for color, _ in state.setup)
+        setup_black = sum(1 for color, _ in state.setup if color == BLACK)
+    else:
+        colors = state.board.color if start == len(state.moves) else _colors_after(state, start)
+        setup_white = colors.count(WHITE) > 0
+        setup_black = colors.count(BLACK)
+    moves = state.moves[start:]
     stones = _handicap_count(setup_white, setup_black, moves[:0])
     for index, (color, move) in enumerate(moves):
         if color == WHITE and move != PASS:
@@ -261,10 +276,10 @@ class _History:
 
     __slots__ = ("max_turns", "valid_turns", "pass_ends_phase")
 
-    def __init__(self, state: GameState, cleared: bool):
+    def __init__(self, state: GameState, start: int):
         rules = state.rules
-        moves = state.moves
-        if cleared or not moves:
+        moves = state.moves[start:]
+        if not moves:
             self.valid_turns = 0
             self.max_turns = 5
             self.pass_ends_phase = False
@@ -277,10 +292,11 @@ class _History:
         simple = rules.superko == SIMPLE_KO
         pla = state.to_move
         # Under simple ko a pass in a position where the same player passed before ends the phase (Spight-like).
-        repeats_pass = simple and _passed_here_before(state, pla)
+        repeats_pass = simple and _passed_here_before(state, pla, start)
         pass_ends_phase = trailing >= 1 or repeats_pass
         last_color, last_move = moves[-1]
-        finished = trailing >= 2 or (simple and last_move == PASS and _passed_here_before(state, last_color, True))
+        finished = trailing >= 2 or (simple and last_move == PASS
+                                     and _passed_here_before(state, last_color, start, True))
         pass_ends_game = pass_ends_phase and rules.scoring == AREA
         friendly = (rules.friendly_pass_ok and rules.scoring == AREA and trailing + 1 == 2 and not repeats_pass)
         if pass_ends_game and friendly:
@@ -314,16 +330,15 @@ def _valid_turns(moves: list[tuple[int, int]], territory: bool) -> int:
     return count
 
 
-def _passed_here_before(state: GameState, color: int, skip_last: bool = False) -> bool:
-    """Whether ``color`` passed earlier in the game in a position with the stones there are now (the last move
-    left out when ``skip_last``)."""
+def _passed_here_before(state: GameState, color: int, start: int, skip_last: bool = False) -> bool:
+    """Whether ``color`` passed earlier in KataGo's history (from move ``start``) in a position with the stones
+    there are now (the last move left out when ``skip_last``)."""
     moves = state.moves
     end = len(moves) - 1 if skip_last else len(moves)
-    earlier = moves[:end] if skip_last else moves
-    if (color, PASS) not in earlier:
+    if (color, PASS) not in moves[start:end]:
         return False
     now = bytes(state.board.color)
-    for index in range(end - 1, -1, -1):
+    for index in range(end - 1, start - 1, -1):
         if moves[index] != (color, PASS):
             continue
         before = _colors_after(state, index)
@@ -332,7 +347,7 @@ def _passed_here_before(state: GameState, color: int, skip_last: bool = False) -
     return False
 
 
-_REPLAY_CACHE: dict[tuple, bytes] = {}
+_REPLAY_CACHE: dict[tuple, object] = {}
 
 
 def _colors_after(state: GameState, count: int) -> bytes:
@@ -349,12 +364,13 @@ def _colors_after(state: GameState, count: int) -> bytes:
         padded = board.geometry.padded
         for color, point in state.setup:
             board.place_setup_stone(padded[point], color)
+        suicide = bool(getattr(state.rules, "suicide", False))
         for color, move in state.moves[:count]:
             if move == PASS:
                 board.ko = NO_POINT
                 continue
             try:
-                board.play(padded[move], color)
+                board.play(padded[move], color, suicide=suicide)
             except IllegalMoveError:
                 break
         found = bytes(board.color)
@@ -364,13 +380,45 @@ def _colors_after(state: GameState, count: int) -> bytes:
     return found
 
 
+def _seen_since(state: GameState, start: int) -> set[int]:
+    """The superko keys of the positions from move ``start`` on (KataGo's ko hash history after a clear), replayed
+    from the setup (cached)."""
+    key = (state.size, state.rules.superko, tuple(state.setup), tuple(state.moves), start, "seen")
+    found = _REPLAY_CACHE.get(key)
+    if found is None:
+        replayed = GameState(state.size, state.rules)
+        replayed.to_move = state.moves[start][0]
+        for color, point in state.setup:
+            replayed.place_setup(point, color)
+        board = replayed.board
+        padded = board.geometry.padded
+        suicide = bool(getattr(state.rules, "suicide", False))
+        found = set()
+        for index, (color, move) in enumerate(state.moves):
+            if index == start:
+                found.add(replayed._superko_key(board.hash, color))
+            if move == PASS:
+                board.ko = NO_POINT
+            else:
+                try:
+                    board.play(padded[move], color, suicide=suicide)
+                except IllegalMoveError:
+                    break
+            if index >= start:
+                found.add(replayed._superko_key(board.hash, 3 - color))
+        if len(_REPLAY_CACHE) > 256:
+            _REPLAY_CACHE.clear()
+        _REPLAY_CACHE[key] = found
+    return found
+
+
 # -- ko bans -------------------------------------------------------------------------------------------------------
 
 
-def _superko_banned(state: GameState, ko: int) -> list[int]:
-    """Flat points where a move legal under simple ko would repeat a position positional or situational superko
-    forbids (KataGo's superKoBanned; the simple ko point itself is left to the ko feature)."""
-    seen = state.seen
+def _superko_banned(state: GameState, ko: int, seen: set[int]) -> list[int]:
+    """Flat points where a move legal under simple ko (a multi-stone suicide included where the rules allow it)
+    would repeat a position positional or situational superko forbids (KataGo's superKoBanned; the simple ko point
+    itself is left to the ko feature). ``seen``: the keys of the positions in KataGo's history."""
     if len(seen) <= 1:
         return []
     board = state.board
@@ -383,9 +431,14 @@ def _superko_banned(state: GameState, ko: int) -> list[int]:
     key_base = board.hash
     if state.rules.superko == SITUATIONAL and other == WHITE:
         key_base ^= geometry.zobrist_white_to_move
-    # Points that capture: the lone liberty of each opponent string in atari. Played out in full below.
+    # Points that capture (the lone liberty of each opponent string in atari) and, where multi-stone suicide is
+    # legal, points with no empty neighbour: played out in full below.
     capturing = {next(iter(libs)) for root, libs in board.liberties.items()
                  if len(libs) == 1 and board_color[root] == other}
+    suicide = bool(getattr(state.rules, "suicide", False))
+    if suicide:
+        capturing.update(pad for pad in geometry.padded if board_color[pad] == EMPTY
+                         and all(board_color[n] != EMPTY for n in neighbors[pad]))
     banned: list[int] = []
     seen_array = None
     if state.peak_stones > state.stones:
@@ -408,7 +461,7 @@ def _superko_banned(state: GameState, ko: int) -> list[int]:
         if pad == ko:
             continue
         try:
-            new_hash, _ = board.try_play(pad, color)
+            new_hash, _ = board.try_play(pad, color, suicide)
         except IllegalMoveError:
             continue
         if state._superko_key(new_hash, other) in seen:
@@ -576,33 +629,36 @@ _LADDER_CACHE: dict[tuple[bytes, int], tuple[np.ndarray, dict[int, np.ndarray]]]
 _NO_POINTS = np.zeros(0, dtype=np.int64)
 
 
-def _recent_ladders(state: GameState, age: int) -> np.ndarray:
-    """Feature 14's stones on the position ``age`` moves ago (its ko point rebuilt from the move that made it)."""
+def _recent_ladders(state: GameState, age: int, start: int) -> np.ndarray:
+    """Feature 14's stones on the position ``age`` moves ago (its ko point rebuilt from the move that made it; none
+    on the starting position of KataGo's history, from move ``start``)."""
     colors = state.history_colors(age)
     if colors is None:
         return _ladders(bytes(state.board.color), state.board.ko, state.board)[0]
     colors = bytes(colors)
-    return _ladders(colors, _ko_made(state, age, colors), None)[0]
+    return _ladders(colors, _ko_made(state, age, colors, start), None)[0]
 
 
-def _ko_made(state: GameState, age: int, after: bytes) -> int:
+def _ko_made(state: GameState, age: int, after: bytes, start: int) -> int:
     """The ko point of the position ``age`` moves ago (padded, or NO_POINT): its move captured one stone with one
     lone stone that has one liberty left."""
     moves = state.moves
-    if age >= len(moves):
+    if len(moves) - age - 1 < start:
         return NO_POINT
     color, move = moves[-age - 1]
     before = state.history_colors(age + 1)
     if move == PASS or before is None:
         return NO_POINT
-    geometry = state.board.geometry
-    pad = geometry.padded[move]
+    neighbors = state.board.geometry.neighbors
+    pad = state.board.geometry.padded[move]
     other = 3 - color
-    captured = [p for p in geometry.padded if before[p] == other and after[p] == EMPTY]
-    if len(captured) != 1:
+    around = [after[n] for n in neighbors[pad]]
+    if after[pad] != color or color in around or around.count(EMPTY) != 1:
         return NO_POINT
-    around = [after[n] for n in geometry.neighbors[pad]]
-    if color in around or around.count(EMPTY) != 1:
+    # Every captured string touches the move: one stone taken means one neighbour taken, with no stone of its
+    # colour beside it.
+    captured = [n for n in neighbors[pad] if before[n] == other and after[n] == EMPTY]
+    if len(captured) != 1 or any(before[n] == other for n in neighbors[captured[0]]):
         return NO_POINT
     return captured[0]
 
