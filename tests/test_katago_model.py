@@ -263,3 +263,29 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(tmp_p
     assert np.abs(identity.score_stdev - raw[6]).max() < 1e-4
     # the average of the 8 symmetries: per-position outputs averaged, not taken from one of them
     assert not np.allclose(average.wdl, identity.wdl, atol=1e-7)
+
+
+def test_tabula_export_from_katago(tmp_path, capsys):
+    from tabula.tools.learn import export
+
+    out = tmp_path / "net.onnx"
+    assert export.main(["--from-katago", os.path.join(FIXTURES, "random-v8.bin.gz"), str(out), "--no-int8"]) == 0
+    assert "KataGo model version 8" in capsys.readouterr().err
+    assert kn.load_onnx(str(out)).version == 8 and not (tmp_path / "net-int8.onnx").exists()
+    broken = tmp_path / "broken.bin"
+    broken.write_bytes(km.model_bytes(km.random_model(15, channels=8, mid=4, gpool=2, head=4))[:3000])
+    with pytest.raises(SystemExit, match="broken.bin: not a usable KataGo model.*truncated"):
+        export.main(["--from-katago", str(broken), str(tmp_path / "x.onnx")])
+
+
+@pytest.mark.slow
+def test_tabula_export_from_katago_writes_int8_only_where_it_agrees(tmp_path, capsys):
+    from tabula.tools.learn import export
+
+    out = tmp_path / "net.onnx"
+    assert export.main(["--from-katago", os.path.join(FIXTURES, "random-v17.bin.gz"), str(out),
+                        "--calibration", "16", "--agreement-positions", "10", "--calibration-source", "random"]) == 0
+    message = capsys.readouterr().err
+    assert ("wrote " + str(tmp_path / "net-int8.onnx")) in message or "no int8 file" in message
+    assert (tmp_path / "net-int8.onnx").exists() == ("no int8 file" not in message)
+    assert "top move the same on" in message

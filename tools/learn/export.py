@@ -17,6 +17,8 @@ networks; quantize ONNX to int8.
         score alone on boards below 19x19, for its slope: trained alone, it leaves the value as it was)
     tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
         NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
+    tabula export --from-katago MODEL.bin.gz OUT.onnx [--no-int8]   (KataGo's model file as fp32 ONNX, and beside it
+        OUT-int8.onnx where int8 keeps the same top move on at least 95% of test positions; --no-int8: fp32 only)
 """
 from __future__ import annotations
 
@@ -153,9 +155,21 @@ def after_heads(graph) -> list[str]:
     return names
 
 
-def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) -> None:
-    """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (one board
-    size -> its planes), keeping the metadata with ``precision`` set to int8."""
+def activation_matmuls(graph) -> list[str]:
+    """Names of the MatMul nodes that multiply two activations (attention's scores and weighted values), neither
+    input a weight: they stay fp32 (their calibration would hold every position's attention maps in memory)."""
+    weights = {t.name for t in graph.initializer}
+    return [node.name for node in graph.node
+            if node.op_type == "MatMul" and not any(name in weights for name in node.input)]
+
+
+def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
+                  also_exclude=None, op_types: list[str] | None = None, method: str = "percentile") -> None:
+    """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (board size
+    -> its planes: one size for ``percentile``), keeping the metadata with ``precision`` set to int8.
+    ``also_exclude``: graph -> names of further nodes to keep in fp32; ``op_types``: the operators to quantize
+    (default: onnxruntime's); ``method``: the calibration, ``percentile`` (99.999%) or ``minmax`` (any number of
+    board sizes, its ranges merged every few batches so that memory stays bounded)."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -168,16 +182,19 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) 
 
     from tabula.engine.net.network import set_metadata
 
-    if len(calibration) != 1:
-        raise ValueError("int8 calibration takes positions of one board size (calibration_size)")
+    if len(calibration) != 1 and method == "percentile":
+        raise ValueError("percentile int8 calibration takes positions of one board size (calibration_size)")
 
     class Reader(CalibrationDataReader):
-        # Full batches of 32 only (or one batch of fewer): the calibrator stacks every batch's activations, so a
-        # shorter last batch fails as a second board size does.
+        # Full batches of 32 only (or one batch of fewer): the percentile calibrator stacks every batch's
+        # activations, so a shorter last batch fails as a second board size does. Min-max takes batches of 16.
         def __init__(self) -> None:
-            (planes,) = calibration.values()
-            full = max(32, len(planes) // 32 * 32)
-            self.batches = iter([{"planes": planes[i: i + 32]} for i in range(0, min(full, len(planes)), 32)])
+            step = 32 if method == "percentile" else 16
+            batches = []
+            for planes in calibration.values():
+                full = max(step, len(planes) // step * step)
+                batches += [{"planes": planes[i: i + step]} for i in range(0, min(full, len(planes)), step)]
+            self.batches = iter(batches)
 
         def get_next(self):
             return next(self.batches, None)
@@ -190,12 +207,17 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray]) 
         # them (the score's scaling Mul was quantized once, which clipped the score to its calibrated range,
         # -17.4 to +11.2 points). Percentile calibration (99.999%) measured slightly more accurate than min-max on
         # real positions (docs/BENCHMARKS.md).
-        heads = after_heads(onnx.load(prepared).graph)
+        graph = onnx.load(prepared).graph
+        heads = after_heads(graph) + (also_exclude(graph) if also_exclude is not None else [])
         with contextlib.redirect_stdout(sys.stderr):  # the calibrators print progress on stdout
             quantize_static(prepared, target, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                            calibrate_method=CalibrationMethod.Percentile, nodes_to_exclude=heads,
-                            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
+                            calibrate_method={"percentile": CalibrationMethod.Percentile,
+                                              "minmax": CalibrationMethod.MinMax}[method],
+                            nodes_to_exclude=heads,
+                            op_types_to_quantize=op_types,
+                            extra_options={"ActivationSymmetric": False, "WeightSymmetric": True,
+                                           **({"CalibMaxIntermediateOutputs": 2} if method == "minmax" else {})})
     proto = onnx.load(target)
     metadata["precision"] = "int8"
     metadata["provenance"] = (metadata.get("provenance", "")
@@ -219,6 +241,12 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--random", action="store_true", help="a random network (calibrated batch norms)")
     mode.add_argument("--from-leelaz", metavar="WEIGHTS", help="a Leela Zero weight file (text, maybe gzipped)")
     mode.add_argument("--to-leelaz", metavar="IN", help="write IN (Tabula .onnx or .pt, agz head) as LZ weights")
+    mode.add_argument("--from-katago", metavar="MODEL",
+                      help="a KataGo model file (.bin.gz, .bin, .txt.gz, .txt): fp32 ONNX, and OUT-int8.onnx beside it "
+                           "where int8 keeps the top move")
+    parser.add_argument("--no-int8", action="store_true", help="with --from-katago: the fp32 file only")
+    parser.add_argument("--agreement-positions", type=int, default=100,
+                        help="with --from-katago: positions per board size (19x19 and 9x9) of int8's agreement check")
     parser.add_argument("paths", nargs="+", help="[IN] OUT")
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--filters", type=int, default=64)
@@ -272,8 +300,10 @@ def main(argv: list[str]) -> int:
     from tabula.engine.net.evaluator import NetworkFileError
     from tabula.engine.net.leelaz import LeelazFormatError
 
-    source = args.to_leelaz or args.from_leelaz or (None if args.random else args.paths[0])
+    source = args.to_leelaz or args.from_leelaz or args.from_katago or (None if args.random else args.paths[0])
     try:
+        if args.from_katago:
+            return _export_katago(args)
         if _only_thresholds(args):
             _set_metadata_value(args.paths[0], "resign_winrate", str(args.resign_winrate))
             print(f"{args.paths[0]}: resign_winrate {args.resign_winrate}", file=sys.stderr)
@@ -400,6 +430,100 @@ def _export(args: argparse.Namespace) -> int:
     print(f"wrote {out} ({spec.blocks}x{spec.filters}, {spec.head} head, sizes {sizes}, {args.quantize})",
           file=sys.stderr)
     return 0
+
+
+# int8 of a KataGo network is written only where it keeps the fp32 file's top move this often (the issue's bar)
+KATAGO_INT8_TOP1 = 0.95
+KATAGO_CALIBRATION = 32  # positions of each calibration size (min-max: ranges merged every 2 batches of 16)
+KATAGO_CALIBRATION_SIZES = (19, 13, 9)
+
+
+def _export_katago(args: argparse.Namespace) -> int:
+    """``--from-katago MODEL OUT.onnx``: the fp32 file, then the int8 one where it agrees (``_katago_int8``)."""
+    import time
+
+    from tabula.engine.net import katago_model
+
+    if len(args.paths) != 1:
+        raise SystemExit("tabula export --from-katago MODEL OUT.onnx: give OUT only")
+    out = args.paths[0]
+    try:
+        from tabula.engine.net import katago_network
+    except ImportError as error:
+        raise SystemExit(f"tabula export --from-katago needs torch ({error}): pip install 'tabula[train]' (or torch)")
+    started = time.monotonic()
+    try:
+        model = katago_model.read_model(args.from_katago)
+        net = katago_network.KataGoNet(model)
+    except (katago_model.KataGoModelError, katago_network.KataGoNetworkError) as error:
+        raise SystemExit(f"tabula export: {error}") from None
+    difference = katago_network.export_onnx(net, model, out, args.from_katago)
+    print(f"wrote {out} ({katago_model.describe(model)}, fp32; onnxruntime and torch agree to {difference:.1g}) in "
+          f"{time.monotonic() - started:.0f} s", file=sys.stderr)
+    if args.resign_winrate is not None:
+        _set_metadata_value(out, "resign_winrate", str(args.resign_winrate))
+    if not args.no_int8:
+        _katago_int8(out, args)
+    return 0
+
+
+def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
+    """Quantize a converted KataGo network (min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's
+    activations have outliers that percentile calibration clips, and one size alone left the value on the others off
+    by 0.1 on average; attention's activation products and the heads stay fp32) and keep it as NAME-int8.onnx beside
+    NAME.onnx only where its top move (among the legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the
+    positions of 19x19 real games (random games where there are none) and 9x9 random games; one line says what was
+    measured either way."""
+    import time
+
+    import onnxruntime as ort
+
+    from tabula.engine.net.encodings import encoding_named
+    from tabula.engine.rules.interface import batch_legal_masks
+
+    started = time.monotonic()
+    stem, extension = os.path.splitext(fp32)
+    target = f"{stem}-int8{extension or '.onnx'}"
+    encoding = encoding_named("katago-v7")
+    calibration = {size: calibration_planes(size, min(args.calibration, KATAGO_CALIBRATION), args.seed + 1,
+                                            args.calibration_source, args.calibration_games, encoding.name)
+                   for size in KATAGO_CALIBRATION_SIZES}
+    scratch = target + ".tmp"
+    try:
+        quantize_int8(fp32, scratch, calibration, also_exclude=activation_matmuls, op_types=["Conv", "MatMul"],
+                      method="minmax")
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
+        agreed = total = 0
+        value_diffs, lead_diffs = [], []
+        for size in (19, 9):
+            states = positions(size, args.agreement_positions, args.seed + 7, args.calibration_games,
+                               args.calibration_source, skip_games=50)
+            planes = encoding.encode_batch(states, None)
+            legal = batch_legal_masks(states)
+            runs = [[np.concatenate(parts) for parts in zip(*(session.run(["policy", "value", "score"],
+                                                                          {"planes": planes[i: i + 16]})
+                                                              for i in range(0, len(planes), 16)))]
+                    for session in sessions]
+            tops = [np.where(legal, run[0], -np.inf).argmax(axis=1) for run in runs]
+            agreed += int((tops[0] == tops[1]).sum())
+            total += len(states)
+            value_diffs.append(np.abs(runs[0][1] - runs[1][1]))
+            lead_diffs.append(np.abs(runs[0][2] - runs[1][2]))
+        top1 = agreed / total
+        figures = (f"top move the same on {agreed} of {total} positions ({top1:.1%}; 19x19 and 9x9), mean |value "
+                   f"diff| {np.concatenate(value_diffs).mean():.3f}, mean |lead diff| "
+                   f"{np.concatenate(lead_diffs).mean():.2f} points; {time.monotonic() - started:.0f} s")
+        if top1 >= KATAGO_INT8_TOP1:
+            os.replace(scratch, target)
+            print(f"wrote {target} (int8: {figures})", file=sys.stderr)
+        else:
+            print(f"no int8 file: int8 keeps too little of the fp32 network ({figures}; the bar is "
+                  f"{KATAGO_INT8_TOP1:.0%})", file=sys.stderr)
+    finally:
+        if os.path.exists(scratch):
+            os.remove(scratch)
 
 
 def _set_metadata_value(path: str, key: str, value: str) -> None:
