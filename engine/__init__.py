@@ -17,6 +17,7 @@
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
 | | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
+| | `batching.py` | `BatchingEvaluator`: the evaluate calls of many searches merged into batches (the analysis engine) |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |
 | | `katago_model.py` | KataGo's model files (`.bin.gz`, `.bin`, `.txt`): the reader and the writer (numpy) |

@@ -422,3 +422,19 @@ def test_shared_tables_one_per_ruleset_and_few_kept():
     assert tables.for_state(other_komi) is not first  # the keys have no komi: another table
     tables.for_state(japanese)
     assert tables.for_state(chinese) is not first  # only the two most recent rulesets are kept
+
+
+def test_bench_analysis_times_both_sides(tiny_onnx, tmp_path, capsys):
+    from tabula.tools.bench import analysis as bench_analysis
+
+    moves = "".join(f";{'B' if i % 2 == 0 else 'W'}[{'abcdefghijklmnopqrs'[i]}{'abcdefghijklmnopqrs'[(7 * i) % 19]}]"
+                    for i in range(12))
+    game = tmp_path / "game.sgf"
+    game.write_text(f"(;GM[1]FF[4]SZ[19]KM[7.5]{moves})")
+    results = tmp_path / "results.jsonl"
+    assert bench_analysis.main([str(tiny_onnx), str(game), "--turns", "10", "--visits", "4",
+                                "--analysis-threads", "2", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "analysis engine, one query" in out and "one position at a time" in out
+    figures = json.loads(results.read_text())
+    assert figures["analysis"]["visits"] == figures["gtp"]["visits"] == 40
