@@ -520,7 +520,7 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
     if config.warn_unused_fields:
         warnings += [(key, _UNUSED_FIELD) for key in query if key not in EXPECTED_KEYS]
 
-    states = _positions(query_id, size, rules, setup, moves, initial_player, set(turns))
+    states = _positions(size, rules, setup, moves, initial_player, set(turns))
     return Query(id=query_id, states=states, priorities={t: priorities.get(t, priority) for t in states},
                  search=search, visits=visits, time_s=time_s, report_as=report_as, pv_len=pv_len,
                  include_ownership=flags["includeOwnership"], include_policy=flags["includePolicy"],
@@ -528,7 +528,7 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
                  report_every_s=report_every, restrictions=restrictions, warnings=tuple(warnings))
 
 
-def _positions(query_id: str, size: int, rules, setup: list[tuple[int, int]], moves: list[tuple[int, int]],
+def _positions(size: int, rules, setup: list[tuple[int, int]], moves: list[tuple[int, int]],
                initial_player: int | None, turns: set[int]) -> dict[int, GameState]:
     """The position before each move of ``turns`` (turn t: after t moves), with its side to move."""
     black = sum(1 for color, _ in setup if color == BLACK)
