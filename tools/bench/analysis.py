@@ -1,8 +1,9 @@
 """`tabula bench analysis WEIGHTS GAMES`: a whole game reviewed in one analysis-engine query against the same
 positions searched one at a time as the GTP engine searches them.
 
-    tabula bench analysis NET.onnx ARCHIVE.tar.gz|GAME.sgf [--turns 250] [--visits 100] [--analysis-threads 8]
-                          [--provider cpu] [--net-threads 0] [--only analysis|gtp] [--results FILE.jsonl]
+    tabula bench analysis NET.onnx ARCHIVE.tar.gz|GAME.sgf [--turns 250] [--visits 100] [--analysis-threads 0]
+                          [--provider cpu] [--net-threads 0] [--gtp-process] [--only analysis|gtp|gtp-process]
+                          [--results FILE.jsonl]
 
 The game is the first 19x19 record of the archive (or the SGF file) with at least ``--turns`` moves and no setup
 stones. The analysis side sends one query with ``analyzeTurns`` 0 .. turns-1 and ``maxVisits`` ``--visits`` to an
@@ -11,13 +12,18 @@ timed from the query line to its last answer. The GTP side searches the same pos
 ``Search`` in ``tabula gtp``'s shape (its default threads and batch for where the network runs), each to the same
 visits: early stop off on both sides and no tree kept from one position to the next, so that both make exactly the
 same visits; both keep their table of network results from position to position. Both use the same network
-session. Reports the seconds (wall and this process's CPU), visits/s and mean network batch of each, and the
-ratio of the wall times.
+session. ``--gtp-process`` adds a real ``tabula gtp`` process stepping through the game as a GUI would
+(``tabula-winrate``, a search of ``--visits``, then ``play``), with the engine's own settings: its tree is kept
+from move to move, so its searches make fewer new visits than the others. Reports the seconds (wall and CPU) of
+each, the visits/s and mean network batch of the in-process sides, and the ratio of their wall times.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import tarfile
 import threading
 import time
@@ -44,7 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="positions the analysis engine searches at once (0: tabula analysis's default)")
     parser.add_argument("--provider", default="cpu", choices=BACKENDS, help="what runs the network")
     parser.add_argument("--net-threads", type=int, default=0, help="onnxruntime threads (0: its default)")
-    parser.add_argument("--only", choices=("analysis", "gtp"), help="measure one side only")
+    parser.add_argument("--only", choices=("analysis", "gtp", "gtp-process"), help="measure one side only")
+    parser.add_argument("--gtp-process", action="store_true",
+                        help="also time a `tabula gtp` process stepping through the game: tabula-winrate (a search "
+                             "of --visits visits) then play, position by position, its tree kept as a GUI's would")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--results", help="append the figures to this file as one JSON line")
     return parser
@@ -127,6 +136,54 @@ def time_gtp(evaluator, search, query: dict, visits: int, seed: int) -> dict:
             "batch_size": searcher.config.batch_size}
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The user and system CPU time of process ``pid`` so far (Linux /proc), 0 where it cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def time_gtp_process(weights: str, query: dict, visits: int, provider: str, seed: int) -> dict:
+    """A real ``tabula gtp`` stepping through the game as a GUI would: ``tabula-winrate`` (one search of ``visits``
+    visits, the engine's own settings otherwise, its tree kept from move to move) then ``play``, for each turn."""
+    process = subprocess.Popen([sys.executable, "-m", "tabula.tools.cli", "gtp", "--weights", weights, "--visits",
+                                str(visits), "--provider", provider, "--seed", str(seed), "--log-level", "ERROR"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def send(command: str) -> str:
+        process.stdin.write(command + "\n")
+        process.stdin.flush()
+        reply = []
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                raise SystemExit(f"tabula gtp ended at {command!r}")
+            if not line.strip():
+                break
+            reply.append(line.rstrip("\n"))
+        if not reply or not reply[0].startswith("="):
+            raise SystemExit(f"tabula gtp refused {command!r}: {reply}")
+        return "\n".join(reply)
+
+    try:
+        for command in (f"boardsize {query['boardXSize']}", "clear_board", f"kata-set-rules {query['rules']}",
+                        f"komi {query['komi']}", "tabula-winrate", "clear_board"):  # one search to warm up
+            send(command)
+        started, cpu = time.perf_counter(), _cpu_seconds(process.pid)
+        for color, vertex in query["moves"]:
+            send("tabula-winrate")
+            send(f"play {color} {vertex}")
+        elapsed, cpu = time.perf_counter() - started, _cpu_seconds(process.pid) - cpu
+        send("quit")
+    finally:
+        process.stdin.close()
+        process.wait(30)
+    turns = len(query["moves"])
+    return {"seconds": elapsed, "cpu_seconds": cpu, "positions": turns, "visits_per_s": turns * visits / elapsed}
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     name, record = first_game(args.games, args.turns)
@@ -144,14 +201,19 @@ def main(argv: list[str]) -> int:
           f"{evaluator.provider}", flush=True)
     figures: dict = {"bench": "analysis", "weights": args.weights, "game": name, "turns": args.turns,
                      "visits": args.visits, "provider": evaluator.provider, "cores": available_cores()}
-    if args.only != "gtp":
+    if args.only in (None, "analysis"):
         analysis = time_analysis(evaluator, replace(base, threads=base.threads or 1), query, args.analysis_threads,
                                  args.seed)
         figures["analysis"] = analysis
         print(f"analysis engine, one query: {analysis['seconds']:.1f} s ({analysis['cpu_seconds']:.1f} s of CPU), "
               f"{analysis['visits_per_s']:.0f} visits/s, "
               f"mean batch {analysis['mean_batch']:.1f} ({analysis['analysis_threads']} positions at once)", flush=True)
-    if args.only != "analysis":
+    if args.only is None and args.gtp_process or args.only == "gtp-process":
+        process = time_gtp_process(args.weights, query, args.visits, args.provider, args.seed)
+        figures["gtp_process"] = process
+        print(f"a tabula gtp process, tabula-winrate then play at each position: {process['seconds']:.1f} s "
+              f"({process['cpu_seconds']:.1f} s of CPU)", flush=True)
+    if args.only in (None, "gtp"):
         gtp = time_gtp(evaluator, base, query, args.visits, args.seed)
         figures["gtp"] = gtp
         print(f"one position at a time (tabula gtp's search, {gtp['search_threads']} threads, batches of "
