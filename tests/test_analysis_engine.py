@@ -438,3 +438,14 @@ def test_bench_analysis_times_both_sides(tiny_onnx, tmp_path, capsys):
     assert "analysis engine, one query" in out and "one position at a time" in out
     figures = json.loads(results.read_text())
     assert figures["analysis"]["visits"] == figures["gtp"]["visits"] == 40
+
+
+@pytest.mark.slow
+def test_bench_analysis_drives_a_gtp_process(tiny_onnx, tmp_path, capsys):
+    from tabula.tools.bench import analysis as bench_analysis
+
+    game = tmp_path / "game.sgf"
+    game.write_text("(;GM[1]FF[4]SZ[19]KM[7.5];B[pd];W[dp];B[pp];W[dd];B[qf];W[nc])")
+    assert bench_analysis.main([str(tiny_onnx), str(game), "--turns", "6", "--visits", "4", "--only",
+                                "gtp-process"]) == 0
+    assert "a tabula gtp process, tabula-winrate then play at each position" in capsys.readouterr().out
