@@ -124,8 +124,8 @@ class AnalysisConfig:
 
 
 # Positions searched at once by default. On the CPU the Python tree work of many searches queues for the GIL: a
-# 19x19 game reviewed at 100 visits a position ran fastest with 2-4 at once on 2 cores (docs/BENCHMARKS.md,
-# "Analysis engine"). A GPU wants bigger batches from more searches (not yet measured).
+# 19x19 game reviewed at 100 visits a position took the same time with 2 to 8 at once on 2 cores, and twice as long
+# with 16 (docs/BENCHMARKS.md, "Analysis engine"). A GPU wants bigger batches from more searches (not yet measured).
 ANALYSIS_THREADS_CPU = 4
 ANALYSIS_THREADS_GPU = 16
 
