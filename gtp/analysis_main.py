@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n", write_through=True)
     engine = AnalysisEngine(evaluator, config.search, analysis, line_writer(stdout), seed=config.seed)
-    print("tabula analysis: ready to begin handling requests", file=sys.stderr, flush=True)
+    # KataGo's own words: some clients wait for this line on stderr before they send a query
+    print("Started, ready to begin handling requests", file=sys.stderr, flush=True)
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     serve(engine, stdin)
     return 0
