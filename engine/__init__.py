@@ -31,10 +31,11 @@
 | | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
 | | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |
 | | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
-| | `search_player.py` | the search as a move generator: limits, cleanup, ownership, pondering |
+| | `picker.py` | `MovePicker`, the one "pick a move" protocol (GTP, self-play, gating, arena); `GoMovePicker` |
+| | `search_player.py` | `SearchPicker`: the search as a move picker: limits, cleanup, ownership, pondering |
 | | `timecontrol.py` | clocks and the time budget of one move |
-| | `player.py` | owns the game, its move generator and clock: the one object GTP drives |
-| | `pure_mcts.py` | the baselines of any game: pure MCTS (UCT, random rollouts, no network) and a random player |
+| | `player.py` | `Player`: owns the game, its move picker and clock: the one object GTP drives |
+| | `pure_mcts.py` | the pickers of any game's baselines: pure MCTS (UCT, random rollouts, no network), random moves |
 | `data/` | `records.py` | training records from SGF archives (via `rules/sgf.py`), counted filters, final ownership |
 | | `shards.py` | compact training shards and their sampler |
 | | `replay.py` | the self-play replay window, durable against kills |

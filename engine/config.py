@@ -356,7 +356,7 @@ class EngineConfig:
     play: PlayConfig = field(default_factory=lambda: PlayConfig(resign_winrate=CALIBRATED))
     time: TimeConfig = field(default_factory=TimeConfig)
     net: NetConfig = field(default_factory=NetConfig)
-    player: str = "search"  # move generator: search (the network, default) | random (the baseline)
+    player: str = "search"  # move picker: search (the network, default) | random (the baseline)
     board_size: int = 0  # the first game's size; 0: 19x19, or the first size the player's networks play
     seed: int | None = None  # None: a fresh seed per process
 

@@ -11,7 +11,7 @@ import logging
 import sys
 
 from tabula.engine.config import BACKENDS, PRECISIONS, EngineConfig, Flag, add_flags, from_flags
-from tabula.engine.play.player import GENERATORS, Player
+from tabula.engine.play.player import PICKERS, Player
 from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules, UnsupportedRulesError, parse_rules
 
 from .commands import Session, serve
@@ -80,7 +80,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
     # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
     # add_flags takes a comma-separated list) and --rules (a name or JSON, checked by parse_rules) are written here.
     add_flags(group["playing"], defaults, {} if not play else {
-        "player": Flag("move generator (default: %(default)s)", choices=tuple(sorted(GENERATORS))),
+        "player": Flag("move picker (default: %(default)s)", choices=tuple(sorted(PICKERS))),
         "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
                            name="--size"),
     })

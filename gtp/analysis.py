@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from tabula.engine.play.result import Candidate
-from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.play.search_player import SearchPicker
 from tabula.engine.rules.coords import BLACK, PASS, format_vertex, parse_color
 
 from .commands import TABLE, Session
@@ -149,11 +149,11 @@ def parse_kata_args(words: tuple[str, ...], default_color: int) -> KataOptions:
     return KataOptions(color, max(interval_cs, 1) / 100.0, max_moves, ownership)
 
 
-def _generator(session: Session) -> SearchGenerator:
-    generator = session.player.generator
-    if not isinstance(generator, SearchGenerator):
+def _search_picker(session: Session) -> SearchPicker:
+    picker = session.player.picker
+    if not isinstance(picker, SearchPicker):
         raise GtpError("analysis needs the search player (--player search)")
-    return generator
+    return picker
 
 
 Formatter = Callable[[list[Candidate]], str]
@@ -181,38 +181,38 @@ def _drain(updates: queue.Queue, session: Session, format_line: Formatter,
 
 # -- lz-analyze / analyze -----------------------------------------------------------------------------------------
 
-def _lz_format(generator: SearchGenerator, size: int, score_lead: bool) -> Formatter:
-    return lambda candidates: format_info(candidates, size, score_lead and generator.has_score)
+def _lz_format(picker: SearchPicker, size: int, score_lead: bool) -> Formatter:
+    return lambda candidates: format_info(candidates, size, score_lead and picker.has_score)
 
 
-def _kata_format(generator: SearchGenerator, size: int, color: int, ownership: bool) -> Formatter:
+def _kata_format(picker: SearchPicker, size: int, color: int, ownership: bool) -> Formatter:
     def line(candidates: list[Candidate]) -> str:
-        owned = generator.tree_ownership() if ownership else None
+        owned = picker.tree_ownership() if ownership else None
         if owned is not None and color != BLACK:
             owned = -owned  # KataGo reports the side to move's view
-        return format_kata_info(candidates, size, generator.has_score, owned)
+        return format_kata_info(candidates, size, picker.has_score, owned)
     return line
 
 
 def _request(session: Session, words: tuple[str, ...], kata: bool, score_lead: bool
-             ) -> tuple[SearchGenerator, int, float, Formatter]:
+             ) -> tuple[SearchPicker, int, float, Formatter]:
     """The search player, the colour to analyse for, the interval and the line format of an analysis command."""
-    generator = _generator(session)
+    picker = _search_picker(session)
     to_move = session.player.state.to_move
     size = session.player.size
     if not kata:
         color, interval_s = parse_analyze_args(words, to_move)
-        return generator, color, interval_s, _lz_format(generator, size, score_lead)
+        return picker, color, interval_s, _lz_format(picker, size, score_lead)
     options = parse_kata_args(words, to_move)
-    format_line = _kata_format(generator, size, options.color, options.ownership)
+    format_line = _kata_format(picker, size, options.color, options.ownership)
     if options.max_moves:
         full, format_line = format_line, lambda candidates: full(candidates[:options.max_moves])
-    return generator, options.color, options.interval_s, format_line
+    return picker, options.color, options.interval_s, format_line
 
 
 def _analyze(session: Session, words: tuple[str, ...], kata: bool = False, score_lead: bool = False
              ) -> Iterator[str]:
-    generator, color, interval_s, format_line = _request(session, words, kata, score_lead)
+    picker, color, interval_s, format_line = _request(session, words, kata, score_lead)
     state = session.player.state.with_to_move(color)
 
     def lines() -> Iterator[str]:
@@ -221,7 +221,7 @@ def _analyze(session: Session, words: tuple[str, ...], kata: bool = False, score
 
         def work() -> None:
             try:
-                generator.analyze(state, stop, updates.put, interval_s)
+                picker.analyze(state, stop, updates.put, interval_s)
             except BaseException as error:  # handed to the stream, which logs it
                 updates.put(error)
             finally:
@@ -262,7 +262,7 @@ def kata_analyze(session: Session, *words: str) -> Iterator[str]:
 
 def _genmove_analyze(session: Session, words: tuple[str, ...], kata: bool = False, score_lead: bool = False
                      ) -> Iterator[str]:
-    generator, color, interval_s, format_line = _request(session, words, kata, score_lead)
+    picker, color, interval_s, format_line = _request(session, words, kata, score_lead)
 
     def lines() -> Iterator[str]:
         updates: queue.Queue = queue.Queue()
@@ -281,7 +281,7 @@ def _genmove_analyze(session: Session, words: tuple[str, ...], kata: bool = Fals
         thread.start()
 
         def play_now() -> bool:
-            generator.stop()  # input arrived: play the best move so far, then answer
+            picker.stop()  # input arrived: play the best move so far, then answer
             return False
 
         try:
@@ -343,16 +343,16 @@ def gogui_interrupt(session: Session) -> str:
 def _searched(session: Session) -> tuple[list[Candidate], int]:
     """Search the current position with the configured limits; ``# interrupt`` (any input) ends it early."""
     state = session.player.state
-    return _generator(session).search_position(state, session.interrupt).candidates, state.size
+    return _search_picker(session).search_position(state, session.interrupt).candidates, state.size
 
 
 @TABLE.command("tabula-policy", family="analysis")
 def tabula_policy(session: Session) -> str:
     """The network's policy as a GoGui dboard: N rows of N numbers, top row first."""
-    generator = _generator(session)
+    picker = _search_picker(session)
     state = session.player.state
     size = state.size
-    policy = generator.network_policy(state)[:size * size].reshape(size, size)
+    policy = picker.network_policy(state)[:size * size].reshape(size, size)
     return "\n" + "\n".join(" ".join(f"{p:.3f}" for p in policy[y]) for y in range(size - 1, -1, -1))
 
 
@@ -389,9 +389,9 @@ def tabula_winrate(session: Session) -> str:
 def tabula_score_lead(session: Session) -> str:
     """Score lead (points, side to move's view) of each candidate as GoGui gfx labels; the chosen move is marked.
     Needs a network with a score head."""
-    generator = _generator(session)
+    picker = _search_picker(session)
     candidates, size = _searched(session)
-    if not generator.has_score:
+    if not picker.has_score:
         raise GtpError("the network has no score head")
     return _labelled(candidates, size, lambda c: f"{c.score:+.1f}")
 
@@ -400,9 +400,9 @@ def tabula_score_lead(session: Session) -> str:
 def tabula_ownership(session: Session) -> str:
     """Who owns each point at the end, averaged over the search tree, as GoGui's INFLUENCE (positive: black,
     negative: white). Needs a network with an ownership head."""
-    generator = _generator(session)
+    picker = _search_picker(session)
     _, size = _searched(session)
-    owned = generator.tree_ownership()
+    owned = picker.tree_ownership()
     if owned is None:
         raise GtpError("the network has no ownership head")
     return "INFLUENCE " + " ".join(f"{format_vertex(point, size)} {owned[point]:.2f}" for point in range(size * size))
@@ -428,15 +428,15 @@ def install_pondering(session: Session) -> None:
     """Ponder between commands when the configuration asks for it and the player searches.
 
     Sets ``session.idle_task``: the GTP loop runs it whenever no input waits, and it returns at the next line."""
-    generator = session.player.generator
-    if not session.config.play.ponder or not isinstance(generator, SearchGenerator):
+    picker = session.player.picker
+    if not session.config.play.ponder or not isinstance(picker, SearchPicker):
         return
 
     def ponder(interrupt: threading.Event) -> None:
         player = session.player
         if player.result or player.state.is_game_over():
             return
-        generator.ponder(player.state, interrupt)
+        picker.ponder(player.state, interrupt)
 
     session.idle_task = ponder
 

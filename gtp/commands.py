@@ -47,7 +47,7 @@ Work between commands (pondering after genmove): set ``session.idle_task`` to a 
 event. The loop calls it whenever no input is waiting, and it must return once the event is set.
 
 GoGui's ``# interrupt`` line is a comment (no reply). Like any input it sets ``session.interrupt``; it also stops a
-running genmove search (``generator.stop()``, where the generator has one), which then plays its best move so far.
+running genmove search (``picker.stop()``, where the picker has one), which then plays its best move so far.
 
 Game chat (``--ogs-chat``): ``session.chat`` receives ``MALKOVICH: ...`` lines (a summary of each generated move,
 shown to observers) and ``DISCUSSION: ...`` lines (resigning, passing to end the game; shown to the opponent).
@@ -219,8 +219,8 @@ class Session:
     quit: bool = False
 
     def stop_running(self) -> None:
-        """GoGui's ``# interrupt``: end the generator's running search early, if one runs. Any thread."""
-        self.player.generator.stop()
+        """GoGui's ``# interrupt``: end the picker's running search early, if one runs. Any thread."""
+        self.player.picker.stop()
 
     def handle(self, line: str, write: Callable[[str], None]) -> None:
         """Run one raw input line, writing its reply (if any) through ``write``."""
@@ -395,7 +395,7 @@ def name(session: Session) -> str:
 
 @TABLE.command("version", family="admin")
 def version(session: Session) -> str:
-    return f"{VERSION} ({session.player.generator.name})"
+    return f"{VERSION} ({session.player.picker.name})"
 
 
 @TABLE.command("known_command", family="admin")
@@ -550,7 +550,7 @@ def _genmove(session: Session, color: int, cleanup: bool) -> str:
 
 
 def _chat_move(session: Session, color: int, move: int, searched: Any) -> None:
-    """The chat after a generated move. ``searched``: the generator's summary of this move's search (a
+    """The chat after a generated move. ``searched``: the picker's summary of this move's search (a
     ``SearchResult``), or None when it did not search (the random player, a cleanup pass)."""
     assert session.chat is not None
     player = session.player
@@ -564,7 +564,7 @@ def _chat_move(session: Session, color: int, move: int, searched: Any) -> None:
         text += (f": {searched.root_visits} visits, winrate {100 * chosen.winrate:.1f}% for "
                  f"{color_name(color)}, PV {pv}")
     else:
-        text += f": {player.generator.name} player, no search"
+        text += f": {player.picker.name} player, no search"
     session.chat(f"MALKOVICH: {text}")
     if move == RESIGN:
         session.chat(f"DISCUSSION: {NAME} resigns. Thank you for the game.")

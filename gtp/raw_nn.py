@@ -169,7 +169,7 @@ def format_reply(blocks: list[RawOutputs], size: int) -> str:
 def network_of(session: Session, size: int):
     """The network that evaluates ``size``x``size`` positions for the session's search player, with its encoding;
     GtpError where the player has none (the random player) or none plays that size."""
-    search = getattr(session.player.generator, "search", None)
+    search = getattr(session.player.picker, "search", None)
     evaluator = getattr(search, "evaluator", None)
     if evaluator is None or not hasattr(evaluator, "evaluate_symmetry"):
         raise GtpError(f"{COMMAND} needs a network (the search player, --player search)")

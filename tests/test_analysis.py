@@ -11,7 +11,7 @@ import pytest
 
 from tabula.engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
 from tabula.engine.play.player import Player
-from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.play.search_player import SearchPicker
 from tabula.engine.rules.coords import BLACK, parse_vertex
 from tabula.gtp.__main__ import load_extensions
 from tabula.gtp.analysis import install_pondering, parse_analyze_args
@@ -64,9 +64,9 @@ def search_session(size: int = 9, evaluator=None, clock=time.monotonic, **search
     config = dataclasses.replace(EngineConfig(board_size=size), search=SearchConfig(**settings),
                                  play=PlayConfig(ponder=search.get("ponder", False)))
     evaluator = evaluator if evaluator is not None else ScoreEvaluator(delay_s=0.001)
-    generator = SearchGenerator(evaluator, config.search, rng=np.random.default_rng(0), play=config.play,
+    picker = SearchPicker(evaluator, config.search, rng=np.random.default_rng(0), play=config.play,
                                 clock=clock)
-    return Session(player=Player(generator, size=size), config=config)
+    return Session(player=Player(picker, size=size), config=config)
 
 
 def complete_info_lines(out: list[str]) -> int:
@@ -190,7 +190,7 @@ def test_pondering_is_installed_only_when_asked():
     interrupt = threading.Event()
     threading.Timer(0.2, interrupt.set).start()
     pondering.idle_task(interrupt)
-    assert pondering.player.generator.search.tree.root.visits > 1
+    assert pondering.player.picker.search.tree.root.visits > 1
 
 
 def test_genmove_analyze_with_the_next_command_already_waiting_still_says_its_move():

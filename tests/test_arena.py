@@ -52,12 +52,12 @@ def test_bad_players_and_settings_are_clear_errors(tmp_path, capsys):
     assert "no such network file" in capsys.readouterr().err
 
 
-def test_the_network_player_moves_for_the_side_to_move_only(tiny_gomoku_net):
-    from tabula.tools.compete.arena import network_player
+def test_the_network_picker_moves_for_the_side_to_move_only(tiny_gomoku_net):
+    from tabula.tools.compete.arena import network_picker
 
-    player = network_player(str(tiny_gomoku_net), visits=8, c_puct=0.0, seed=1)
+    player = network_picker(str(tiny_gomoku_net), visits=8, c_puct=0.0, seed=1)
     state = GomokuState(7, n_in_row=4)
-    move = player.choose(state)
+    move = player.pick(state)
     assert move in state.legal_moves()
     with pytest.raises(ValueError):
         state.with_to_move(3 - state.to_move)
@@ -88,23 +88,23 @@ def test_tabula_gomocup_plays_the_boards_its_network_does_not_with_pure_mcts(tin
     from tabula.tools import gomocup
 
     config = gomocup.GomocupConfig(weights=str(tiny_gomoku_net), visits=8, playouts=20)
-    player = gomocup.PLAYERS[config.player](config, random.Random(1))
+    player = gomocup.PICKERS[config.player](config, random.Random(1))
     assert config.player == "network" and isinstance(player, gomocup.BoardRouter)
     calls = []
 
     class Recorder:
-        def __init__(self, name, chooser):
-            self.name, self.chooser = name, chooser
+        def __init__(self, name, picker):
+            self.name, self.picker = name, picker
 
-        def choose(self, state, budget_s=None):
+        def pick(self, state, budget_s=None):
             calls.append(self.name)
-            return self.chooser.choose(state, budget_s)
+            return self.picker.pick(state, budget_s)
 
     player.network, player.fallback = Recorder("network", player.network), Recorder("fallback", player.fallback)
     with caplog.at_level(logging.WARNING, logger="tabula.gomocup"):
         for width, height in ((7, 7), (9, 9), (9, 9), (7, 9)):
             state = GomokuState(width, height, n_in_row=4)
-            assert player.choose(state) in state.legal_moves()
+            assert player.pick(state) in state.legal_moves()
     assert calls == ["network", "fallback", "fallback", "fallback"]
     assert sum("pure MCTS plays this" in r.message for r in caplog.records) == 2  # 9x9 once, 7x9 once
 
@@ -124,14 +124,14 @@ def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(ti
     config = gomocup.parse_args(["--weights", str(tiny_gomoku_net), "--weights", str(every), "--visits", "8",
                                  "--playouts", "20", "--seed", "1"])
     assert config.weights == (str(tiny_gomoku_net), str(every))
-    player = gomocup.PLAYERS[config.player](config, random.Random(1))
+    player = gomocup.PICKERS[config.player](config, random.Random(1))
     assert player.sizes == (7, 9)
     evaluator = player.network.search.evaluator
     first, second = evaluator.networks
     assert evaluator.network_for(7) is first and evaluator.network_for(9) is second
     for width, height in ((7, 7), (9, 9), (11, 11), (7, 9)):
         state = GomokuState(width, height, n_in_row=4)
-        assert player.choose(state) in state.legal_moves()
+        assert player.pick(state) in state.legal_moves()
     # the shipped list may name several too, tried in its order
     from tabula.engine.play import search_player
 
@@ -141,7 +141,7 @@ def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(ti
         (shipped / path.name).write_bytes(path.read_bytes())
     (shipped / gomocup.DEFAULT_POINTER).write_text(f"# 7x7 first\n{tiny_gomoku_net.name}\n{every.name}\n")
     monkeypatch.setattr(search_player, "WEIGHTS_DIR", shipped)
-    default = gomocup.PLAYERS["network"](gomocup.GomocupConfig(visits=8, playouts=20), random.Random(1))
+    default = gomocup.PICKERS["network"](gomocup.GomocupConfig(visits=8, playouts=20), random.Random(1))
     assert default.sizes == (7, 9) and [Path(n.path).name for n in default.network.search.evaluator.networks] == [
         tiny_gomoku_net.name, every.name]
     assert gomocup.GomocupConfig(weights=str(every)).weights == (str(every),)  # one file as a string

@@ -21,8 +21,8 @@ import pytest
 
 from tabula.engine.config import PlayConfig, SearchConfig, TimeConfig
 from tabula.engine.net.evaluator import UniformEvaluator
-from tabula.engine.play.player import Player, RandomGenerator
-from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.play.player import Player, RandomGoPicker
+from tabula.engine.play.search_player import SearchPicker
 from tabula.engine.rules.coords import PASS, RESIGN
 from tabula.gtp.commands import TABLE, CommandTable, Session, serve
 from tabula.gtp.protocol import is_interrupt, preprocess
@@ -62,8 +62,8 @@ def test_ogs_chat_goes_to_stderr_only_and_changes_no_reply() -> None:
         assert re.fullmatch(r"MALKOVICH: move \d+ \([BW]\) ([A-HJ-T]\d+|pass): random player, no search", line)
 
 
-class Scripted(RandomGenerator):
-    """A move generator that plays a fixed list of moves."""
+class Scripted(RandomGoPicker):
+    """A move picker that plays a fixed list of moves."""
 
     name = "scripted"
 
@@ -71,7 +71,7 @@ class Scripted(RandomGenerator):
         super().__init__(random.Random(0))
         self.moves = list(moves)
 
-    def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):  # noqa: ANN001
+    def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):  # noqa: ANN001
         return self.moves.pop(0)
 
     def ownership(self, state):  # noqa: ANN001
@@ -80,9 +80,9 @@ class Scripted(RandomGenerator):
 
 def test_chat_summarises_a_search_and_announces_the_end_of_the_game() -> None:
     chat: list[str] = []
-    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=24, threads=1, early_stop=False),
+    picker = SearchPicker(UniformEvaluator(), SearchConfig(visits=24, threads=1, early_stop=False),
                                 rng=np.random.default_rng(1), play=PlayConfig(resign_winrate=0.0))
-    session = Session(player=Player(generator, size=9), chat=chat.append)
+    session = Session(player=Player(picker, size=9), chat=chat.append)
     assert session.dispatch("genmove b").startswith("= ")
     assert len(chat) == 1
     assert re.fullmatch(r"MALKOVICH: move 1 \(B\) [A-HJ]\d: 2[4-9] visits, winrate \d+\.\d% for black, "
@@ -189,14 +189,14 @@ def test_interrupt_line_stops_a_stream_and_gets_no_reply(stream_table: CommandTa
 def test_interrupt_line_ends_a_genmove_search_early(fake_clock) -> None:
     # The search's clock stands still: its 60 s budget never runs out, so only the interrupt can end the genmove
     # (read_until fails after 10 s without the reply).
-    generator = SearchGenerator(UniformEvaluator(), SearchConfig(visits=0, playouts=0, threads=1),
+    picker = SearchPicker(UniformEvaluator(), SearchConfig(visits=0, playouts=0, threads=1),
                                 rng=np.random.default_rng(2), play=PlayConfig(resign_winrate=0.0), clock=fake_clock)
-    player = Player(generator, size=9, time_config=TimeConfig(lag_buffer_s=0.0, max_time_per_move_s=60.0))
+    player = Player(picker, size=9, time_config=TimeConfig(lag_buffer_s=0.0, max_time_per_move_s=60.0))
     piped = Piped(Session(player=player))
     try:
         piped.send("1 genmove b")
         deadline = time.monotonic() + 10
-        while not generator.search.running:
+        while not picker.search.running:
             assert time.monotonic() < deadline, "the search never started"
             time.sleep(0.01)
         piped.send("# interrupt")

@@ -35,18 +35,17 @@ def test_one_stderr_line_a_move_and_the_candidates_at_verbose(caplog) -> None:
 
     from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import UniformEvaluator
-    from tabula.engine.play.search_player import SearchGenerator
-    from tabula.engine.rules.coords import BLACK
+    from tabula.engine.play.search_player import SearchPicker
     from tabula.engine.rules.game import GameState
 
-    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0))
+    player = SearchPicker(UniformEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0))
     with caplog.at_level(logging.INFO, logger="tabula.search"):
-        player.generate(GameState(5), BLACK, None)
+        player.pick(GameState(5))
     [line] = caplog.text.strip().splitlines()
     assert "move 1:" in line and "after" in line and "winrate" in line
     caplog.clear()
     with caplog.at_level(logging.DEBUG, logger="tabula.search"):
-        player.generate(GameState(5), BLACK, None)
+        player.pick(GameState(5))
     lines = [line for line in caplog.text.strip().splitlines() if "no full count" not in line]
     assert len(lines) > 2 and "visits" in lines[1] and "pv" in lines[1]
 

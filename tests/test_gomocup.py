@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from tabula.engine.play.pure_mcts import PureMCTS
+from tabula.engine.play.pure_mcts import PureMctsPicker
 from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
 from tabula.engine.rules.gomoku import GomokuState
 from tabula.tools import gomocup
@@ -85,7 +85,7 @@ def test_the_move_budget_honours_the_turn_and_the_match_time():
 # -- a scripted session in-process ---------------------------------------------------------------------------------
 
 def brain(fake_clock, playouts: int = 50, seed: int = 1) -> Brain:
-    return Brain(PureMCTS(playouts=playouts, rng=seed, clock=fake_clock), clock=fake_clock)
+    return Brain(PureMctsPicker(playouts=playouts, rng=seed, clock=fake_clock), clock=fake_clock)
 
 
 def position(b: Brain) -> tuple:
@@ -176,7 +176,7 @@ def test_a_scripted_session_answers_every_command(fake_clock):
 class Lowest:
     """A stand-in player: the lowest free flat point (the bottom row first, Gomocup's y = height - 1)."""
 
-    def choose(self, state, budget_s=None):
+    def pick(self, state, budget_s=None):
         return state.legal_moves()[0]
 
 
@@ -199,7 +199,7 @@ def test_time_limits_reach_the_player(fake_clock):
     budgets = []
 
     class Recorder:
-        def choose(self, state, budget_s=None):
+        def pick(self, state, budget_s=None):
             budgets.append(budget_s)
             return state.legal_moves()[0]
 
@@ -215,7 +215,7 @@ def test_time_limits_reach_the_player(fake_clock):
 
 def test_an_internal_error_is_answered_and_the_brain_lives_on(fake_clock):
     class Broken:
-        def choose(self, state, budget_s=None):
+        def pick(self, state, budget_s=None):
             raise RuntimeError("boom")
 
     b = Brain(Broken(), clock=fake_clock)

@@ -162,18 +162,18 @@ def test_bad_arguments_still_answer_the_specs_messages(session, line: str, reply
 def test_player_bug_is_internal_error(session) -> None:
     import random
 
-    from tabula.engine.play.player import RandomGenerator
+    from tabula.engine.play.player import RandomGoPicker
 
-    class Broken(RandomGenerator):
+    class Broken(RandomGoPicker):
         name = "broken"
 
-        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
             return 10_000
 
         def ownership(self, state):
             raise RuntimeError
 
-    session.player.generator = Broken(random.Random(0))
+    session.player.picker = Broken(random.Random(0))
     assert session.dispatch("genmove b") == "? internal error\n\n"
     assert session.dispatch("play b d4") == "=\n\n"
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tabula.engine.play.pure_mcts import PureMCTS, RandomPlayer, random_rollout_value
+from tabula.engine.play.pure_mcts import PureMctsPicker, RandomPicker, random_rollout_value
 from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.engine.rules.gomoku import GomokuState
 
@@ -31,27 +31,27 @@ POINT = 2 * 6 + 4
 @pytest.mark.parametrize("seed", range(5))
 def test_finds_an_immediate_win(seed):
     state = position(6, 4, black=THREE, white=BLOCKER + ELSEWHERE)
-    assert PureMCTS(playouts=500, rng=seed).choose(state) == POINT
+    assert PureMctsPicker(playouts=500, rng=seed).pick(state) == POINT
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_blocks_an_immediate_loss(seed):
     state = position(6, 4, black=BLOCKER + ELSEWHERE, white=THREE)
-    assert PureMCTS(playouts=2000, rng=seed).choose(state) == POINT
+    assert PureMctsPicker(playouts=2000, rng=seed).pick(state) == POINT
 
 
 def test_the_same_seed_searches_the_same_tree():
     state = position(7, 5, black=[(3, 3)], white=[(4, 3)])
-    first = PureMCTS(playouts=300, rng=11).visit_counts(state)
-    assert first == PureMCTS(playouts=300, rng=11).visit_counts(state)
+    first = PureMctsPicker(playouts=300, rng=11).visit_counts(state)
+    assert first == PureMctsPicker(playouts=300, rng=11).visit_counts(state)
     assert sum(first.values()) == 300 - 1  # the first playout only expands the root
-    assert first != PureMCTS(playouts=300, rng=12).visit_counts(state)
+    assert first != PureMctsPicker(playouts=300, rng=12).visit_counts(state)
 
 
 def test_the_search_leaves_the_position_alone():
     state = position(7, 5, black=[(3, 3)], white=[(4, 3)])
     before = (bytes(state.grid), list(state.moves), state.to_move, state.hash)
-    PureMCTS(playouts=100, rng=0).choose(state)
+    PureMctsPicker(playouts=100, rng=0).pick(state)
     assert (bytes(state.grid), list(state.moves), state.to_move, state.hash) == before
 
 
@@ -60,10 +60,10 @@ def test_a_budget_stops_the_search_early(fake_clock):
         fake_clock.advance(0.01)  # every reading of the clock is 10 ms later
         return fake_clock()
 
-    search = PureMCTS(playouts=10_000, rng=0, clock=ticking)
-    search.choose(GomokuState(9), budget_s=0.5)
+    search = PureMctsPicker(playouts=10_000, rng=0, clock=ticking)
+    search.pick(GomokuState(9), budget_s=0.5)
     assert 40 <= search.last_playouts <= 60
-    search.choose(GomokuState(9), budget_s=0.0)
+    search.pick(GomokuState(9), budget_s=0.0)
     assert search.last_playouts == 2  # the root's expansion and one child, so that there is a move
 
 
@@ -72,31 +72,31 @@ def test_the_only_move_is_played_at_once_and_finished_games_refuse():
     black = [(x, 4 - i) for i, row in enumerate(rows) for x, cell in enumerate(row) if cell == "X"]
     white = [(x, 4 - i) for i, row in enumerate(rows) for x, cell in enumerate(row) if cell == "O"]
     state = position(5, 5, black=black, white=white)
-    search = PureMCTS(playouts=50, rng=0)
-    assert search.choose(state) == 4
+    search = PureMctsPicker(playouts=50, rng=0)
+    assert search.pick(state) == 4
     state.play(4)
     assert state.terminal_value() == 0.0
     with pytest.raises(ValueError, match="over"):
-        search.choose(state)
+        search.pick(state)
     with pytest.raises(ValueError, match="over"):
-        RandomPlayer(0).choose(state)
+        RandomPicker(0).pick(state)
     with pytest.raises(ValueError):
-        PureMCTS(playouts=0)
+        PureMctsPicker(playouts=0)
 
 
 def test_the_random_player_plays_legal_seeded_moves():
     state = GomokuState(9)
     moves = []
-    player = RandomPlayer(random.Random(4))
+    player = RandomPicker(random.Random(4))
     while state.terminal_value() is None:
-        move = player.choose(state)
+        move = player.pick(state)
         assert move in state.legal_moves()
         state.play(move)
         moves.append(move)
     again = GomokuState(9)
-    replay = RandomPlayer(4)
+    replay = RandomPicker(4)
     for move in moves:
-        assert replay.choose(again) == move
+        assert replay.pick(again) == move
         again.play(move)
 
 
@@ -128,4 +128,4 @@ def test_the_search_needs_only_the_rules_interface():
     assert random_rollout_value(Subtraction(0), random.Random(0)) == -1.0
     assert random_rollout_value(Subtraction(1), random.Random(0)) == 1.0  # the one move takes the last
     for pile, best in ((4, 1), (5, 2), (7, 1), (8, 2)):
-        assert PureMCTS(playouts=400, rng=pile).choose(Subtraction(pile)) == best
+        assert PureMctsPicker(playouts=400, rng=pile).pick(Subtraction(pile)) == best

@@ -202,9 +202,9 @@ class FixedNetwork:
 
 
 def session_with(network) -> Session:
-    generator = SimpleNamespace(search=SimpleNamespace(evaluator=network), name="fixed", stop=lambda: None,
+    picker = SimpleNamespace(search=SimpleNamespace(evaluator=network), name="fixed", stop=lambda: None,
                                 board_sizes=None)
-    return Session(player=Player(generator, size=9))
+    return Session(player=Player(picker, size=9))
 
 
 @pytest.mark.parametrize("encoding, transforms", [("katago-v7", [1, 0, 3, 2, 5, 4, 7, 6]),

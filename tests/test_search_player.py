@@ -1,4 +1,4 @@
-"""SearchGenerator: pass rules, resignation, cleanup, temperature, ownership and pondering."""
+"""SearchPicker: pass rules, resignation, cleanup, temperature, ownership and pondering."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,7 @@ from tabula.engine.config import EngineConfig, NetConfig, PlayConfig, SearchConf
 from tabula.engine.net import evaluator as evaluator_module
 from tabula.engine.net.evaluator import Evaluation, UniformEvaluator
 from tabula.engine.play import search_player
-from tabula.engine.play.search_player import SearchGenerator
+from tabula.engine.play.search_player import SearchPicker
 from tabula.engine.rules import playout
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE, format_vertex, parse_vertex
 from tabula.engine.rules.game import GameState
@@ -34,13 +34,13 @@ class BlackLosesEvaluator:
         return Evaluation(base.policy, values)
 
 
-def generator(evaluator, **config) -> SearchGenerator:
+def picker(evaluator, **config) -> SearchPicker:
     """A search player over ``evaluator``; ``config`` names fields of SearchConfig and of PlayConfig alike."""
     play_fields = {f.name for f in dataclasses.fields(PlayConfig)}
     search = dict(threads=1, visits=60)
     search.update({k: v for k, v in config.items() if k not in play_fields})
     play = PlayConfig(**{k: v for k, v in config.items() if k in play_fields})
-    return SearchGenerator(evaluator, SearchConfig(**search), rng=np.random.default_rng(0), play=play)
+    return SearchPicker(evaluator, SearchConfig(**search), rng=np.random.default_rng(0), play=play)
 
 
 def played(size: int, moves: list[str]) -> GameState:
@@ -62,8 +62,8 @@ def test_pass_after_the_opponents_pass_when_the_count_wins():
     state.play(PASS)  # white passes
     assert state.area_score() > 0
     # A network that loves some other point does not matter: passing now wins.
-    player = generator(RiggedEvaluator(parse_vertex("A3", 5), 0.99))
-    assert player.generate(state, BLACK, None) == PASS
+    player = picker(RiggedEvaluator(parse_vertex("A3", 5), 0.99))
+    assert player.pick(state.with_to_move(BLACK)) == PASS
 
 
 def test_never_pass_into_a_lost_count():
@@ -74,9 +74,9 @@ def test_never_pass_into_a_lost_count():
         X X X X X
         . X . X .""", to_move=BLACK, komi=7.5)
     assert state.area_score() < 0
-    player = generator(RiggedEvaluator(PASS, 0.99), visits=2)  # too few visits to see the count
+    player = picker(RiggedEvaluator(PASS, 0.99), visits=2)  # too few visits to see the count
     assert player.search.run(state).move == PASS  # what the search alone would do
-    move = player.generate(state, BLACK, None)
+    move = player.pick(state.with_to_move(BLACK))
     assert move not in (PASS, RESIGN)
     assert state.legal(move)
 
@@ -96,9 +96,9 @@ def test_no_pass_while_the_lead_rests_on_dead_stones():
     # (white leads by that count); any referee that removes dead stones gives black the board.
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=WHITE, komi=42.5)
     assert state.area_score() < 0  # white "leads"
-    player = generator(RiggedEvaluator(PASS, 0.99), visits=2)
+    player = picker(RiggedEvaluator(PASS, 0.99), visits=2)
     assert player.search.run(state).move == PASS  # what the search alone would do
-    assert player.generate(state, WHITE, None) not in (PASS, RESIGN)
+    assert player.pick(state.with_to_move(WHITE)) not in (PASS, RESIGN)
 
 
 class PassFavouriteBlackWins(RiggedEvaluator):
@@ -122,11 +122,11 @@ def test_after_the_opponents_pass_a_hopeless_game_ends_with_a_pass():
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=42.5)
     state.play(PASS)
     assert state.area_score() < 0  # white "leads" by Tromp-Taylor
-    player = generator(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.0)
+    player = picker(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.0)
     assert player.search.run(state).move == PASS  # what the search alone would do
-    assert player.generate(state, WHITE, None) == PASS
-    resigning = generator(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.1, resign_after=0.0)
-    assert resigning.generate(state, WHITE, None) == RESIGN
+    assert player.pick(state.with_to_move(WHITE)) == PASS
+    resigning = picker(PassFavouriteBlackWins(0.97), visits=40, resign_winrate=0.1, resign_after=0.0)
+    assert resigning.pick(state.with_to_move(WHITE)) == RESIGN
 
 
 def test_after_the_opponents_pass_a_move_with_a_chance_is_played():
@@ -161,15 +161,15 @@ def test_after_the_opponents_pass_a_lost_game_gets_no_stones_in_settled_territor
     state = board_from_ascii(LOST_AFTER_WHITES_PASS, to_move=WHITE, komi=7.5)
     state.play(PASS)  # white passes; black trails by 0.5
     invasion = parse_vertex("D7", 7)  # deep in white's area: the network's favourite
-    player = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
+    player = picker(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
     assert player.search.run(state).move == invasion  # what the search alone would do
-    assert player.generate(state, BLACK, None) == PASS
+    assert player.pick(state.with_to_move(BLACK)) == PASS
     # resigning is on, but not in the first quarter of the game: a pass
-    assert generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1).generate(state, BLACK, None) == PASS
+    assert picker(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1).pick(state.with_to_move(BLACK)) == PASS
     # and past it, a pass too: the search does not call the game lost (50%), and a pass ends it at the referee's
     # count, which may be kinder than ours; a search under 50% resigns (the test of a hopeless game above)
-    resigning = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1, resign_after=0.0)
-    assert resigning.generate(state, BLACK, None) == PASS
+    resigning = picker(RiggedEvaluator(invasion, 0.9), resign_winrate=0.1, resign_after=0.0)
+    assert resigning.pick(state.with_to_move(BLACK)) == PASS
 
 
 def test_after_the_opponents_pass_territory_with_our_dead_stones_in_it_is_still_settled(monkeypatch):
@@ -190,9 +190,9 @@ def test_after_the_opponents_pass_territory_with_our_dead_stones_in_it_is_still_
     owned[3 * 7:] = -1.0
     monkeypatch.setattr(playout, "ownership", lambda *args, **kwargs: owned)
     invasion = parse_vertex("D6", 7)  # beside the dead stone: its region touches both colours
-    player = generator(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
+    player = picker(RiggedEvaluator(invasion, 0.9), resign_winrate=0.0)
     assert player.search.run(state).move == invasion  # what the search alone would do
-    assert player.generate(state, BLACK, None) == PASS
+    assert player.pick(state.with_to_move(BLACK)) == PASS
 
 
 OPEN_TOP_SETTLED_CORNER = """
@@ -221,9 +221,9 @@ def test_after_the_opponents_pass_an_open_point_comes_before_settled_territory()
             evaluation.policy /= evaluation.policy.sum(axis=1, keepdims=True)
             return evaluation
 
-    player = generator(TwoFavourites(parse_vertex("A1", 7), 0.6), resign_winrate=0.0, visits=120)
+    player = picker(TwoFavourites(parse_vertex("A1", 7), 0.6), resign_winrate=0.0, visits=120)
     assert player.search.run(state).move == parse_vertex("A1", 7)  # what the search alone would do
-    move = player.generate(state, BLACK, None)
+    move = player.pick(state.with_to_move(BLACK))
     assert move not in corner + [PASS, RESIGN] and state.legal(move)
 
 
@@ -247,7 +247,7 @@ def test_after_the_opponents_pass_an_open_point_the_search_rejected_is_not_playe
 def test_after_the_opponents_pass_the_deciders_count_decides_over_the_quick_estimate(monkeypatch):
     """Black leads by Tromp-Taylor after white's pass, and the quick random-playout estimate (made to say white
     owns the top and nobody the bottom) says black is lost: without a count black plays on; with the full count
-    (the generator's ``referee_count``, here a stand-in) saying black leads, black passes and wins (a 13x13 game
+    (the picker's ``referee_count``, here a stand-in) saying black leads, black passes and wins (a 13x13 game
     against GNU Go was lost from W+15.5 when 24 playouts killed a living group)."""
     from tabula.engine.play.decision import MoveDecider
     from tabula.engine.play.result import Candidate, SearchResult
@@ -269,11 +269,11 @@ def test_after_the_opponents_pass_the_deciders_count_decides_over_the_quick_esti
 
 
 def test_the_count_after_a_pass_is_charged_to_the_budget(fake_clock, monkeypatch):
-    """After the opponent's pass the generator makes the referee's count before its search and takes the count's
+    """After the opponent's pass the picker makes the referee's count before its search and takes the count's
     time from the budget (here a count that takes 0.5 s of a 2 s budget: the search is given 1.5 s); where the count
     would take over half the budget (it took 0.5 s last time, 0.6 s to move) the decider gets none and estimates
     quickly, and a move with no time limit always gets it. No count where the opponent did not pass."""
-    player = SearchGenerator(ScoreEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0),
+    player = SearchPicker(ScoreEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0),
                              clock=fake_clock)
     counts, budgets, given = [], [], []
 
@@ -290,21 +290,21 @@ def test_the_count_after_a_pass_is_charged_to_the_budget(fake_clock, monkeypatch
     monkeypatch.setattr(player.decider, "decide", lambda *args, **kwargs: given.append(kwargs["count"])
                         or decide(*args, **kwargs))
     after_pass = played(7, ["D4", "pass"])
-    player.generate(after_pass, BLACK, 2.0)
+    player.pick(after_pass.with_to_move(BLACK), 2.0)
     assert len(counts) == 1 and given == [3.5] and budgets == [1.5]
-    player.generate(after_pass, BLACK, 0.6)
+    player.pick(after_pass.with_to_move(BLACK), 0.6)
     assert len(counts) == 1 and given[-1] is None and budgets[-1] == 0.6
-    player.generate(played(7, ["D4", "E5"]), BLACK, 2.0)
+    player.pick(played(7, ["D4", "E5"]).with_to_move(BLACK), 2.0)
     assert len(counts) == 1 and given[-1] is None and budgets[-1] == 2.0
-    player.generate(after_pass, BLACK, None)
+    player.pick(after_pass.with_to_move(BLACK))
     assert len(counts) == 2 and given[-1] == 3.5 and budgets[-1] is None
 
 
-def test_the_generators_count_is_final_scores():
+def test_the_pickers_count_is_final_scores():
     from tabula.engine.play.player import Player
     from tabula.engine.rules.game import Rules, format_result
     state = board_from_ascii(LOST_AFTER_WHITES_PASS, to_move=BLACK, komi=0.5)
-    player = generator(UniformEvaluator(), visits=10)
+    player = picker(UniformEvaluator(), visits=10)
     game = Player(player, size=7, rules=Rules(komi=0.5))
     for color, point in state.setup:
         game.state.place_setup(point, color)
@@ -314,7 +314,7 @@ def test_the_generators_count_is_final_scores():
 def test_temperature_zero_plays_the_search_move():
     from tabula.engine.config import PlayConfig
     from tabula.engine.play.decision import MoveDecider
-    player = generator(UniformEvaluator(), visits=40)
+    player = picker(UniformEvaluator(), visits=40)
     result = player.search.run(GameState(5))
     decider = MoveDecider(PlayConfig(temperature_moves=10, temperature=0.0), np.random.default_rng(0))
     assert decider.decide(GameState(5), result).move == result.move
@@ -329,8 +329,8 @@ def test_after_the_opponents_pass_dead_stones_are_still_removed():
     state.play(PASS)
     assert state.area_score() < 0  # white "leads" by the plain count, which counts its dead stones
     capture = parse_vertex("C4", 7)  # inside black's wall, beside the dead white stone
-    player = generator(RiggedEvaluator(capture, 0.9), resign_winrate=0.1)
-    move = player.generate(state, BLACK, None)
+    player = picker(RiggedEvaluator(capture, 0.9), resign_winrate=0.1)
+    move = player.pick(state.with_to_move(BLACK))
     assert move not in (PASS, RESIGN) and state.legal(move)
 
 
@@ -341,24 +341,24 @@ def test_passing_is_fine_when_it_does_not_lose():
         X X X X X
         O O O O O
         . O . O .""", to_move=BLACK, komi=0.5)
-    player = generator(RiggedEvaluator(PASS, 0.99))
-    assert player.generate(state, BLACK, None) == PASS
+    player = picker(RiggedEvaluator(PASS, 0.99))
+    assert player.pick(state.with_to_move(BLACK)) == PASS
 
 
 def test_resigns_after_consecutive_hopeless_moves_only_after_the_opening():
-    player = generator(BlackLosesEvaluator(0.03), resign_consecutive=3)
+    player = picker(BlackLosesEvaluator(0.03), resign_consecutive=3)
     opening = played(5, ["C3", "B2"])  # move 3 of 25 points: too early
-    assert all(player.generate(opening, BLACK, None) != RESIGN for _ in range(4))
+    assert all(player.pick(opening.with_to_move(BLACK)) != RESIGN for _ in range(4))
     late = played(5, ["C3", "B2", "D4", "B4", "D2", "B3", "D3", "A1"])
-    moves = [player.generate(late, BLACK, None) for _ in range(3)]
+    moves = [player.pick(late.with_to_move(BLACK)) for _ in range(3)]
     assert moves[:2] != [RESIGN, RESIGN] and RESIGN not in moves[:2]
     assert moves[2] == RESIGN
 
 
 def test_resignation_can_be_switched_off():
-    player = generator(BlackLosesEvaluator(0.01), resign_winrate=0.0, resign_consecutive=1)
+    player = picker(BlackLosesEvaluator(0.01), resign_winrate=0.0, resign_consecutive=1)
     late = played(5, ["C3", "B2", "D4", "B4", "D2", "B3", "D3", "A1"])
-    assert all(player.generate(late, BLACK, None) != RESIGN for _ in range(3))
+    assert all(player.pick(late.with_to_move(BLACK)) != RESIGN for _ in range(3))
 
 
 def test_white_is_more_patient_in_handicap_games():
@@ -368,11 +368,11 @@ def test_white_is_more_patient_in_handicap_games():
         state.play(parse_vertex(vertex, 7))
     assert state.to_move == WHITE
     # White's winrate is 8%: under the 10% threshold, but over the handicap-blended one.
-    white = generator(BlackLosesEvaluator(0.92), resign_consecutive=1)
-    assert white.generate(state, WHITE, None) != RESIGN
+    white = picker(BlackLosesEvaluator(0.92), resign_consecutive=1)
+    assert white.pick(state.with_to_move(WHITE)) != RESIGN
     even = state.copy()
     even.handicap = 0
-    assert generator(BlackLosesEvaluator(0.92), resign_consecutive=1).generate(even, WHITE, None) == RESIGN
+    assert picker(BlackLosesEvaluator(0.92), resign_consecutive=1).pick(even.with_to_move(WHITE)) == RESIGN
 
 
 def test_cleanup_captures_dead_stones_before_passing():
@@ -382,8 +382,8 @@ def test_cleanup_captures_dead_stones_before_passing():
         X X X O .
         . . X O .
         . . X O .""", to_move=BLACK, komi=0.5)
-    player = generator(ScoreEvaluator(), ownership_playouts=48)
-    move = player.generate_cleanup(state, BLACK, None)
+    player = picker(ScoreEvaluator(), ownership_playouts=48)
+    move = player.pick_cleanup(state.with_to_move(BLACK))
     assert move == parse_vertex("A4", 5) or move == parse_vertex("B5", 5) or move == parse_vertex("A5", 5) \
         or move == parse_vertex("C4", 5) or move == parse_vertex("B3", 5)
     assert move != PASS
@@ -393,15 +393,15 @@ def test_cleanup_captures_dead_stones_before_passing():
         X X X O .
         . . X O .
         . . X O .""", to_move=BLACK, komi=0.5)
-    assert player.generate_cleanup(done, BLACK, None) == PASS
+    assert player.pick_cleanup(done.with_to_move(BLACK)) == PASS
 
 
 def test_temperature_samples_opening_moves():
     moves = set()
     for seed in range(6):
-        player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1, visits=40),
+        player = SearchPicker(UniformEvaluator(), SearchConfig(threads=1, visits=40),
                                  rng=np.random.default_rng(seed), play=PlayConfig(temperature_moves=4))
-        moves.add(player.generate(GameState(5), BLACK, None))
+        moves.add(player.pick(GameState(5)))
     assert len(moves) > 1
 
 
@@ -412,7 +412,7 @@ def test_ownership_is_black_view_in_range():
         . X O . .
         X X O . .
         . X O . .""", to_move=BLACK, komi=0.5)
-    owned = generator(UniformEvaluator(), ownership_playouts=16).ownership(state)
+    owned = picker(UniformEvaluator(), ownership_playouts=16).ownership(state)
     assert owned.shape == (25,) and owned.dtype == np.float32
     assert owned[0] > 0.9 and np.all(np.abs(owned) <= 1.0)
 
@@ -422,9 +422,9 @@ def test_time_budget_is_respected(fake_clock):
     ends once it is spent, with no more than the batch at the network to finish."""
     step_s = 1 / 128
     evaluator = ClockedEvaluator(ScoreEvaluator(), fake_clock, step_s=step_s)
-    player = SearchGenerator(evaluator, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
+    player = SearchPicker(evaluator, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
                              clock=fake_clock)
-    player.generate(GameState(7), BLACK, 0.25)
+    player.pick(GameState(7), 0.25)
     assert player.last_search.elapsed_s <= 0.25 + step_s
     assert player.last_search.playouts > 10
 
@@ -434,13 +434,13 @@ def test_pondering_stops_on_interrupt_and_keeps_the_tree():
     network; the next move reuses every visit it made."""
     interrupt = threading.Event()
     evaluator = ClockedEvaluator(ScoreEvaluator(), after=lambda calls: calls >= 60 and interrupt.set())
-    player = generator(evaluator, visits=30)
+    player = picker(evaluator, visits=30)
     state = played(7, ["D4"])
     player.ponder(state, interrupt)
     assert evaluator.calls == 60
     pondered = player.search.tree.root.visits
     assert pondered > 30
-    player.generate(state, WHITE, None)
+    player.pick(state.with_to_move(WHITE))
     assert player.last_search.reused_visits == pondered and player.last_search.playouts == 0
 
 
@@ -498,11 +498,11 @@ def test_dead_stones_are_judged_by_random_playouts_and_the_rollout_policy_not_th
     mixed in, the shipped network's lowered the agreement with GNU Go's dead stones."""
     from tests.test_search import LeadEvaluator
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
-    by_playouts = generator(LeadEvaluator(-10.0, -1.0)).ownership(state)  # no rollout policy: playouts alone
+    by_playouts = picker(LeadEvaluator(-10.0, -1.0)).ownership(state)  # no rollout policy: playouts alone
     assert len(search_player.playout.dead_stones(state, by_playouts)) == 2
     rigged = RiggedRollouts()
     # The network says black owns everything: mixed in, it would move the mean away from the rollouts' -1.
-    judged = SearchGenerator(LeadEvaluator(10.0, 1.0), SearchConfig(threads=1), rng=np.random.default_rng(0),
+    judged = SearchPicker(LeadEvaluator(10.0, 1.0), SearchConfig(threads=1), rng=np.random.default_rng(0),
                              judging_rollouts=lambda: rigged)
     assert np.allclose(judged.ownership(state), 0.5 * (by_playouts - 1.0))  # the same seed, so the same playouts
     judged.ownership(state)
@@ -517,12 +517,12 @@ def test_a_rollout_policy_that_cannot_be_read_leaves_dead_stones_to_random_playo
         loads.append(1)
         raise FileNotFoundError("rollout-patterns.npz")
 
-    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=1), rng=np.random.default_rng(0),
+    player = SearchPicker(UniformEvaluator(), SearchConfig(threads=1), rng=np.random.default_rng(0),
                              judging_rollouts=unreadable)
     with caplog.at_level(logging.WARNING, logger="tabula.search"):
         owned = player.ownership(state)
         player.ownership(state)
-    assert np.allclose(owned, generator(UniformEvaluator()).ownership(state)) and loads == [1]
+    assert np.allclose(owned, picker(UniformEvaluator()).ownership(state)) and loads == [1]
     assert "random playouts alone" in caplog.text
 
 
@@ -553,8 +553,8 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
     for weights, threshold in ((calibrated, 0.07), (tiny_onnx, 0.0)):
         config = EngineConfig(net=NetConfig(weights=(str(weights),)), seed=1,
                               search=SearchConfig(threads=1, visits=8))
-        generator = search_player.from_config(config)
-        assert {size: t.for_game(size) for size, t in generator.resign_by_size.items()} == {19: threshold}
+        picker = search_player.from_config(config)
+        assert {size: t.for_game(size) for size, t in picker.resign_by_size.items()} == {19: threshold}
     for bad in ("1.5", "9:0.2,x", "h9:2", "30:0.1", ""):
         with pytest.raises(SystemExit):
             export.main([str(tiny_onnx), str(tmp_path / "bad.onnx"), "--resign-winrate", bad])
@@ -580,24 +580,24 @@ def test_resignation_thresholds_per_size_and_for_handicap_games_are_written_in_p
     after = onnx.load(str(net))
     assert after.graph == before.graph
     assert {p.key: p.value for p in after.metadata_props}["resign_winrate"] == "9:0.2,13:0.15,h9:0.05"
-    generator = search_player.from_config(EngineConfig(net=NetConfig(weights=(str(net),)), seed=1,
+    picker = search_player.from_config(EngineConfig(net=NetConfig(weights=(str(net),)), seed=1,
                                                        search=SearchConfig(threads=1, visits=4)))
-    thresholds = generator.resign_by_size[9]
+    thresholds = picker.resign_by_size[9]
     assert (thresholds.for_game(9), thresholds.for_game(9, handicap=3), thresholds.for_game(13, 2),
             thresholds.for_game(19)) == (0.2, 0.05, 0.15, 0.0)
     # the decider is handed the threshold of the game it decides in
     seen = []
-    decide = generator.decider.decide
+    decide = picker.decider.decide
 
     def recording(state, result, priors=None, resign_winrate=None, **rest):
         seen.append(resign_winrate)
         return decide(state, result, priors, resign_winrate=resign_winrate, **rest)
 
-    generator.decider.decide = recording
+    picker.decider.decide = recording
     handicap = GameState(9)
     handicap.place_handicap([parse_vertex(v, 9) for v in ("C3", "G7")])
     for state in (GameState(9), handicap, GameState(13)):
-        generator.generate(state, state.to_move, None)
+        picker.pick(state)
     assert seen == [0.2, 0.05, 0.15]
     for garbage in (b"not a network", b""):  # refused with one line, the file left as it was
         (tmp_path / "garbage.onnx").write_bytes(garbage)
@@ -622,8 +622,8 @@ def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, mo
     net = NetConfig(weights=(str(tiny_onnx),))
     search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1)))
     assert loaded == []
-    generator = search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1, rollout_mix=0.5)))
-    assert loaded == [str(search_player.WEIGHTS_DIR / "rollout-patterns.npz")] and generator.search._rollout
+    picker = search_player.from_config(EngineConfig(net=net, search=SearchConfig(threads=1, rollout_mix=0.5)))
+    assert loaded == [str(search_player.WEIGHTS_DIR / "rollout-patterns.npz")] and picker.search._rollout
     search_player.from_config(EngineConfig(net=dataclasses.replace(net, rollout_weights="mine.npz"),
                                            search=SearchConfig(threads=1, rollout_mix=1.0)))
     assert loaded[-1] == "mine.npz"
@@ -633,11 +633,11 @@ def test_the_rollout_policy_loads_only_when_the_search_mixes_it_in(tiny_onnx, mo
 
 
 def test_analysis_runs_the_mixed_search():
-    """lz-analyze and kata-analyze search through SearchGenerator.analyze: with λ > 0 its leaves get rollouts."""
+    """lz-analyze and kata-analyze search through SearchPicker.analyze: with λ > 0 its leaves get rollouts."""
     from tests.test_search import CountingRollout
 
     rollout = CountingRollout(z=1.0)
-    player = SearchGenerator(UniformEvaluator(), SearchConfig(threads=2, rollout_mix=0.5),
+    player = SearchPicker(UniformEvaluator(), SearchConfig(threads=2, rollout_mix=0.5),
                              rng=np.random.default_rng(0), rollout=rollout)
     stop = threading.Event()
     reports = []
@@ -657,7 +657,7 @@ def test_analysis_reports_once_after_a_stall_not_a_burst(fake_clock):
     stop = threading.Event()
     evaluator = ClockedEvaluator(ScoreEvaluator(delay_s=0.01), fake_clock, step_s=1.0,
                                  after=lambda calls: calls >= 20 and stop.set())
-    player = SearchGenerator(evaluator, SearchConfig(threads=1), rng=np.random.default_rng(0), clock=fake_clock)
+    player = SearchPicker(evaluator, SearchConfig(threads=1), rng=np.random.default_rng(0), clock=fake_clock)
     reports = []
     player.analyze(GameState(7), stop, reports.append, 0.1)
     assert 0 < len(reports) <= evaluator.calls
@@ -666,9 +666,9 @@ def test_analysis_reports_once_after_a_stall_not_a_burst(fake_clock):
 def test_final_status_list_and_final_score_judge_a_position_once():
     """The judgement of dead stones draws random playouts; a GUI that asks final_status_list dead and then
     final_score sees the same stones in both, and a new position is judged afresh."""
-    from tabula.engine.play.player import Player, RandomGenerator
+    from tabula.engine.play.player import Player, RandomGoPicker
 
-    class Flipping(RandomGenerator):
+    class Flipping(RandomGoPicker):
         """Calls the lone white stones dead on every other judgement."""
 
         calls = 0
@@ -705,7 +705,7 @@ class FavouritePointsEvaluator:
 
 def test_free_handicap_stones_are_the_networks_choice_one_at_a_time_and_never_touch():
     # C3 is most likely, then C4 (touching C3: passed over), then G7, C7.
-    search = generator(FavouritePointsEvaluator(9, ["C3", "C4", "G7", "C7", "G3"]))
+    search = picker(FavouritePointsEvaluator(9, ["C3", "C4", "G7", "C7", "G3"]))
     stones = search.handicap_stones(GameState(9), 4)
     assert [format_vertex(p, 9) for p in stones] == ["C3", "G7", "C7", "G3"]
     # Each stone is chosen with the ones before it on the board and black to move.
@@ -716,22 +716,22 @@ def test_free_handicap_stones_are_the_networks_choice_one_at_a_time_and_never_to
             seen.append((states[0].to_move, len(states[0].setup)))
             return super().evaluate(states)
 
-    generator(Recording(9, ["C3"])).handicap_stones(GameState(9), 3)
+    picker(Recording(9, ["C3"])).handicap_stones(GameState(9), 3)
     assert seen == [(BLACK, 0), (BLACK, 1), (BLACK, 2)]
 
 
 def test_free_handicap_stones_touch_only_when_nothing_else_is_legal_and_stop_when_the_board_is_full():
-    search = generator(FavouritePointsEvaluator(2, ["A1"]))
+    search = picker(FavouritePointsEvaluator(2, ["A1"]))
     stones = search.handicap_stones(GameState(2), 4)
     assert [format_vertex(p, 2) for p in stones][:2] == ["A1", "B2"]  # B2 is the one point apart from A1
     assert len(stones) == 3  # the fourth point would fill the board: suicide, so not legal
 
 
-def test_place_free_handicap_asks_the_generator_and_falls_back_to_the_table():
-    from tabula.engine.play.player import Player, RandomGenerator
+def test_place_free_handicap_asks_the_picker_and_falls_back_to_the_table():
+    from tabula.engine.play.player import Player, RandomGoPicker
 
-    player = Player(generator(FavouritePointsEvaluator(9, ["E5", "C3"])), size=9)
+    player = Player(picker(FavouritePointsEvaluator(9, ["E5", "C3"])), size=9)
     assert [format_vertex(p, 9) for p in player.free_handicap(2)] == ["E5", "C3"]
     assert player.state.to_move == WHITE and player.state.handicap == 2
-    table = Player(RandomGenerator(random.Random(1)), size=9)
+    table = Player(RandomGoPicker(random.Random(1)), size=9)
     assert [format_vertex(p, 9) for p in table.free_handicap(2)] == ["G7", "C3"]

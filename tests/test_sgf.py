@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.play.player import Player, RandomGoPicker
 from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
 from tabula.engine.rules.game import GameState, Rules
 from tabula.engine.rules.playout import random_move
@@ -32,7 +32,7 @@ def test_round_trip_of_a_random_game(size: int, rng: random.Random) -> None:
 
 
 def test_round_trip_with_handicap_and_passes(rng: random.Random) -> None:
-    player = Player(RandomGenerator(rng), size=9)
+    player = Player(RandomGoPicker(rng), size=9)
     player.fixed_handicap(3)
     player.play(WHITE, PASS)
     player.play(BLACK, parse_vertex("E5", 9))
@@ -75,7 +75,7 @@ def test_bad_files_raise_sgf_error(data: bytes, message: str) -> None:
 
 
 def test_player_load_keeps_the_game_on_error(rng: random.Random) -> None:
-    player = Player(RandomGenerator(rng), size=9)
+    player = Player(RandomGoPicker(rng), size=9)
     player.play(BLACK, parse_vertex("D4", 9))
     with pytest.raises(SgfError):
         player.load_sgf(b"(;SZ[9];B[ee];W[ee])")
@@ -95,7 +95,7 @@ def test_undo_after_load_walks_back_through_every_position(rng: random.Random) -
     state = random_game(9, rng, moves=2 * UNDO_SNAPSHOT_MOVES + 7)
     data = write_sgf(state)
     positions = replay(read_sgf(data))
-    player = Player(RandomGenerator(rng), size=9)
+    player = Player(RandomGoPicker(rng), size=9)
     player.load_sgf(data)
     player.set_komi(3.5)  # komi changes apply to the positions undo brings back
     player.play(player.state.to_move, PASS)
@@ -112,7 +112,7 @@ def test_undo_after_load_walks_back_through_every_position(rng: random.Random) -
 
 def test_undo_after_load_then_play_then_undo(rng: random.Random) -> None:
     data = b"(;SZ[9];B[ee];W[cc];B[gg];W[cg])"
-    player = Player(RandomGenerator(rng), size=9)
+    player = Player(RandomGoPicker(rng), size=9)
     player.load_sgf(data, move_number=4)  # three moves
     player.undo()
     player.play(WHITE, parse_vertex("A1", 9))

@@ -10,7 +10,7 @@ import pytest
 from tabula.engine.config import PlayConfig
 from tabula.engine.play import decision
 from tabula.engine.play.judging import seki_for_counting
-from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.play.player import Player, RandomGoPicker
 from tabula.engine.play.result import Candidate, SearchResult
 from tabula.engine.rules import playout
 from tabula.engine.rules.coords import BLACK, PASS, WHITE, parse_vertex
@@ -129,7 +129,7 @@ def test_sgf_ruleset_names():
 # -- prisoners ------------------------------------------------------------------------------------------------------
 
 def test_prisoners_are_counted_and_undo_keeps_them_right():
-    player = Player(RandomGenerator(random.Random(1)), size=5)
+    player = Player(RandomGoPicker(random.Random(1)), size=5)
     for color, vertex in ((WHITE, "A1"), (BLACK, "A2"), (WHITE, "E5"), (BLACK, "B1")):
         player.play(color, parse_vertex(vertex, 5))
     assert player.state.prisoners == (1, 0)  # black took A1
@@ -185,7 +185,7 @@ def test_walls_with_territory_and_dame_between_are_not_a_seki():
 def test_final_score_japanese_and_chinese_on_the_same_position():
     results = {}
     for name in ("chinese", "japanese"):
-        player = Player(RandomGenerator(random.Random(3)), size=7)
+        player = Player(RandomGoPicker(random.Random(3)), size=7)
         player.set_komi(0.5)
         player.set_rules(parse_rules(name, player.komi))
         rows = [row.split() for row in WALLS_AND_A_DEAD_STONE.strip().splitlines()]
@@ -217,7 +217,7 @@ KO_SETUP = [(BLACK, "B4"), (BLACK, "A3"), (BLACK, "B2"), (WHITE, "C4"), (WHITE, 
 
 
 def ko_player(superko: str) -> Player:
-    player = Player(RandomGenerator(random.Random(1)), size=5, rules=Rules(superko=superko))
+    player = Player(RandomGoPicker(random.Random(1)), size=5, rules=Rules(superko=superko))
     for color, vertex in KO_SETUP:
         player.play(color, parse_vertex(vertex, 5))
     return player
@@ -251,7 +251,7 @@ def test_rules_of_a_loaded_game_are_replayed_with_its_undo_stack():
     from tabula.engine.rules.sgf import write_sgf
     player = ko_player(SIMPLE_KO)
     data = write_sgf(player.state)
-    fresh = Player(RandomGenerator(random.Random(1)), size=5, rules=Rules(superko=SIMPLE_KO))
+    fresh = Player(RandomGoPicker(random.Random(1)), size=5, rules=Rules(superko=SIMPLE_KO))
     fresh.load_sgf(data)
     fresh.set_rules(parse_rules("tromp-taylor", 7.5))
     assert not fresh.state.legal(parse_vertex("B3", 5), WHITE)

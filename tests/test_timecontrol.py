@@ -6,7 +6,7 @@ import math
 import pytest
 
 from tabula.engine.config import EngineConfig, TimeConfig
-from tabula.engine.play.player import Player, RandomGenerator
+from tabula.engine.play.player import Player, RandomGoPicker
 from tabula.engine.play.timecontrol import (
     ABSOLUTE,
     BYOYOMI,
@@ -140,21 +140,21 @@ def test_a_long_game_never_loses_on_time(settings: TimeSettings, overhead_s: flo
 def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: FakeClock) -> None:
     import random
 
-    class Slow(RandomGenerator):
-        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
+    class Slow(RandomGoPicker):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
             self.seen_budget = budget_s
             fake_clock.advance(budget_s)
             return PASS
 
-    generator = Slow(random.Random(1))
-    player = Player(generator, size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
+    picker = Slow(random.Random(1))
+    player = Player(picker, size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
     player.set_time_settings(TimeSettings.byoyomi(0, 10, 2))
     player.genmove(BLACK)
-    assert generator.seen_budget == pytest.approx(10 - LAG - MIN_OVERHEAD)
+    assert picker.seen_budget == pytest.approx(10 - LAG - MIN_OVERHEAD)
     assert player.clocks[BLACK].periods_left == 2 and not player.clocks[BLACK].flagged
     player.time_left(BLACK, 3.0, 1)
     assert player.budget_s(BLACK) == pytest.approx(3.0 - LAG - MIN_OVERHEAD)
-    capped = Player(generator, size=9, time_config=TimeConfig(max_time_per_move_s=1.0), clock=fake_clock)
+    capped = Player(picker, size=9, time_config=TimeConfig(max_time_per_move_s=1.0), clock=fake_clock)
     assert capped.budget_s(BLACK) == 1.0
     assert Player.from_config(EngineConfig(seed=1, player="random"), clock=fake_clock).budget_s(BLACK) is None
 
@@ -178,12 +178,12 @@ def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_
         fake_clock: FakeClock) -> None:
     import random
 
-    class Slow(RandomGenerator):
+    class Slow(RandomGoPicker):
         """Spends its whole budget, then 0.3 s more (the pass check, a loaded machine)."""
 
-        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
             fake_clock.advance(budget_s + 0.3)
-            return super().generate(state, color, budget_s)
+            return super().pick(state, budget_s)
 
     player = Player(Slow(random.Random(1)), size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
     player.set_time_settings(TimeSettings.absolute(20))
@@ -224,15 +224,15 @@ def test_a_short_absolute_clock_leaves_every_move_a_search(fake_clock: FakeClock
     by the player, keeps 10 ms or more for every search (50 playouts at the CPU's 9x9 rate) and never flags."""
     import random
 
-    class Spender(RandomGenerator):
-        def generate(self, state, color, budget_s, on_progress=None, progress_interval_s=1.0):
+    class Spender(RandomGoPicker):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
             self.budgets.append(budget_s)
             fake_clock.advance(budget_s + 0.02)
             return PASS
 
-    generator = Spender(random.Random(1))
-    generator.budgets = []
-    player = Player(generator, size=9, time_config=TimeConfig(), clock=fake_clock)
+    picker = Spender(random.Random(1))
+    picker.budgets = []
+    player = Player(picker, size=9, time_config=TimeConfig(), clock=fake_clock)
     assert player.time_config.lag_buffer_s == 1.0
     player.set_time_settings(TimeSettings.from_gtp(10, 0, 0))
     assert not player.warned_short_clock
@@ -240,7 +240,7 @@ def test_a_short_absolute_clock_leaves_every_move_a_search(fake_clock: FakeClock
         player.genmove(BLACK)
         player.play(2, PASS)  # stands in for the opponent's move: passes keep the game going on the fake board
     assert not player.clocks[BLACK].flagged
-    assert generator.budgets[0] > 0.1 and min(generator.budgets) >= 0.01, generator.budgets
+    assert picker.budgets[0] > 0.1 and min(picker.budgets) >= 0.01, picker.budgets
 
 
 def test_the_lag_buffer_keeps_back_at_most_a_share_of_a_moves_time() -> None:
@@ -253,7 +253,7 @@ def test_the_lag_buffer_keeps_back_at_most_a_share_of_a_moves_time() -> None:
 def test_a_clock_with_almost_no_search_warns_once(caplog: pytest.LogCaptureFixture) -> None:
     import random
 
-    player = Player(RandomGenerator(random.Random(1)), size=19, time_config=TimeConfig())
+    player = Player(RandomGoPicker(random.Random(1)), size=19, time_config=TimeConfig())
     with caplog.at_level("WARNING", logger="tabula.play"):
         player.set_time_settings(TimeSettings.absolute(1))
         player.set_time_settings(TimeSettings.absolute(1))

@@ -485,7 +485,7 @@ def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_o
     from tabula.engine.play import player, search_player
     from tabula.gtp import __main__ as gtp_main
 
-    monkeypatch.setitem(player.GENERATORS, "search", search_player.from_config)  # whether or not registered yet
+    monkeypatch.setitem(player.PICKERS, "search", search_player.from_config)  # whether or not registered yet
     for name, bad in _bad_onnx_files(weights_dir, good_onnx).items():
         assert gtp_main.main(["--player", "search", "--weights", str(bad)]) == 1, name
         lines = capsys.readouterr().err.strip().splitlines()
@@ -496,10 +496,10 @@ def test_gtp_startup_refuses_bad_weights_with_one_line(weights_dir: Path, good_o
 def test_gtp_startup_with_bad_weights_exits_cleanly_once_search_is_registered(weights_dir: Path, good_onnx: Path,
                                                                               tmp_path: Path) -> None:
     """The real process: ``python -m tabula.gtp --player search --weights BROKEN`` exits non-zero, naming the file."""
-    from tabula.engine.play.player import GENERATORS
+    from tabula.engine.play.player import PICKERS
 
-    if "search" not in GENERATORS:
-        pytest.skip("the search player is not registered in engine.play.player.GENERATORS yet")
+    if "search" not in PICKERS:
+        pytest.skip("the search player is not registered in engine.play.player.PICKERS yet")
     bad = _bad_onnx_files(weights_dir, good_onnx)["random.onnx"]
     done = subprocess.run([sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(bad)],
                           input=b"1 name\n", capture_output=True, cwd=tmp_path,

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tabula.engine.play.pure_mcts import DEFAULT_PLAYOUTS, MoveChooser, PureMCTS, RandomPlayer
+from tabula.engine.play.picker import MovePicker
+from tabula.engine.play.pure_mcts import DEFAULT_PLAYOUTS, PureMctsPicker, RandomPicker
 from tabula.engine.play.timecontrol import MAX_SECONDS, ClockState, TimeSettings, budget_s
 from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
 from tabula.engine.rules.gomoku import MAX_SIDE, MIN_SIDE, GomokuState, IllegalMoveError
@@ -53,7 +54,7 @@ class ProtocolError(ValueError):
 class GomocupConfig:
     """What ``tabula gomocup`` is started with; built from the command line only, here."""
 
-    player: str = "network"  # a key of PLAYERS
+    player: str = "network"  # --player: a key of PICKERS
     playouts: int = DEFAULT_PLAYOUTS  # pure MCTS playouts per move, at most (the clock may stop it sooner); also the
     # network player's on the boards its network does not play
     # network: gomoku ONNX files (tabula rl --game gomoku), each board size played by the first that plays it; none:
@@ -67,8 +68,8 @@ class GomocupConfig:
         # one file named as a string, or several in any sequence: a tuple, so that configs compare and hash
         object.__setattr__(self, "weights", ((self.weights,) if self.weights else ()) if isinstance(self.weights, str)
                            else tuple(self.weights))
-        if self.player not in PLAYERS:
-            raise ValueError(f"unknown player {self.player!r}; choose from {', '.join(sorted(PLAYERS))}")
+        if self.player not in PICKERS:
+            raise ValueError(f"unknown player {self.player!r}; choose from {', '.join(sorted(PICKERS))}")
         if self.playouts < 1:
             raise ValueError(f"--playouts must be at least 1, not {self.playouts}")
         if self.visits < 1:
@@ -77,11 +78,11 @@ class GomocupConfig:
             raise ValueError(f"--lag-buffer must be within 0..60 seconds, not {self.lag_buffer_s}")
 
 
-# name -> how to build the player from the config and an rng. A new player (the network's) is one more line here.
-PLAYERS: dict[str, Callable[[GomocupConfig, random.Random], MoveChooser]] = {
-    "pure": lambda config, rng: PureMCTS(playouts=config.playouts, rng=rng),
-    "random": lambda config, rng: RandomPlayer(rng),
-    "network": lambda config, rng: _network_player(config, rng),
+# --player name -> how to build its picker from the config and an rng. A new player is one more line here.
+PICKERS: dict[str, Callable[[GomocupConfig, random.Random], MovePicker]] = {
+    "pure": lambda config, rng: PureMctsPicker(playouts=config.playouts, rng=rng),
+    "random": lambda config, rng: RandomPicker(rng),
+    "network": lambda config, rng: _network_picker(config, rng),
 }
 
 
@@ -97,29 +98,29 @@ def shipped_weights() -> list[Path]:
 
 
 class BoardRouter:
-    """A ``MoveChooser`` that plays each board with the network where it plays that size (a network with a fixed
+    """A ``MovePicker`` that plays each board with the network where it plays that size (a network with a fixed
     head plays one), else with the fallback (pure MCTS), saying so once per size on stderr: a manager's 15x15 or
     20x20 tournament still gets a player."""
 
-    def __init__(self, network: MoveChooser, sizes: tuple[int, ...] | None, fallback: MoveChooser):
+    def __init__(self, network: MovePicker, sizes: tuple[int, ...] | None, fallback: MovePicker):
         self.network, self.sizes, self.fallback = network, sizes, fallback
         self._told: set[tuple[int, int]] = set()
 
     def plays(self, width: int, height: int) -> bool:
         return width == height and (self.sizes is None or width in self.sizes)
 
-    def choose(self, state: GomokuState, budget_s: float | None = None) -> int:
+    def pick(self, state: GomokuState, budget_s: float | None = None) -> int:
         if self.plays(state.width, state.height):
-            return self.network.choose(state, budget_s)
+            return self.network.pick(state, budget_s)
         if (state.width, state.height) not in self._told:
             self._told.add((state.width, state.height))
             log.warning("the networks play %s only: pure MCTS plays this %dx%d board",
                         ", ".join(f"{size}x{size}" for size in self.sizes or ()), state.width, state.height)
-        return self.fallback.choose(state, budget_s)
+        return self.fallback.pick(state, budget_s)
 
 
-def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
-    """The networks' search through the move generator tabula gtp uses (the search, then MoveDecider), on the
+def _network_picker(config: GomocupConfig, rng: random.Random) -> MovePicker:
+    """The networks' search through the move picker tabula gtp uses (the search, then MoveDecider), on the
     boards they play, each size by the first network that plays it (a network trained for 9x9 before one that plays
     every size); pure MCTS with ``config.playouts`` on the others."""
     import numpy as np
@@ -127,7 +128,7 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
     from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import load_networks
     from tabula.engine.net.netfile import NetworkFileError
-    from tabula.engine.play.search_player import best_move_chooser
+    from tabula.engine.play.search_player import best_move_picker
 
     seed = rng.getrandbits(63)
     paths = list(config.weights) or shipped_weights()
@@ -139,8 +140,8 @@ def _network_player(config: GomocupConfig, rng: random.Random) -> MoveChooser:
     # The plain exploration, as the gomoku networks were measured with (docs/STRENGTH.md): the variance scaling
     # was measured on Go only, and where a network's values agree (a uniform one, a drawn-looking position) it dives
     # into one line and can miss an immediate win (tests/test_gomoku_search.py).
-    network = best_move_chooser(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0), seed)
-    return BoardRouter(network, evaluator.board_sizes, PureMCTS(playouts=config.playouts, rng=rng))
+    network = best_move_picker(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0), seed)
+    return BoardRouter(network, evaluator.board_sizes, PureMctsPicker(playouts=config.playouts, rng=rng))
 
 
 # -- pure parsing -------------------------------------------------------------------------------------------------
@@ -299,7 +300,7 @@ class Brain:
     """The protocol's state: the board (None before START), the limits INFO gave, the player, and a multi-line
     block (BOARD or SWAP2BOARD) being read. ``handle`` takes one input line and returns the reply lines."""
 
-    def __init__(self, player: MoveChooser, lag_buffer_s: float = GomocupConfig.lag_buffer_s,
+    def __init__(self, player: MovePicker, lag_buffer_s: float = GomocupConfig.lag_buffer_s,
                  clock: Callable[[], float] = time.monotonic, n_in_row: int = N_IN_ROW):
         self.player = player
         self.lag_buffer_s = lag_buffer_s
@@ -375,7 +376,7 @@ class Brain:
                                self.lag_buffer_s)
         if budget is not None:
             budget = max(0.0, budget - (self.clock() - self.started_s))  # reading the command counts too
-        move = self.player.choose(state, budget)
+        move = self.player.pick(state, budget)
         state.play(move)
         elapsed = self.clock() - self.started_s
         self.used_s += elapsed
@@ -573,7 +574,7 @@ def parse_args(argv: list[str]) -> GomocupConfig:
     parser = argparse.ArgumentParser(prog="tabula gomocup",
                                      description="Play freestyle gomoku (five or more in a row) over the Gomocup AI "
                                                  "protocol on stdin/stdout; logs go to stderr.")
-    parser.add_argument("--player", default=defaults.player, choices=sorted(PLAYERS),
+    parser.add_argument("--player", default=defaults.player, choices=sorted(PICKERS),
                         help="network: the search over --weights (pure MCTS on boards the network does not play); "
                              "pure: UCT with random rollouts (the AlphaZero chapter's pure MCTS); random: a uniformly "
                              "random move (default: %(default)s)")
@@ -610,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     from tabula.engine.play.search_player import NoNetworkError
 
     try:
-        player = PLAYERS[config.player](config, rng)
+        player = PICKERS[config.player](config, rng)
     except (NoNetworkError, NetworkFileError) as error:
         print(f"tabula gomocup: {error}", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 verdict on each string, a second look at the strings it leaves near even, seki read on the board, and a check of the
 count against the network's score.
 
-Layer: above rules and playout, below the move generators (``engine.play.search_player`` passes in its ownership
+Layer: above rules and playout, below the move pickers (``engine.play.search_player`` passes in its ownership
 and the network's score).
 
 Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", has the measurements):

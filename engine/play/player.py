@@ -1,7 +1,7 @@
-"""The player: owns the game, its undo stack, the rules, the clocks and a move generator. The one object GTP drives.
+"""The player: owns the game, its undo stack, the rules, the clocks and a move picker. The one object GTP drives.
 
-Layer: the top of the engine. A ``MoveGenerator`` is a strategy (random, search, ...) picked by name from
-``GENERATORS``; adding one is one entry there. The player raises typed exceptions (``IllegalMoveError``,
+Layer: the top of the engine. Its ``GoMovePicker`` (engine/play/picker.py: random, search, ...) is chosen by name
+from ``PICKERS``; adding one is one entry there. The player raises typed exceptions (``IllegalMoveError``,
 ``CoordinateError``, ``SgfError``, ``CannotUndoError``, ``HandicapError``, ``ValueError``) and never prints.
 """
 from __future__ import annotations
@@ -11,13 +11,14 @@ import math
 import random
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Protocol
+from typing import Callable
 
 import numpy as np
 
 from tabula.engine.config import EngineConfig, TimeConfig
 from tabula.engine.play.decision import opponent_passed
 from tabula.engine.play.judging import count_without
+from tabula.engine.play.picker import GoMovePicker, Progress
 from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
 from tabula.engine.rules import playout, sgf
 from tabula.engine.rules.board import IllegalMoveError
@@ -34,49 +35,9 @@ MAX_ABS_KOMI = 1000.0  # beyond this a komi is a typo, whatever the board size
 UNDO_SNAPSHOT_MOVES = 128  # a loaded game keeps a position every this many moves; undo replays fewer than this
 
 
-Progress = Callable[[list], None]  # called with a search's candidates (engine.play.result.Candidate) as it goes
-
-
-class MoveGenerator(Protocol):
-    """A strategy that picks moves. ``state.to_move == color`` on every call; the state must not be changed.
-
-    Everything the player and GTP use is declared here; a strategy without a capability says so in its value
-    (``board_sizes`` None, ``last_search`` None), it is never probed for."""
-
-    name: str
-    board_sizes: tuple[int, ...] | None  # the sizes it plays; None: every size
-    last_search: object | None  # the search behind the latest generated move (an engine.play.result.SearchResult)
-
-    def generate(self, state: GameState, color: int, budget_s: float | None,
-                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
-        """A legal move (flat int), PASS or RESIGN. ``budget_s``: seconds it may take; None means no limit.
-        ``on_progress``: called with the candidates every ``progress_interval_s`` while a search runs."""
-        ...
-
-    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
-        """kgs-genmove_cleanup's move: like ``generate``, but capturing the opponent's dead stones first."""
-        ...
-
-    def stop(self) -> None:
-        """End a running search early (GoGui's interrupt), from any thread; nothing where nothing runs."""
-        ...
-
-    def ownership(self, state: GameState) -> np.ndarray:
-        """float32 [N*N] in [-1, 1], black's view: who ends up owning each point (final_status_list, scoring)."""
-        ...
-
-    def dead_stones(self, state: GameState) -> list[int]:
-        """Flat points of the stones, of either colour, judged dead in ``state`` (final_status_list, scoring)."""
-        ...
-
-    def handicap_stones(self, state: GameState, count: int) -> list[int] | None:
-        """place_free_handicap's stones on ``state``'s empty board (its size, rules and komi): up to ``count``
-        flat points, or None where the strategy has no choice of its own (the player then uses the GTP table)."""
-        ...
-
-
-class RandomGenerator:
-    """Uniformly random legal moves that never fill an own single-point eye; passes when none are left."""
+class RandomGoPicker:
+    """A ``GoMovePicker`` of uniformly random legal moves that never fill an own single-point eye; passes when none
+    are left."""
 
     name = "random"
     board_sizes = None
@@ -86,12 +47,12 @@ class RandomGenerator:
         self.rng = rng
         self.ownership_playouts = ownership_playouts
 
-    def generate(self, state: GameState, color: int, budget_s: float | None,
-                 on_progress: Progress | None = None, progress_interval_s: float = 1.0) -> int:
+    def pick(self, state: GameState, budget_s: float | None = None, on_progress: Progress | None = None,
+             progress_interval_s: float = 1.0) -> int:
         return playout.random_move(state, self.rng)
 
-    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
-        return playout.cleanup_move(state, color, self.ownership(state), self.rng)
+    def pick_cleanup(self, state: GameState, budget_s: float | None = None) -> int:
+        return playout.cleanup_move(state, state.to_move, self.ownership(state), self.rng)
 
     def stop(self) -> None:
         pass  # its moves take no time
@@ -106,26 +67,26 @@ class RandomGenerator:
         return None  # random stones would be a worse handicap than the table's
 
 
-def _random_generator(config: EngineConfig) -> MoveGenerator:
-    return RandomGenerator(random.Random(config.seed))
+def _random_picker(config: EngineConfig) -> GoMovePicker:
+    return RandomGoPicker(random.Random(config.seed))
 
 
-def _search_generator(config: EngineConfig) -> MoveGenerator:
+def _search_picker(config: EngineConfig) -> GoMovePicker:
     from tabula.engine.play.search_player import from_config  # onnxruntime loads only when the search plays
 
     return from_config(config)
 
 
-# name -> factory. A new strategy is one entry here; import heavy modules inside its factory.
-GENERATORS: dict[str, Callable[[EngineConfig], MoveGenerator]] = {
-    "random": _random_generator,
-    "search": _search_generator,
+# name (``tabula gtp --player``) -> factory. A new picker is one entry here; import heavy modules inside its factory.
+PICKERS: dict[str, Callable[[EngineConfig], GoMovePicker]] = {
+    "random": _random_picker,
+    "search": _search_picker,
 }
 
 
-def first_size(generator: MoveGenerator, preferred: int = 19) -> int:
-    """The board a new engine starts on: ``preferred`` where the generator plays it, else its smallest size."""
-    playable = generator.board_sizes
+def first_size(picker: GoMovePicker, preferred: int = 19) -> int:
+    """The board a new engine starts on: ``preferred`` where the picker plays it, else its smallest size."""
+    playable = picker.board_sizes
     return preferred if not playable or preferred in playable else min(playable)
 
 
@@ -165,7 +126,7 @@ class _LoadedLine:
 class Player:
     """The game being played, and everything that changes it.
 
-    Fixed for the player's life: ``generator``, ``time_config``, ``clock`` (a callable returning seconds),
+    Fixed for the player's life: ``picker``, ``time_config``, ``clock`` (a callable returning seconds),
     ``rng``. Per game (reset by ``clear``): ``state``, ``history`` (undo stack, on top of ``loaded``: the
     positions of a loaded SGF file), ``clocks``, ``result``.
     Kept across games: ``rules`` (komi persists across ``set_size`` and ``clear``), ``time_settings``,
@@ -173,10 +134,10 @@ class Player:
     Not thread-safe: one caller at a time.
     """
 
-    def __init__(self, generator: MoveGenerator, size: int = 19, rules: Rules | None = None,
+    def __init__(self, picker: GoMovePicker, size: int = 19, rules: Rules | None = None,
                  time_config: TimeConfig | None = None, clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None):
-        self.generator = generator
+        self.picker = picker
         self.time_config = time_config or TimeConfig()
         self.clock = clock
         self.rng = rng or random.Random()
@@ -193,10 +154,10 @@ class Player:
 
     @classmethod
     def from_config(cls, config: EngineConfig, clock: Callable[[], float] = time.monotonic) -> "Player":
-        if config.player not in GENERATORS:
-            raise ValueError(f"unknown player {config.player!r}; known: {', '.join(GENERATORS)}")
-        generator = GENERATORS[config.player](config)
-        return cls(generator, size=config.board_size or first_size(generator), rules=config.rules,
+        if config.player not in PICKERS:
+            raise ValueError(f"unknown player {config.player!r}; known: {', '.join(PICKERS)}")
+        picker = PICKERS[config.player](config)
+        return cls(picker, size=config.board_size or first_size(picker), rules=config.rules,
                    time_config=config.time, clock=clock, rng=random.Random(config.seed))
 
     # -- the game ------------------------------------------------------------------------------------------------
@@ -213,9 +174,9 @@ class Player:
         """A new empty game on a ``size`` board; ValueError if the size is not supported."""
         if not isinstance(size, int) or not (MIN_SIZE <= size <= MAX_SIZE):
             raise ValueError(f"unacceptable size {size!r}")
-        playable = self.generator.board_sizes  # a network plays only the sizes it was made for
+        playable = self.picker.board_sizes  # a network plays only the sizes it was made for
         if playable is not None and size not in playable:
-            raise ValueError(f"unacceptable size {size}: {self.generator.name} plays "
+            raise ValueError(f"unacceptable size {size}: {self.picker.name} plays "
                              f"{', '.join(f'{s}x{s}' for s in playable)}")
         self._size = size
         self.clear()
@@ -319,14 +280,14 @@ class Player:
                 self.size):
             return PASS  # end the game on the board rather than play on into a loss on time
         if cleanup:
-            move = self.generator.generate_cleanup(state, color, budget)
+            move = self.picker.pick_cleanup(state, budget)
         else:
-            move = self.generator.generate(state, color, budget, on_progress, progress_interval_s)
-        self.last_search = self.generator.last_search
+            move = self.picker.pick(state, budget, on_progress, progress_interval_s)
+        self.last_search = self.picker.last_search
         if cleanup and move in (PASS, RESIGN):
-            move = playout.cleanup_move(state, color, self.generator.ownership(state), self.rng)
+            move = playout.cleanup_move(state, color, self.picker.ownership(state), self.rng)
         if move not in (PASS, RESIGN) and not state.legal(move, color):
-            raise RuntimeError(f"{self.generator.name} generated an illegal move "
+            raise RuntimeError(f"{self.picker.name} picked an illegal move "
                                f"{format_vertex(move, self.size)} for {color_name(color)}")
         return move
 
@@ -356,14 +317,14 @@ class Player:
         return points
 
     def free_handicap(self, count: int) -> list[int]:
-        """The engine's choice of ``count`` handicap stones: the generator's (a network's: ``handicap_stones``);
+        """The engine's choice of ``count`` handicap stones: the picker's (a network's: ``handicap_stones``);
         where it has none, the fixed placement where one exists, else points spread over the board that never
         touch each other (fewer when the board has no room, as GTP allows)."""
         if self.state.moves or self.state.setup:
             raise HandicapError("board not empty")
         if count < 2 or count > self.size * self.size - 1:
             raise HandicapError("invalid number of stones")
-        points = self.generator.handicap_stones(self.state, count)
+        points = self.picker.handicap_stones(self.state, count)
         if points is None:
             try:
                 points = handicap_points(self.size, count)
@@ -395,7 +356,7 @@ class Player:
     # -- the end of the game -------------------------------------------------------------------------------------
 
     def dead_stones(self) -> list[int]:
-        """Flat points of the stones judged dead in the current position (by the generator).
+        """Flat points of the stones judged dead in the current position (by the picker).
 
         Judged once per position: the judgement draws random playouts, and a GUI or server that asks
         ``final_status_list dead`` and then ``final_score`` must see the same stones in both (in 100 9x9 games
@@ -403,12 +364,12 @@ class Player:
         state = self.state
         key = (state.size, state.hash, len(state.moves), tuple(state.setup), state.rules)
         if self._dead_judged is None or self._dead_judged[0] != key:
-            self._dead_judged = (key, self.generator.dead_stones(state))
+            self._dead_judged = (key, self.picker.dead_stones(state))
         return list(self._dead_judged[1])
 
     def final_status(self, kind: str) -> list[list[int]]:
         """Strings (lists of flat points) whose status is ``kind``: alive, dead or seki. Dead stones are those
-        the generator's ownership gives to the opponent; seki is judged in the position without them."""
+        the picker's ownership gives to the opponent; seki is judged in the position without them."""
         if kind not in ("alive", "dead", "seki"):
             raise ValueError(f"unknown status {kind!r}")
         state = self.state
@@ -490,4 +451,4 @@ class Player:
         return str(self.state)
 
 
-__all__ = ["Player", "MoveGenerator", "RandomGenerator", "GENERATORS", "CannotUndoError", "HandicapError"]
+__all__ = ["Player", "RandomGoPicker", "PICKERS", "CannotUndoError", "HandicapError"]

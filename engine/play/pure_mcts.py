@@ -1,5 +1,5 @@
 """The baselines a learning player is measured against: pure MCTS (UCT with random rollouts, no network: the AlphaZero
-gomoku chapter's ``MCTS_Pure``) and a uniformly random player. Both are ``MoveChooser``s.
+gomoku chapter's ``MCTS_Pure``) and uniformly random moves. Both are ``MovePicker``s (engine/play/picker.py).
 
 Layer: play. Game-agnostic: they ask of a position only ``copy``, ``play``, ``legal_moves``, ``terminal_value`` and
 ``to_move`` (the rules interface, engine/rules/interface.py), plus, where a game has it, the fast rollout hook
@@ -11,19 +11,10 @@ import math
 import random
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 DEFAULT_PLAYOUTS = 1000
 DEFAULT_C_PUCT = 5.0  # the chapter's c_puct: with uniform priors, how wide the search stays
 ROLLOUT_MOVE_LIMIT = 1000  # the chapter's limit on a rollout; only a game that can go on for ever reaches it
-
-
-class MoveChooser(Protocol):
-    """What a front end (tabula gomocup, a match) asks of a player: a move for the side to move of ``state``,
-    chosen within ``budget_s`` seconds (None: no time limit, the player's own count of playouts decides)."""
-
-    def choose(self, state, budget_s: float | None = None) -> int:
-        ...
 
 
 def as_rng(rng: random.Random | int | None) -> random.Random:
@@ -71,9 +62,10 @@ class Node:
         self.q = 0.0
 
 
-class PureMCTS:
-    """UCT with random rollouts: every playout walks down by ``q + c_puct * prior * sqrt(N_parent) / (1 + n)``,
-    expands the leaf it reaches with uniform priors, and scores it by one random rollout to the end of the game.
+class PureMctsPicker:
+    """A ``MovePicker`` by UCT with random rollouts: every playout walks down by
+    ``q + c_puct * prior * sqrt(N_parent) / (1 + n)``, expands the leaf it reaches with uniform priors, and scores it
+    by one random rollout to the end of the game.
 
     All unvisited children of a node score the same (``q`` 0, the same prior), so which of them a playout tries
     first is drawn with ``rng``, where the chapter takes the lowest point (its dictionary order); a visited child
@@ -142,7 +134,7 @@ class PureMCTS:
         """move -> visits of the root's children after a search."""
         return {child.move: child.visits for child in self.search(state, budget_s).children}
 
-    def choose(self, state, budget_s: float | None = None) -> int:
+    def pick(self, state, budget_s: float | None = None) -> int:
         """The most visited move of a search from ``state`` (ValueError when the game is over)."""
         if state.terminal_value() is not None:
             raise ValueError("the game is over: there is no move to choose")
@@ -157,18 +149,18 @@ class PureMCTS:
         return max(root.children, key=lambda child: child.visits).move
 
 
-class RandomPlayer:
-    """A uniformly random legal move: the floor every player must beat."""
+class RandomPicker:
+    """A ``MovePicker`` of uniformly random legal moves: the floor every player must beat."""
 
     def __init__(self, rng: random.Random | int | None = None):
         self.rng = as_rng(rng)
 
-    def choose(self, state, budget_s: float | None = None) -> int:
+    def pick(self, state, budget_s: float | None = None) -> int:
         moves = state.legal_moves()
         if state.terminal_value() is not None or not moves:
             raise ValueError("the game is over: there is no move to choose")
         return moves[self.rng.randrange(len(moves))]
 
 
-__all__ = ["MoveChooser", "PureMCTS", "RandomPlayer", "Node", "random_rollout_value", "as_rng", "DEFAULT_PLAYOUTS",
+__all__ = ["PureMctsPicker", "RandomPicker", "Node", "random_rollout_value", "as_rng", "DEFAULT_PLAYOUTS",
            "DEFAULT_C_PUCT"]

@@ -1,4 +1,4 @@
-"""The search as a move generator: time and visit limits, cleanup, ownership for final_status_list, pondering and
+"""The search as a move picker: time and visit limits, cleanup, ownership for final_status_list, pondering and
 per-move logs; the move itself is decided by ``engine.play.decision.MoveDecider``, as in self-play.
 
 Layer: above search and playout, below player (``engine/play/player.py`` builds it through ``from_config``).
@@ -43,12 +43,12 @@ class JudgingRollouts(Protocol):
     def ownership(self, state: GameState, rng: np.random.Generator, count: int) -> np.ndarray: ...
 
 
-class SearchGenerator:
-    """Implements ``engine.play.player.MoveGenerator`` with a PUCT search.
+class SearchPicker:
+    """A ``GoMovePicker`` (engine/play/picker.py) by a PUCT search.
 
     Fixed for its life: ``search`` (the tree, reused from move to move), ``config`` (the search's), ``play`` and the
     ``decider`` that applies it; ``clock`` (seconds) times the searches. ``last_search`` is the search behind the
-    latest generated move (chat, analysis). Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be
+    latest picked move (chat, analysis). Not thread-safe: one caller at a time (the GTP loop); ``stop`` may be
     called from any thread.
     """
 
@@ -79,17 +79,15 @@ class SearchGenerator:
         """The sizes the network plays (None: any)."""
         return getattr(self.search.evaluator, "board_sizes", None)
 
-    # -- MoveGenerator ---------------------------------------------------------------------------------------------
+    # -- GoMovePicker ----------------------------------------------------------------------------------------------
 
-    def generate(self, state: GameState, color: int, budget_s: float | None,
-                 on_progress: Callable[[list[Candidate]], None] | None = None,
-                 progress_interval_s: float = 1.0) -> int:
-        """A move for ``color`` (the side to move in ``state``): the search, then ``MoveDecider``'s temperature,
+    def pick(self, state: GameState, budget_s: float | None = None,
+             on_progress: Callable[[list[Candidate]], None] | None = None, progress_interval_s: float = 1.0) -> int:
+        """A move for the side to move in ``state``: the search, then ``MoveDecider``'s temperature,
         pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only).
         ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze).
         After the opponent's pass the referee's count (``referee_count``) is made first and its time taken from the
         search's budget, where the budget leaves room for it (``COUNT_BUDGET_SHARE``)."""
-        state = state.with_to_move(color)
         sampling = len(state.moves) < self.play.temperature_moves
         started = self.search.clock()
         count = self._count_before_passing(state, budget_s)
@@ -119,17 +117,12 @@ class SearchGenerator:
         self._count_cost_s[state.size] = self.search.clock() - started
         return count
 
-    def choose(self, state, budget_s: float | None = None) -> int:
-        """A move for the side to move (``engine.play.pure_mcts.MoveChooser``: how the arena and the Gomocup front
-        end ask any player): ``generate`` for that colour."""
-        return self.generate(state, state.to_move, budget_s)
-
-    def generate_cleanup(self, state: GameState, color: int, budget_s: float | None) -> int:
+    def pick_cleanup(self, state: GameState, budget_s: float | None = None) -> int:
         """kgs-genmove_cleanup: capture the opponent's dead stones first and pass only when none are left.
 
         Dead stones are judged by ``ownership``; the search chooses among the liberties of dead strings (or any
         legal move when none of them can be played), never passing while dead stones remain."""
-        state = state.with_to_move(color)
+        color = state.to_move
         self.last_search = None
         dead = [p for p in self.dead_stones(state) if state.color_at(p) == 3 - color]
         if not dead:
@@ -324,15 +317,15 @@ def default_weights(pointer_name: str = "DEFAULT") -> list[Path]:
     return paths
 
 
-def best_move_chooser(evaluator: Evaluator, search: SearchConfig, seed: int) -> SearchGenerator:
-    """The search as a plain ``MoveChooser`` for fronts without GTP's game settings (the Gomocup front end, the
+def best_move_picker(evaluator: Evaluator, search: SearchConfig, seed: int) -> SearchPicker:
+    """The search as a plain ``MovePicker`` for fronts without GTP's game settings (the Gomocup front end, the
     arena): the best move every time, never resigning."""
-    return SearchGenerator(evaluator, search, rng=np.random.default_rng(seed),
+    return SearchPicker(evaluator, search, rng=np.random.default_rng(seed),
                            play=PlayConfig(resign_winrate=0.0, temperature_moves=0))
 
 
-def from_config(config: EngineConfig) -> SearchGenerator:
-    """The ``search`` entry of ``engine.play.player.GENERATORS``: ONNX networks under a random symmetry per leaf."""
+def from_config(config: EngineConfig) -> SearchPicker:
+    """The ``search`` entry of ``engine.play.player.PICKERS``: ONNX networks under a random symmetry per leaf."""
     from tabula.engine.net.evaluator import available_cores, load_networks  # onnxruntime loads only when chosen
 
     seed = np.random.SeedSequence(config.seed)
@@ -357,10 +350,10 @@ def from_config(config: EngineConfig) -> SearchGenerator:
     policy = None
     if search.rollout_mix > 0 or config.net.rollout_weights:
         policy = PolicyRollouts.load(rollout_path)
-    return SearchGenerator(evaluator, search, rng=np.random.default_rng(search_seed),
+    return SearchPicker(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
                            resign_by_size=resign_by_size, rollout=policy if search.rollout_mix > 0 else None,
                            judging_rollouts=lambda: policy or PolicyRollouts.load(rollout_path))
 
 
-__all__ = ["SearchGenerator", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]
+__all__ = ["SearchPicker", "best_move_picker", "from_config", "default_weights", "NoNetworkError", "DEFAULT_TIME_S"]

@@ -165,7 +165,7 @@ class GomokuState:
     # -- copies and keys -----------------------------------------------------------------------------------------
 
     def with_to_move(self, color: int) -> "GomokuState":
-        """This position with ``color`` to move (the move generator asks for the mover): itself, or an
+        """This position with ``color`` to move (a move picker asks for the mover): itself, or an
         IllegalMoveError, since gomoku has no pass that would give the other colour the move."""
         if color != self.to_move:
             raise IllegalMoveError("not this colour's turn")

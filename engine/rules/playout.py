@@ -1,6 +1,6 @@
 """Random playouts: uniformly random legal moves that never fill the mover's own single-point eye.
 
-Layer: above game. Used by the baseline ``RandomGenerator``, by ``final_status_list`` (ownership estimates, dead
+Layer: above game. Used by the baseline ``RandomGoPicker``, by ``final_status_list`` (ownership estimates, dead
 stones, seki), by the board benchmark, and (``LibertyStates``) by the pattern rollouts of ``engine.rollout``.
 ``rng`` is always a ``random.Random`` passed in by the caller. Playouts run on a copy of the raw ``Board`` with
 simple ko only: superko is too rare in random games to be worth its cost, and the playout result is only an

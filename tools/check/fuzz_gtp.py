@@ -715,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="leave out the line kinds of bugs already reported "
                              f"({', '.join(sorted(KNOWN_BUGS)) or 'none at present'})")
     parser.add_argument("--player", choices=sorted(PLAYER_OPTIONS), default="random",
-                        help="the engine's move generator: random (fast), or search with the shipped networks")
+                        help="the engine's move picker: random (fast), or search with the shipped networks")
     args = parser.parse_args(argv)
     report = run_fuzz(args.lines, args.seed, KNOWN_BUGS if args.skip_known_bugs else frozenset(), args.timeout,
                       progress=True, player=args.player)

@@ -4,8 +4,8 @@ baselines), colours alternating, with each colour's results and the win rate's 9
     tabula arena --game gomoku --size 9 --games 50 net:weights/tabula-gomoku9.onnx pure:5000 --out runs/arena/g9
     tabula arena --game gomoku --size 9 --games 20 pure:1000 random
 
-Players: ``net:FILE.onnx`` (the network's search, through the same move generator as ``tabula gtp``:
-``SearchGenerator`` and ``MoveDecider``; ``--visits``, ``--c-puct``), ``pure:N`` (pure MCTS with N random-rollout
+Players: ``net:FILE.onnx`` (the network's search, through the same move picker as ``tabula gtp``:
+``SearchPicker`` and ``MoveDecider``; ``--visits``, ``--c-puct``), ``pure:N`` (pure MCTS with N random-rollout
 playouts a move, the AlphaZero gomoku chapter's baseline), ``random``. The first player takes black in even-numbered
 games. Games run in ``--parallel`` processes, each game seeded from ``--seed`` and its number, so a rerun replays
 them. With ``--out``: OUT/games/NNNN.sgf, OUT/results.jsonl (a line a game) and OUT/config.json.
@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tabula.engine.play.pure_mcts import MoveChooser, PureMCTS, RandomPlayer
+from tabula.engine.play.picker import MovePicker
+from tabula.engine.play.pure_mcts import PureMctsPicker, RandomPicker
 from tabula.engine.rules.coords import BLACK, WHITE
 from tabula.engine.rules.games import GOMOKU, GameSpec, result_of
 from tabula.tools.compete.elo import elo_from_score, format_elo, wilson_interval
@@ -65,25 +66,26 @@ def parse_player(spec: str) -> tuple[str, str]:
     raise ValueError(f"bad player {spec!r}: net:FILE.onnx, pure:PLAYOUTS or random")
 
 
-def network_player(path: str, visits: int, c_puct: float, seed: int) -> MoveChooser:
-    """A network's search as a ``MoveChooser``: the move generator ``tabula gtp`` plays through (the search, then
+def network_picker(path: str, visits: int, c_puct: float, seed: int) -> MovePicker:
+    """A network's search as a ``MovePicker``: the picker ``tabula gtp`` plays through (the search, then
     ``MoveDecider``), one search thread, the best move (no temperature, no resignation)."""
     from tabula.engine.config import SearchConfig
     from tabula.engine.net.evaluator import OnnxEvaluator
-    from tabula.engine.play.search_player import best_move_chooser
+    from tabula.engine.play.search_player import best_move_picker
 
     search = SearchConfig(visits=visits, threads=1, **({"c_puct": c_puct} if c_puct else {}))
     evaluator = OnnxEvaluator(path, rng=np.random.default_rng(seed), threads=1, provider="cpu", log=None)
-    return best_move_chooser(evaluator, search, seed)
+    return best_move_picker(evaluator, search, seed)
 
 
-def make_player(spec: str, config: ArenaConfig, seed: int) -> MoveChooser:
+def make_picker(spec: str, config: ArenaConfig, seed: int) -> MovePicker:
+    """The picker of a player spec (``parse_player``)."""
     kind, argument = parse_player(spec)
     if kind == "net":
-        return network_player(argument, config.visits, config.c_puct, seed)
+        return network_picker(argument, config.visits, config.c_puct, seed)
     if kind == "pure":
-        return PureMCTS(playouts=int(argument), rng=random.Random(seed))
-    return RandomPlayer(random.Random(seed))
+        return PureMctsPicker(playouts=int(argument), rng=random.Random(seed))
+    return RandomPicker(random.Random(seed))
 
 
 def play_game(config: ArenaConfig, number: int) -> dict:
@@ -91,15 +93,15 @@ def play_game(config: ArenaConfig, number: int) -> dict:
     spec = GameSpec(config.game, config.n_in_row)
     first_black = number % 2 == 0
     order = (0, 1) if first_black else (1, 0)  # player index of black, of white
-    players = {BLACK: make_player(config.players[order[0]], config, config.seed * 100_003 + 2 * number),
-               WHITE: make_player(config.players[order[1]], config, config.seed * 100_003 + 2 * number + 1)}
+    pickers = {BLACK: make_picker(config.players[order[0]], config, config.seed * 100_003 + 2 * number),
+               WHITE: make_picker(config.players[order[1]], config, config.seed * 100_003 + 2 * number + 1)}
     state = spec.new_state(config.size)
     seconds = {BLACK: 0.0, WHITE: 0.0}
     limit = config.size * config.size
     while state.terminal_value() is None and len(state.moves) < limit:
         color = state.to_move
         start = time.monotonic()
-        state.play(players[color].choose(state))
+        state.play(pickers[color].pick(state))
         seconds[color] += time.monotonic() - start
     winner, result = result_of(state)
     names = [config.players[order[0]], config.players[order[1]]]
