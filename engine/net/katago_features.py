@@ -756,11 +756,42 @@ def _attacker_first_two_liberties(board: Board, root: int) -> list[int]:
     pla = board.color[root]
     opp = 3 - pla
     working = []
-    for move in list(board.liberties[root]):
+    liberties = list(board.liberties[root])
+    for move, escape in (liberties, liberties[::-1]):
+        if _escapes_surely(board, move, escape, pla):
+            continue
         child = _play(board, move, opp)
         if child is not None and _ladder_captured(child, root, True):
             working.append(move)
     return working
+
+
+def _escapes_surely(board: Board, move: int, escape: int, pla: int) -> bool:
+    """Whether, after the attacker takes the liberty ``move`` of a two-liberty string of ``pla``, extending at the
+    other liberty ``escape`` surely gives the string three liberties: a lower bound, read without playing, on what
+    KataGo's getBoundNumLibertiesAfterPlay gives there after the move. Then the ladder search would answer no at
+    once, whatever the order of its moves. Moves that capture are left to the search."""
+    color = board.color
+    root = board.root
+    liberties = board.liberties
+    neighbors = board.geometry.neighbors
+    opp = 3 - pla
+    for n in neighbors[move]:
+        if color[n] == pla and len(liberties[root[n]]) == 1:
+            return False
+    immediate = 0
+    connection = 0
+    for n in neighbors[escape]:
+        c = color[n]
+        if c == EMPTY:
+            if n != move:
+                immediate += 1
+        elif c == pla:
+            libs = liberties[root[n]]
+            connection = max(connection, len(libs) - (move in libs) - 1)
+        elif c == opp:
+            pass
+    return max(immediate, connection) >= 3
 
 
 def _ladder_captured(board: Board, loc: int, defender_first: bool) -> bool:
@@ -853,6 +884,8 @@ class _LadderSearch:
                     moves = [second, first]
             mover = opp
         for move in moves:
+            if not is_defender and _escapes_surely(board, move, first if move == second else second, pla):
+                continue  # the defender's answer surely has three liberties: this move fails
             child = _play(board, move, mover)
             if child is None:
                 continue
