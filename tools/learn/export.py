@@ -497,7 +497,7 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
         options.log_severity_level = 3
         sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
         agreed = total = 0
-        value_diffs, lead_diffs = [], []
+        value_diffs, lead_diffs, by_size = [], [], []
         for size in (19, 9):
             states = positions(size, args.agreement_positions, args.seed + 7, args.calibration_games,
                                args.calibration_source, skip_games=50)
@@ -510,11 +510,12 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
             tops = [np.where(legal, run[0], -np.inf).argmax(axis=1) for run in runs]
             agreed += int((tops[0] == tops[1]).sum())
             total += len(states)
+            by_size.append(f"{size}x{size} {int((tops[0] == tops[1]).sum())}/{len(states)}")
             value_diffs.append(np.abs(runs[0][1] - runs[1][1]))
             lead_diffs.append(np.abs(runs[0][2] - runs[1][2]))
         top1 = agreed / total
-        figures = (f"top move the same on {agreed} of {total} positions ({top1:.1%}; 19x19 and 9x9), mean |value "
-                   f"diff| {np.concatenate(value_diffs).mean():.3f}, mean |lead diff| "
+        figures = (f"top move the same on {agreed} of {total} positions ({top1:.1%}; {', '.join(by_size)}), "
+                   f"mean |value diff| {np.concatenate(value_diffs).mean():.3f}, mean |lead diff| "
                    f"{np.concatenate(lead_diffs).mean():.2f} points; {time.monotonic() - started:.0f} s")
         if top1 >= KATAGO_INT8_TOP1:
             os.replace(scratch, target)
