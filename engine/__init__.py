@@ -34,6 +34,7 @@
 | | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
 | | `picker.py` | `MovePicker`, the one "pick a move" protocol (GTP, self-play, gating, arena); `GoMovePicker` |
 | | `search_player.py` | `SearchPicker`: the search as a move picker: limits, cleanup, ownership, pondering |
+| | `game_loop.py` | `play_game`: the one in-process loop where two pickers meet (self-play, gating, arena) |
 | | `timecontrol.py` | clocks and the time budget of one move |
 | | `player.py` | `Player`: owns the game, its move picker and clock: the one object GTP drives |
 | | `pure_mcts.py` | the pickers of any game's baselines: pure MCTS (UCT, random rollouts, no network), random moves |

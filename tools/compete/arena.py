@@ -18,17 +18,17 @@ import argparse
 import json
 import random
 import sys
-import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from tabula.engine.play import game_loop
 from tabula.engine.play.picker import MovePicker
 from tabula.engine.play.pure_mcts import PureMctsPicker, RandomPicker
 from tabula.engine.rules.coords import BLACK, WHITE
-from tabula.engine.rules.games import GOMOKU, GameSpec, result_of
+from tabula.engine.rules.games import GOMOKU, GameSpec
 from tabula.tools.compete.elo import elo_from_score, format_elo, wilson_interval
 
 
@@ -96,14 +96,8 @@ def play_game(config: ArenaConfig, number: int) -> dict:
     pickers = {BLACK: make_picker(config.players[order[0]], config, config.seed * 100_003 + 2 * number),
                WHITE: make_picker(config.players[order[1]], config, config.seed * 100_003 + 2 * number + 1)}
     state = spec.new_state(config.size)
-    seconds = {BLACK: 0.0, WHITE: 0.0}
-    limit = config.size * config.size
-    while state.terminal_value() is None and len(state.moves) < limit:
-        color = state.to_move
-        start = time.monotonic()
-        state.play(pickers[color].pick(state))
-        seconds[color] += time.monotonic() - start
-    winner, result = result_of(state)
+    end = game_loop.play_game(state, pickers, max_moves=config.size * config.size)
+    winner, result, seconds = end.winner, end.result, end.seconds
     names = [config.players[order[0]], config.players[order[1]]]
     return {"game": number, "black": order[0], "white": order[1], "winner": {BLACK: "B", WHITE: "W"}.get(winner, "0"),
             "result": result, "moves": len(state.moves), "seconds": {"black": round(seconds[BLACK], 3),

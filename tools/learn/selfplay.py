@@ -4,7 +4,8 @@ local processes or Ray tasks.
 
 Layer: tools; imports engine (search, evaluator, replay) and never torch, so that workers start fast. The games are
 pure functions of a task (network bytes, options, seed): ``play_selfplay_game`` and ``play_gating_game`` run the
-same in this process, a local process pool or a Ray cluster.
+same in this process, a local process pool or a Ray cluster. Both play through ``engine.play.game_loop`` with
+``SelfPlayPicker``s.
 
     tabula selfplay --net best.onnx --out runs/sp --games 20 --visits 64
 """
@@ -29,11 +30,12 @@ import numpy as np
 from tabula.engine.config import PlayConfig, SearchConfig, add_flags, from_flags
 from tabula.engine.data.replay import ReplayStore, SelfPlayGame
 from tabula.engine.play.decision import MoveDecider
-from tabula.engine.play.result import Candidate
+from tabula.engine.play.game_loop import play_game
+from tabula.engine.play.result import Candidate, SearchResult
 from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE
 from tabula.engine.rules.game import handicap_points
-from tabula.engine.rules.games import GameSpec, result_of
+from tabula.engine.rules.games import GameSpec
 
 
 @dataclass(frozen=True)
@@ -269,37 +271,46 @@ def play_selfplay_game(task: SelfPlayTask, evaluator=None) -> tuple[SelfPlayGame
     state = game_spec.new_state(size, komi)
     if handicap:
         state.place_handicap(handicap_points(size, handicap))
-    targets: list[tuple[np.ndarray, np.ndarray] | None] = []
-    values: list[float] = []
     resign = task.resign_threshold if task.resign_enabled else 0.0
     decider = MoveDecider(config.play_config(resign), rng, random.Random(task.seed))
-    max_moves = int(config.max_moves_factor * size * size)
-    winner, result_text = 0, ""
+    picker = SelfPlayPicker(searches, decider, rng, config.full_fraction,
+                            lambda result: visit_target(result.candidates, size, config.c_puct, config.prune_targets))
     start = time.monotonic()
-    while state.terminal_value() is None and len(state.moves) < max_moves:
-        color = state.to_move
-        full, fast = searches[color]
-        is_full = fast is None or rng.random() < config.full_fraction
-        search = full if is_full else fast
-        result = search.run(state)
-        decision = decider.decide(state, result)
-        if decision.move == RESIGN:
-            winner = 3 - color
-            result_text = f"{'B' if winner == BLACK else 'W'}+R"
-            break
-        targets.append(visit_target(result.candidates, size, config.c_puct, config.prune_targets)
-                       if is_full else None)
-        values.append(decision.value)
-        state.play(decision.move)
-    if not result_text:
-        winner, result_text = result_of(state)
-    game = SelfPlayGame(size=size, komi=komi, moves=list(state.moves), targets=targets, values=values,
-                        winner=winner, result=result_text, resign_enabled=task.resign_enabled,
+    end = play_game(state, {BLACK: picker, WHITE: picker}, int(config.max_moves_factor * size * size))
+    game = SelfPlayGame(size=size, komi=komi, moves=list(state.moves), targets=picker.targets, values=picker.values,
+                        winner=end.winner, result=end.result, resign_enabled=task.resign_enabled,
                         resign_threshold=task.resign_threshold, net=task.net.name,
                         seconds=time.monotonic() - start, game=game_spec, setup=list(getattr(state, "setup", ())),
                         handicap=getattr(state, "handicap", 0))
-    sgf = game_spec.sgf(state, black_name=task.net.name, white_name=task.net.name, result=result_text)
+    sgf = game_spec.sgf(state, black_name=task.net.name, white_name=task.net.name, result=end.result)
     return game, sgf
+
+
+class SelfPlayPicker:
+    """The ``MovePicker`` of self-play and gating games: a search of the side to move (its full search, or under
+    playout-cap randomization its fast one), then ``MoveDecider``. With ``target``, it keeps each move's policy
+    target (None after a fast search) and value in ``targets`` and ``values``, in the order the moves are played.
+
+    ``searches``: colour -> (full search, fast search or None); ``full_fraction``: the share of moves searched in
+    full where there is a fast search. ``budget_s`` is ignored: the searches' visits decide."""
+
+    def __init__(self, searches: dict[int, tuple[Search, Search | None]], decider: MoveDecider,
+                 rng: np.random.Generator, full_fraction: float = 1.0,
+                 target: Callable[[SearchResult], tuple[np.ndarray, np.ndarray]] | None = None):
+        self.searches, self.decider, self.rng = searches, decider, rng
+        self.full_fraction, self.target = full_fraction, target
+        self.targets: list[tuple[np.ndarray, np.ndarray] | None] = []
+        self.values: list[float] = []
+
+    def pick(self, state, budget_s: float | None = None) -> int:
+        full, fast = self.searches[state.to_move]
+        is_full = fast is None or self.rng.random() < self.full_fraction
+        result = (full if is_full else fast).run(state)
+        decision = self.decider.decide(state, result)
+        if self.target is not None and decision.move != RESIGN:
+            self.targets.append(self.target(result) if is_full else None)
+            self.values.append(decision.value)
+        return decision.move
 
 
 def _searches(evaluator, config: SelfPlayConfig, rng: np.random.Generator,
@@ -344,22 +355,14 @@ def play_gating_game(task: GatingTask) -> dict:
     max_moves = int(config.max_moves_factor * task.size * task.size)
     # A fixed, safe resignation: the side to move sure of its loss (winrate under 2.5%, a value under -0.95) for
     # three moves in a row; gating needs only the winner. The first moves are drawn so that the games differ.
-    deciders = {color: MoveDecider(PlayConfig(temperature_moves=task.opening_moves, resign_winrate=0.025,
-                                              resign_consecutive=3, referee_aware=False), rng,
-                                   random.Random(task.seed))
-                for color in (BLACK, WHITE)}
-    winner, result_text = 0, ""
-    while state.terminal_value() is None and len(state.moves) < max_moves:
-        color = state.to_move
-        move = deciders[color].decide(state, searches[color].run(state)).move
-        if move == RESIGN:
-            winner, result_text = 3 - color, f"{'B' if color == WHITE else 'W'}+R"
-            break
-        state.play(move)
-    if not result_text:
-        winner, result_text = result_of(state)
-    return {"game": task.index, "size": task.size, "candidate_color": task.candidate_color, "winner": winner,
-            "moves": len(state.moves), "result": result_text}
+    play = PlayConfig(temperature_moves=task.opening_moves, resign_winrate=0.025, resign_consecutive=3,
+                      referee_aware=False)
+    pickers = {color: SelfPlayPicker({color: (searches[color], None)},
+                                     MoveDecider(play, rng, random.Random(task.seed)), rng)
+               for color in (BLACK, WHITE)}
+    end = play_game(state, pickers, max_moves)
+    return {"game": task.index, "size": task.size, "candidate_color": task.candidate_color, "winner": end.winner,
+            "moves": len(state.moves), "result": end.result}
 
 
 # -- workers ----------------------------------------------------------------------------------------------------
@@ -564,8 +567,8 @@ def selfplay_from_flags(parser: argparse.ArgumentParser, base, args: argparse.Na
 
 
 __all__ = ["SelfPlayConfig", "add_selfplay_flags", "selfplay_from_flags", "SelfPlayTask", "GatingTask", "NetBlob",
-           "prune_target", "visit_target", "play_selfplay_game", "play_gating_game", "LocalWorkers", "RayWorkers",
-           "make_workers", "run_selfplay", "selfplay_tasks"]
+           "prune_target", "visit_target", "play_selfplay_game", "play_gating_game", "SelfPlayPicker", "LocalWorkers",
+           "RayWorkers", "make_workers", "run_selfplay", "selfplay_tasks"]
 
 
 if __name__ == "__main__":
