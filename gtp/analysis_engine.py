@@ -58,7 +58,6 @@ EXPECTED_KEYS = frozenset([
 # Fields KataGo has that Tabula reads and cannot honour: a warning when one asks for something
 UNSUPPORTED_FLAGS = {
     "includeOwnershipStdev": "ownership spreads are not reported by Tabula",
-    "includeMovesOwnership": "per-move ownership is not reported by Tabula",
     "includeMovesOwnershipStdev": "per-move ownership spreads are not reported by Tabula",
 }
 
@@ -204,6 +203,7 @@ class Query:
     include_policy: bool = False
     include_pv_visits: bool = False
     include_no_result: bool = False
+    include_moves_ownership: bool = False
     report_every_s: float | None = None
     # Root moves a turn's side to move may choose: (colour, flat points or PASS, allowed) with allowed True for
     # allowMoves (only these), False for avoidMoves (all but these)
@@ -497,7 +497,7 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
     search = dataclasses.replace(search, **changes)
     flags = {}
     for name in ("includeOwnership", "includePolicy", "includePVVisits", "includeNoResultValue",
-                 *UNSUPPORTED_FLAGS):
+                 "includeMovesOwnership", *UNSUPPORTED_FLAGS):
         flags[name] = _boolean(query, name) if name in query else False
         if flags[name] and name in UNSUPPORTED_FLAGS:
             warnings.append((name, UNSUPPORTED_FLAGS[name]))
@@ -525,6 +525,7 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
                  search=search, visits=visits, time_s=time_s, report_as=report_as, pv_len=pv_len,
                  include_ownership=flags["includeOwnership"], include_policy=flags["includePolicy"],
                  include_pv_visits=flags["includePVVisits"], include_no_result=flags["includeNoResultValue"],
+                 include_moves_ownership=flags["includeMovesOwnership"],
                  report_every_s=report_every, restrictions=restrictions, warnings=tuple(warnings))
 
 
@@ -620,10 +621,18 @@ def analysis_response(query: Query, turn: int, search: Search, candidates: list[
     state = query.states[turn]
     size = state.size
     sign = _sign(query.report_as, state.to_move)
+    # ownership is black's view in the search: +1 for black from BLACK's view (and SIDETOMOVE's with black to move)
+    owner_sign = 1.0 if query.report_as == "BLACK" or (query.report_as == SIDE_TO_MOVE
+                                                        and state.to_move == BLACK) else -1.0
     infos = []
     for candidate in candidates:
         visits = search.pv_visits(candidate.move) if query.include_pv_visits else None
-        infos.append(move_info(candidate, size, sign, query.pv_len, visits, query.include_no_result))
+        info = move_info(candidate, size, sign, query.pv_len, visits, query.include_no_result)
+        if query.include_moves_ownership:
+            owned = search.move_ownership(candidate.move)
+            if owned is not None:
+                info["ownership"] = _rows_from_top(owner_sign * owned, size)
+        infos.append(info)
     stats = search.root_stats()
     root: dict[str, Any] = {
         "currentPlayer": "B" if state.to_move == BLACK else "W",
@@ -641,10 +650,8 @@ def analysis_response(query: Query, turn: int, search: Search, candidates: list[
     response: dict[str, Any] = {"id": query.id, "isDuringSearch": during, "turnNumber": turn, "moveInfos": infos,
                                 "rootInfo": root}
     if query.include_ownership:
-        owned = search.ownership()  # black's view
+        owned = search.ownership()
         if owned is not None:
-            owner_sign = 1.0 if query.report_as == "BLACK" or (query.report_as == SIDE_TO_MOVE
-                                                                and state.to_move == BLACK) else -1.0
             response["ownership"] = _rows_from_top(owner_sign * owned, size)
     if query.include_policy:
         response["policy"] = root_policy(state, search.root_priors())

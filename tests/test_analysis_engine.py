@@ -449,3 +449,16 @@ def test_bench_analysis_drives_a_gtp_process(tiny_onnx, tmp_path, capsys):
     assert bench_analysis.main([str(tiny_onnx), str(game), "--turns", "6", "--visits", "4", "--only",
                                 "gtp-process"]) == 0
     assert "a tabula gtp process, tabula-winrate then play at each position" in capsys.readouterr().out
+
+
+def test_moves_ownership_is_the_position_after_each_move():
+    [answer] = run_lines([query("mo", maxVisits=30, includeMovesOwnership=True, includeOwnership=True)],
+                         analysis_threads=1)  # one line: no warning on the field
+    size = 9
+    for info in answer["moveInfos"]:
+        if info["move"] == "pass" or "ownership" not in info:
+            continue
+        assert len(info["ownership"]) == size * size
+        x, y = "ABCDEFGHJ".index(info["move"][0]), int(info["move"][1:]) - 1
+        assert info["ownership"][(size - 1 - y) * size + x] > 0.5  # black's new stone, from black's view
+    assert any("ownership" in info for info in answer["moveInfos"])

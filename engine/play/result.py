@@ -239,6 +239,22 @@ def ownership_terms(tree: Tree) -> list[tuple[float, np.ndarray]] | None:
     return terms
 
 
+def move_ownership_terms(tree: Tree, move: int) -> list[tuple[float, np.ndarray]] | None:
+    """``ownership_terms`` of the position after the root's ``move`` (flat point or PASS): its node's tree average,
+    one ply shallower. None where that node has not been evaluated or the network has no ownership head."""
+    root = tree.root
+    if root.status != EXPANDED:
+        return None
+    size = tree.root_state.size
+    where = np.flatnonzero(root.moves == (size * size if move == PASS else move))
+    child = root.children.get(int(where[0])) if where.size else None
+    if child is None or child.ownership is None:
+        return None
+    terms: list[tuple[float, np.ndarray]] = []
+    _add_ownership_terms(child, 1.0, OWNERSHIP_DEPTH - 1, terms)
+    return terms
+
+
 def _add_ownership_terms(node: Node, weight: float, depth: int, terms: list) -> None:
     """``weight`` times ``node``'s tree average, as (weight, ownership) terms; children with fewer than
     ``OWNERSHIP_MIN_VISITS`` visits, and plies past ``depth``, count through their parent's own ownership."""
@@ -281,4 +297,5 @@ def root_priors(tree: Tree) -> dict[int, float]:
 
 
 __all__ = ["Candidate", "SearchResult", "RootStats", "candidates", "lcb_order", "principal_variation",
-           "principal_variation_visits", "ownership_terms", "sum_ownership", "root_value", "root_priors", "root_stats"]
+           "principal_variation_visits", "ownership_terms", "move_ownership_terms", "sum_ownership", "root_value",
+           "root_priors", "root_stats"]

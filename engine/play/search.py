@@ -571,6 +571,14 @@ class Search:
             terms = readout.ownership_terms(self.tree)
         return None if terms is None else readout.sum_ownership(terms)
 
+    def move_ownership(self, move: int) -> np.ndarray | None:
+        """The ownership after the root's ``move`` averaged over its subtree (float32 [N*N], black's view), as
+        ``ownership`` averages the root's; None before that move's position is evaluated or without an ownership
+        head."""
+        with self._lock:
+            terms = readout.move_ownership_terms(self.tree, move)
+        return None if terms is None else readout.sum_ownership(terms)
+
     def root_value(self) -> float:
         """Mean value of the root's visits, side to move's view (the net's value if unvisited)."""
         with self._lock:
