@@ -39,7 +39,6 @@ import functools
 import json
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -58,6 +57,7 @@ from tabula.engine.data.replay import (
     winner_triggers,
 )
 from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.tools.learn.keeping import copy_atomic, restore_kept
 from tabula.tools.learn.plot import ELO, plot_elo, read_jsonl
 from tabula.tools.learn.selfplay import (
     GatingTask,
@@ -390,12 +390,6 @@ def _declared_sizes(path: str) -> list[int] | None:
 # -- keeping a run where a new machine finds it -----------------------------------------------------------------
 
 
-def _copy_atomic(source: str, target: str) -> None:
-    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    shutil.copyfile(source, target + ".tmp")
-    os.replace(target + ".tmp", target)
-
-
 def keep_run(directory: str, keep: str, state: dict) -> None:
     """Copy into ``keep`` what resumes the run: its settings, the Elo and gating logs, the trainer's checkpoint (or,
     before the first chunk, the weights it starts from), the best network, and the state last. Not the replay
@@ -408,7 +402,7 @@ def keep_run(directory: str, keep: str, state: dict) -> None:
         source = os.path.join(directory, name)
         if not os.path.exists(source) or (name == state["best"] and os.path.exists(os.path.join(keep, name))):
             continue  # a generation's network never changes once written
-        _copy_atomic(source, os.path.join(keep, name))
+        copy_atomic(source, os.path.join(keep, name))
     stale = [os.path.join("nets", name) for name in os.listdir(os.path.join(keep, "nets"))
              if os.path.join("nets", name) != state["best"]] if os.path.isdir(os.path.join(keep, "nets")) else []
     if weights == checkpoint:
@@ -435,21 +429,16 @@ def restore_kept_run(directory: str, keep: str) -> bool:
             raise SystemExit(f"tabula rl: {keep} keeps {'a run ahead of' if behind else 'another run than'} the one in "
                              f"{directory}; move {directory} away to resume from {keep}, or keep elsewhere")
         return False
-    for root, _, files in os.walk(keep):
-        for name in files:
-            relative = os.path.relpath(os.path.join(root, name), keep)
-            if relative not in (STATE, ELO, GATING) and not name.endswith(".tmp"):
-                _copy_atomic(os.path.join(keep, relative), os.path.join(directory, relative))
     # The logs are copied before the state when kept, so a kill in between can leave lines of a generation the
     # state has not reached: drop them (at worst a gate is played again) rather than trust a decision the state
     # never recorded.
+    os.makedirs(directory, exist_ok=True)
     for name in (ELO, GATING):
         lines = [line for line in read_jsonl(os.path.join(keep, name)) if line["generation"] < kept["generation"]]
         with open(os.path.join(directory, name) + ".tmp", "w") as handle:
             handle.writelines(json.dumps(line, sort_keys=True) + "\n" for line in lines)
         os.replace(os.path.join(directory, name) + ".tmp", os.path.join(directory, name))
-    _copy_atomic(kept_state, os.path.join(directory, STATE))
-    return True
+    return restore_kept(directory, keep, STATE, skip=(ELO, GATING))
 
 
 def _same_run(here: tuple[RLConfig, SelfPlayConfig] | None, kept: tuple[RLConfig, SelfPlayConfig] | None) -> bool:

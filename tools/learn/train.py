@@ -43,6 +43,7 @@ from tabula.engine.net.network import (
     with_komi_input,
 )
 from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
+from tabula.tools.learn.keeping import copy_atomic, restore_kept
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -478,20 +479,6 @@ def _settle_config(config: TrainConfig) -> TrainConfig:
     return config
 
 
-def _restore_kept_run(config: TrainConfig) -> bool:
-    """On a new machine (``--out`` has no checkpoint) copy the run kept in ``--keep`` (checkpoint, metrics,
-    config.json) into ``--out``, so that it resumes and its settings are checked as any resumed run's are."""
-    if not config.keep or os.path.exists(os.path.join(config.out, CHECKPOINT)) \
-            or not os.path.exists(os.path.join(config.keep, CHECKPOINT)):
-        return False
-    import shutil
-    os.makedirs(config.out, exist_ok=True)
-    for name in (CONFIG, METRICS, CHECKPOINT):  # the checkpoint last: a kill before it leaves nothing resumable
-        if os.path.exists(os.path.join(config.keep, name)):
-            shutil.copyfile(os.path.join(config.keep, name), os.path.join(config.out, name))
-    return True
-
-
 def _append_metrics(path: str, record: dict) -> None:
     with open(path, "a") as handle:
         handle.write(json.dumps(record, sort_keys=True) + "\n")
@@ -527,7 +514,9 @@ def train(config: TrainConfig, log=print,
     ``fixed_data``: the shards are the same on every resume (checked), unlike self-play's moving window.
     """
     started = time.time()
-    restored = _restore_kept_run(config)  # before the settings are compared: the kept config.json is the run's
+    # On a new machine (--out has no checkpoint) the run kept in --keep is copied into --out first, so that it
+    # resumes and its settings are checked as any resumed run's are: the kept config.json is the run's.
+    restored = restore_kept(config.out, config.keep, CHECKPOINT, names=(CONFIG, METRICS))
     config = _settle_config(config)
     if restored:
         log(f"tabula train: restored the checkpoint kept in {config.keep}")
@@ -637,11 +626,7 @@ def train(config: TrainConfig, log=print,
             atomic_torch_save(state, kept_checkpoint)
             for name in (METRICS, CONFIG):
                 if os.path.exists(os.path.join(config.out, name)):
-                    with open(os.path.join(config.out, name), "rb") as source:
-                        data = source.read()
-                    with open(os.path.join(config.keep, name) + ".tmp", "wb") as target:
-                        target.write(data)
-                    os.replace(os.path.join(config.keep, name) + ".tmp", os.path.join(config.keep, name))
+                    copy_atomic(os.path.join(config.out, name), os.path.join(config.keep, name))
         log(f"tabula train: checkpoint at step {step} ({reason})")
 
     def evaluated_model() -> TabulaNet:

@@ -1,0 +1,40 @@
+"""Keeping a run where a new machine finds it: files copied atomically, and a kept run restored into an empty run
+directory. Both ``tabula train --keep`` and ``tabula rl --keep`` restore through ``restore_kept``.
+
+Layer: tools; no torch.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+
+
+def copy_atomic(source: str, target: str) -> None:
+    """``source`` copied to ``target`` (its folders made), through a temporary file: ``target`` is whole or old."""
+    os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+    shutil.copyfile(source, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
+def restore_kept(directory: str, keep: str, marker: str, names: Iterable[str] | None = None,
+                 skip: Iterable[str] = ()) -> bool:
+    """On a new machine (``directory`` has no ``marker`` file, the one that says a run is there) copy the run kept
+    in ``keep`` into it: ``names`` (those that exist; None: every kept file but ``skip`` and temporary ones), then
+    ``marker`` last, so that a kill part-way restores it again next time. False, and nothing copied, where ``keep``
+    is "" or has no ``marker``, or ``directory`` already has one. Paths are relative to the run directory."""
+    if not keep or not os.path.exists(os.path.join(keep, marker)) or os.path.exists(os.path.join(directory, marker)):
+        return False
+    if names is None:
+        skipped = {marker, *skip}
+        names = [os.path.relpath(os.path.join(root, name), keep) for root, _, files in os.walk(keep)
+                 for name in files if not name.endswith(".tmp")]
+        names = [name for name in names if name not in skipped]
+    for name in names:
+        if os.path.exists(os.path.join(keep, name)):
+            copy_atomic(os.path.join(keep, name), os.path.join(directory, name))
+    copy_atomic(os.path.join(keep, marker), os.path.join(directory, marker))
+    return True
+
+
+__all__ = ["copy_atomic", "restore_kept"]
