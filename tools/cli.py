@@ -26,6 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "selfplay": ("tabula.tools.learn.selfplay", "self-play games with a network into a replay store and SGF"),
     "rl": ("tabula.tools.learn.rl_loop",
            "the AlphaGo Zero loop: self-play, train, gate; start, stop and resume one directory"),
+    "distill": ("tabula.tools.learn.distill",
+                "a student network taught by a stronger one: label with the teacher and train, in chunks"),
     "gomocup": ("tabula.tools.gomocup", "freestyle gomoku over the Gomocup AI protocol (piskvork) on stdin/stdout"),
 }
 

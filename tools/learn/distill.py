@@ -1,0 +1,491 @@
+"""`tabula distill`: a student network taught by a stronger one, labelling and training in one loop.
+
+Each chunk labels positions with the teacher (``tools.learn.teacher``: records and self-play, optionally after a
+small search), writes them to the run's label window (``RUN/labels``, outside git, the oldest dropped beyond
+``--window-positions``), then trains ``--steps-per-chunk`` optimizer steps on batches drawn from the window, and
+checkpoints. Only the student's checkpoint (``RUN/checkpoint.pt``, with the records' cursor and the chunk count) is
+needed to go on: a run whose labels are lost refills its window as it labels on. The run stops cleanly at
+``--max-minutes`` or ``--chunks`` (or SIGTERM), with a checkpoint, and writes the student as ONNX
+(``RUN/model.onnx``). Rerun the same command to continue.
+
+Losses (weights configurable): the policy's cross-entropy against the teacher's distribution (its KL divergence is
+logged), the value's MSE against the teacher's value, the score lead's and the ownership's as ``tabula train``'s
+auxiliary losses (``train.aux_losses``), each value and score target moved ``--outcome-mix`` of the way to the
+game's result and counted margin where the game has them.
+
+The model, optimizer, learning rate, weight average, checkpoint writing and auxiliary losses are ``tabula train``'s;
+the batches are a pure function of (seed, step) and the window, so a resumed run trains exactly as an uninterrupted
+one on the same labels.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from tabula.engine.net import features
+from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx
+from tabula.tools.learn import teacher as teaching
+from tabula.tools.learn import train as trainer
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+CONFIG = "config.json"
+LABELS = "labels"
+STUDENT = "model.onnx"
+# Settings a resumed run must share with the run it continues
+FIXED_ON_RESUME = ("teacher", "student_arch", "seed", "steps_per_chunk", "batch", "optimizer", "lr", "init")
+
+
+@dataclass(frozen=True)
+class DistillConfig:
+    teacher: str  # a KataGo model file, its ONNX, or a Tabula ONNX network
+    run: str  # run directory (created; rerun to continue)
+    student_arch: str = "6x64"  # BLOCKSxFILTERS of the student (pooled head, score and ownership, komi input)
+    init: str = ""  # start the student from this Tabula checkpoint's weights (same architecture)
+    records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
+    records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
+    per_game: int = 4  # positions drawn from each record
+    selfplay_games: int = 16  # self-play games a chunk (0: none)
+    sizes: str = "9,13,19,19"  # self-play board sizes, drawn per game
+    komi: float = 7.0  # self-play's mean komi of even games
+    komi_spread: float = 1.5
+    handicap_fraction: float = 0.2
+    max_handicap: int = 9
+    keep: float = 0.25  # share of a self-play game's positions labelled
+    chunk_positions: int = 1024  # positions taken from the records a chunk (times records_share)
+    visits: int = 0  # teacher's search visits a position (0: the network alone)
+    label_batch: int = 256  # positions a teacher network call
+    provider: str = "cpu"  # where the teacher runs: cpu | auto (a GPU where there is one) | torch | cuda | tensorrt
+    teacher_threads: int = 0  # onnxruntime threads of the teacher (0: onnxruntime decides)
+    symmetry: str = "identity"  # the teacher's symmetry: identity | random | average
+    window_positions: int = 200_000  # labelled positions kept for training (the oldest chunks dropped)
+    steps_per_chunk: int = 100
+    batch: int = 256
+    optimizer: str = "adamw"
+    lr: float = 0.001
+    weight_decay: float = 1e-4
+    warmup_steps: int = 100
+    ema_decay: float = 0.0
+    policy_weight: float = 1.0
+    value_weight: float = 1.0
+    score_weight: float = 0.5
+    ownership_weight: float = 1.5
+    outcome_mix: float = 0.25  # where a game's result is known, the value and score targets move this far to it
+    seed: int = 1
+    device: str = "cpu"  # cpu | cuda
+    precision: str = "auto"  # auto | bf16 | fp32
+    threads: int = 0  # torch threads (0: torch decides)
+    chunks: int = 0  # stop once this many chunks are labelled and trained (0: no limit)
+    max_minutes: float = 0.0  # stop after this much wall time in this invocation (0: none)
+    export: bool = True  # write the student as ONNX when stopping
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_arch(text: str) -> tuple[int, int]:
+    try:
+        blocks, filters = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--student-arch is BLOCKSxFILTERS, e.g. 6x64, not {text!r}") from None
+    if blocks < 0 or filters < 1:
+        raise ValueError(f"--student-arch {text}: blocks at least 0, filters at least 1")
+    return blocks, filters
+
+
+def parse_args(argv: list[str]) -> DistillConfig:
+    parser = argparse.ArgumentParser(prog="tabula distill", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--teacher", required=True, help="KataGo model file (.bin.gz), its ONNX, or a Tabula ONNX")
+    parser.add_argument("--run", required=True, help="run directory (created; rerun the command to continue)")
+    choices = {"optimizer": ("sgd", "adamw"), "device": ("cpu", "cuda"), "precision": ("auto", "bf16", "fp32"),
+               "symmetry": ("identity", "random", "average"),
+               "provider": ("cpu", "auto", "torch", "cuda", "tensorrt")}
+    for f in fields(DistillConfig):
+        if f.name in ("teacher", "run", "export"):
+            continue
+        parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
+                            choices=choices.get(f.name))
+    parser.add_argument("--no-export", dest="export", action="store_false", help="do not write RUN/model.onnx")
+    config = DistillConfig(**vars(parser.parse_args(argv)))
+    try:
+        check(config)
+    except ValueError as error:
+        parser.error(str(error))
+    return config
+
+
+def check(config: DistillConfig) -> None:
+    """ValueError for settings that cannot run."""
+    parse_arch(config.student_arch)
+    if not os.path.isfile(config.teacher):
+        raise ValueError(f"--teacher {config.teacher}: no such file")
+    if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
+        raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
+    if not config.records and config.selfplay_games <= 0:
+        raise ValueError("no positions: give --records or --selfplay-games above 0")
+    for name in ("steps_per_chunk", "batch", "label_batch", "window_positions", "chunk_positions", "per_game"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+    sizes = [int(s) for s in config.sizes.split(",") if s.strip()]
+    if not sizes or any(not 7 <= s <= 19 for s in sizes):
+        raise ValueError("--sizes are board sizes from 7 to 19")
+
+
+# -- the window of labels -------------------------------------------------------------------------------------------
+
+
+class LabelWindow:
+    """The label files of a run, newest last, as arrays by board size; batches are drawn from it."""
+
+    def __init__(self, directory: str, limit: int):
+        self.directory, self.limit = directory, limit
+        self._cache: dict[str, tuple[int, dict[str, np.ndarray]]] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Reread the directory, dropping the oldest files beyond ``limit`` positions (never the newest chunk)."""
+        paths = list(teaching.iter_label_files(self.directory))
+        kept: list[str] = []
+        total = 0
+        for path in reversed(paths):
+            if path not in self._cache:
+                self._cache[path] = teaching.read_labels(path)
+            count = len(self._cache[path][1]["value"])
+            if kept and total + count > self.limit and _chunk_of(path) != _chunk_of(kept[0]):
+                os.remove(path)
+                self._cache.pop(path, None)
+                continue
+            kept.insert(0, path)
+            total += count
+        for path in [p for p in self._cache if p not in kept]:
+            self._cache.pop(path)
+        self.paths = kept
+        groups: dict[int, dict[str, list[np.ndarray]]] = {}
+        for path in kept:
+            size, labels = self._cache[path]
+            known = labels.get("ownership_known", np.ones(len(labels["value"]), np.uint8))
+            group = groups.setdefault(size, {})
+            for name in (*teaching.LABEL_FIELDS, "ownership_known"):
+                group.setdefault(name, []).append(known if name == "ownership_known" else labels[name])
+        self.by_size = {size: {name: np.concatenate(arrays) for name, arrays in group.items()}
+                        for size, group in groups.items()}
+        self.size = sum(len(g["value"]) for g in self.by_size.values())
+
+    def batch(self, seed: int, step: int, count: int) -> dict[str, torch.Tensor]:
+        """The batch of optimizer step ``step``: one board size drawn by its share of the window, ``count``
+        positions of it drawn uniformly, each under a random symmetry."""
+        rng = np.random.default_rng([seed, step, 104729])
+        sizes = sorted(self.by_size)
+        counts = np.array([len(self.by_size[s]["value"]) for s in sizes], np.float64)
+        size = sizes[int(rng.choice(len(sizes), p=counts / counts.sum()))]
+        labels = self.by_size[size]
+        rows = rng.integers(0, len(labels["value"]), count)
+        symmetries = rng.integers(0, features.NUM_SYMMETRIES, count)
+        points = size * size
+        planes = features.transform_planes(teaching.decode_planes(labels, size, rows), symmetries)
+        policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
+        ownership = labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size) / 127.0
+        ownership = features.transform_planes(ownership, symmetries).reshape(count, points)
+        score = labels["score"][rows].astype(np.float32)
+        ownership_weight = labels["ownership_known"][rows].astype(np.float32)
+        score_weight = np.isfinite(score).astype(np.float32)
+        return {"planes": torch.from_numpy(np.ascontiguousarray(planes)),
+                "policy": torch.from_numpy(np.ascontiguousarray(policy)),
+                "value": torch.from_numpy(labels["value"][rows].astype(np.float32)),
+                "score": torch.from_numpy(np.nan_to_num(score)),
+                "score_weight": torch.from_numpy(score_weight),
+                "ownership": torch.from_numpy(np.ascontiguousarray(ownership)),
+                "ownership_weight": torch.from_numpy(ownership_weight),
+                "outcome": torch.from_numpy(labels["outcome"][rows].astype(np.float32)),
+                "outcome_weight": torch.from_numpy(labels["outcome_weight"][rows].astype(np.float32)),
+                "margin": torch.from_numpy(np.nan_to_num(labels["margin"][rows].astype(np.float32))),
+                "margin_known": torch.from_numpy(np.isfinite(labels["margin"][rows]).astype(np.float32)),
+                "komi": torch.from_numpy(labels["komi"][rows].astype(np.float32))}
+
+
+def _chunk_of(path: str) -> str:
+    return os.path.basename(path).split("-")[1]
+
+
+# -- losses ---------------------------------------------------------------------------------------------------------
+
+
+def distill_losses(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor], config: DistillConfig
+                   ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(the weighted loss, its parts): policy cross-entropy against the teacher's distribution and its KL
+    divergence, value MSE, and ``train.aux_losses``' score and ownership losses against the mixed targets."""
+    logits = out["policy"].float()
+    target = batch["policy"]
+    log_student = F.log_softmax(logits, dim=1)
+    cross_entropy = -(target * log_student).sum(dim=1).mean()
+    entropy = -(target * torch.log(target.clamp(min=1e-12))).sum(dim=1).mean()
+    mix = config.outcome_mix * batch["outcome_weight"]
+    value_target = (1.0 - mix) * batch["value"] + mix * batch["outcome"]
+    value_loss = ((torch.tanh(out["value"].float()) - value_target) ** 2).mean()
+    score_mix = config.outcome_mix * batch["margin_known"]
+    count = len(target)
+    aux = trainer.aux_losses(out, {
+        "reply": torch.zeros(count, dtype=torch.long, device=target.device),
+        "reply_weight": torch.zeros(count, device=target.device),
+        "score": (1.0 - score_mix) * batch["score"] + score_mix * batch["margin"],
+        "score_weight": batch["score_weight"],
+        "ownership": batch["ownership"], "ownership_weight": batch["ownership_weight"]})
+    loss = (config.policy_weight * cross_entropy + config.value_weight * value_loss
+            + config.score_weight * aux["score_loss"] + config.ownership_weight * aux["ownership_loss"])
+    top1 = (logits.argmax(dim=1) == target.argmax(dim=1)).float().mean()
+    return loss, {"policy_kl": cross_entropy - entropy, "policy_ce": cross_entropy, "value_mse": value_loss,
+                  "score_loss": aux["score_loss"], "ownership_loss": aux["ownership_loss"], "top1": top1}
+
+
+# -- the run --------------------------------------------------------------------------------------------------------
+
+
+def student_spec(config: DistillConfig) -> NetSpec:
+    blocks, filters = parse_arch(config.student_arch)
+    return NetSpec(blocks=blocks, filters=filters, head=POOLED, aux=True,
+                   input_encoding=features.KOMI_INPUT_ENCODING)
+
+
+def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
+    """``tabula train``'s settings that its optimizer, learning rate and precision read."""
+    return trainer.TrainConfig(data="", out=config.run, optimizer=config.optimizer, lr=config.lr,
+                               weight_decay=config.weight_decay, warmup_steps=config.warmup_steps, schedule="step",
+                               lr_drops="", steps=2 ** 62, device=config.device, precision=config.precision)
+
+
+def _settle_config(config: DistillConfig) -> None:
+    os.makedirs(config.run, exist_ok=True)
+    path = os.path.join(config.run, CONFIG)
+    if os.path.exists(path):
+        with open(path) as handle:
+            saved = json.load(handle)
+        different = [k for k in FIXED_ON_RESUME if k in saved and saved[k] != getattr(config, k)]
+        if different:
+            raise SystemExit(f"tabula distill: {config.run} is a run with other {', '.join(different)}; use another "
+                             f"--run")
+    with open(path + ".tmp", "w") as handle:
+        json.dump(config.to_dict(), handle, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def distill(config: DistillConfig, log=print) -> dict:
+    """Label and train chunk after chunk until a limit; returns the last chunk's record."""
+    started = time.time()
+    try:
+        check(config)
+    except ValueError as error:
+        raise SystemExit(f"tabula distill: {error}") from None
+    _settle_config(config)
+    if config.threads > 0:
+        torch.set_num_threads(config.threads)
+    device = torch.device(config.device)
+    train_config = trainer_config(config)
+    bf16 = trainer.use_bf16(train_config)
+    spec = student_spec(config)
+    torch.manual_seed(config.seed)
+    model = TabulaNet(spec)
+    optimizer = trainer.make_optimizer(train_config, model)
+    average = trainer.WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
+    checkpoint_path = os.path.join(config.run, CHECKPOINT)
+    step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
+    if os.path.exists(checkpoint_path):
+        state = trainer.load_training_checkpoint(checkpoint_path)
+        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
+            raise SystemExit(f"tabula distill: {checkpoint_path} holds another architecture")
+        model.load_state_dict(state["state_dict"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        if average is not None and "ema_state_dict" in state:
+            average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
+        step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])
+        elapsed_before = float(state.get("elapsed_s", 0.0))
+        log(f"tabula distill: resuming {config.run} at chunk {chunk}, step {step}")
+    elif config.init:
+        state = trainer.load_training_checkpoint(config.init)
+        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
+            raise SystemExit(f"tabula distill: {config.init} is not a {config.student_arch} student")
+        model.load_state_dict(state["state_dict"])
+        if average is not None:
+            average = trainer.WeightAverage(model, config.ema_decay)
+    model.to(device).to(memory_format=torch.channels_last)
+    if device.type == "cuda":
+        optimizer.load_state_dict(optimizer.state_dict())
+        if average is not None:
+            average.state = {k: v.to(device) for k, v in average.state.items()}
+    trainer.set_training(model, False)
+
+    teacher = teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
+                               threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
+                               seed=config.seed, log=log)
+    log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
+    sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
+    selfplay = None
+    if config.selfplay_games > 0:
+        settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
+                                             handicap_fraction=config.handicap_fraction,
+                                             max_handicap=config.max_handicap, keep=config.keep)
+        selfplay = teaching.SelfPlayPositions(teacher, settings, seed=config.seed, board_sizes=teacher.board_sizes)
+    records = None
+    if config.records:
+        records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
+                                           seed=config.seed, cursor=cursor)
+    label_dir = os.path.join(config.run, LABELS)
+    os.makedirs(label_dir, exist_ok=True)
+    window = LabelWindow(label_dir, config.window_positions)
+
+    def save(reason: str) -> None:
+        state = {"spec": spec.to_dict(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
+                 "optimizer": trainer._to_cpu(optimizer.state_dict()), "step": step, "chunk": chunk,
+                 "records_cursor": records.cursor if records is not None else cursor,
+                 "torch_rng": torch.get_rng_state(), "elapsed_s": elapsed_before + time.time() - started,
+                 "config": json.dumps(config.to_dict())}
+        if average is not None:
+            state["ema_state_dict"] = trainer._to_cpu(average.state)
+        trainer.atomic_torch_save(state, checkpoint_path)
+        log(f"tabula distill: checkpoint at chunk {chunk}, step {step} ({reason})")
+
+    stop = {"signal": None}
+
+    def on_signal(signum, _frame) -> None:
+        stop["signal"] = signum
+
+    old_handler = signal.signal(signal.SIGTERM, on_signal) if trainer._main_thread() else None
+
+    def out_of_time() -> bool:
+        return (config.max_minutes > 0 and time.time() - started >= 60 * config.max_minutes) \
+            or stop["signal"] is not None
+
+    record: dict = {}
+    reason = "done"
+    try:
+        while True:
+            if step >= chunk * config.steps_per_chunk and config.chunks and chunk >= config.chunks:
+                break
+            labelled = {}
+            if step >= chunk * config.steps_per_chunk:  # the last chunk is trained: label the next one
+                if out_of_time():
+                    reason = "out of time"
+                    break
+                label_started = time.time()
+                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir)
+                label_seconds = time.time() - label_started
+                chunk += 1
+                window.refresh()
+                if not labelled["positions"]:
+                    reason = "no positions left"
+                    chunk -= 1
+                    break
+            if window.size == 0:
+                raise SystemExit("tabula distill: the label window is empty")
+            train_started = time.time()
+            sums: dict[str, float] = {}
+            first_step = step
+            while step < chunk * config.steps_per_chunk:
+                if out_of_time():
+                    break
+                lr = trainer.learning_rate(train_config, step)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                batch = {k: v.to(device) for k, v in window.batch(config.seed, step, config.batch).items()}
+                planes = trainer.network_planes(batch["planes"], batch["komi"], spec.encoding).contiguous(
+                    memory_format=torch.channels_last)
+                with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                    out = model.train_outputs(planes)
+                loss, parts = distill_losses(out, batch, config)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                if average is not None:
+                    average.update(model, step)
+                step += 1
+                value = loss.item()
+                if not math.isfinite(value):
+                    raise SystemExit(f"tabula distill: loss is {value} at step {step}; lower --lr")
+                sums["loss"] = sums.get("loss", 0.0) + value
+                for name, part in parts.items():
+                    sums[name] = sums.get(name, 0.0) + part.item()
+            trained = step - first_step
+            train_seconds = time.time() - train_started
+            record = {"chunk": chunk, "step": step, "window": window.size,
+                      "elapsed_s": round(elapsed_before + time.time() - started, 1),
+                      **{k: round(v / max(trained, 1), 5) for k, v in sums.items()},
+                      "samples_per_s": round(trained * config.batch / max(train_seconds, 1e-9), 1)}
+            if labelled:
+                record.update({"labelled": labelled["positions"], "label_s": round(label_seconds, 2),
+                               "labels_per_s": round(labelled["positions"] / max(label_seconds, 1e-9), 1),
+                               "bytes_per_position": round(labelled["bytes"] / max(labelled["positions"], 1), 1),
+                               "by_size": labelled["by_size"]})
+            trainer._append_metrics(os.path.join(config.run, METRICS), record)
+            log(f"chunk {chunk:>5}  step {step:>7}  "
+                + (f"labelled {labelled['positions']} ({record['labels_per_s']:.0f}/s)  " if labelled else "")
+                + (f"loss {record['loss']:.4f}  KL {record['policy_kl']:.4f}  value {record['value_mse']:.4f}  "
+                   f"top1 {record['top1']:.3f}  {record['samples_per_s']:.0f} samples/s" if trained else ""))
+            if step < chunk * config.steps_per_chunk:  # stopped inside the chunk
+                reason = "out of time"
+                break
+    finally:
+        if old_handler is not None:
+            signal.signal(signal.SIGTERM, old_handler)
+    save(reason)
+    if config.export:
+        final = (average.averaged(model) if average is not None else model)
+        final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
+        path = os.path.join(config.run, STUDENT)
+        export_onnx(final, path + ".tmp.onnx",
+                    f"tabula distill: {config.student_arch} taught by {os.path.basename(config.teacher)}"
+                    f"{f' at {config.visits} visits' if config.visits else ''}, {step} steps x {config.batch}")
+        os.replace(path + ".tmp.onnx", path)
+        log(f"tabula distill: exported {path}")
+    return {"step": step, "chunk": chunk, "reason": reason, **record}
+
+
+def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
+                records: teaching.RecordPositions | None, selfplay: teaching.SelfPlayPositions | None,
+                directory: str) -> dict:
+    """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes."""
+    groups: dict[int, list[tuple[list[teaching.Position], object]]] = {}
+    if records is not None and not records.exhausted:
+        share = config.records_share if selfplay is not None else 1.0
+        taken = records.take(max(1, round(config.chunk_positions * share))) if share > 0 else []
+        for size, positions in teaching.group_by_size(taken).items():
+            groups.setdefault(size, []).append((positions, None))
+    if selfplay is not None:
+        for size, (positions, evaluations) in selfplay.take(chunk, config.selfplay_games).items():
+            groups.setdefault(size, []).append((positions, teaching.join_evaluations(evaluations)))
+    total, written, by_size = 0, 0, {}
+    for size, parts in sorted(groups.items()):
+        arrays = [teacher.label(positions, evaluation) for positions, evaluation in parts if positions]
+        if not arrays:
+            continue
+        names = set.intersection(*(set(a) for a in arrays))
+        joined = {name: np.concatenate([a[name] for a in arrays]) for name in sorted(names)}
+        if any("ownership_known" in a for a in arrays):
+            joined["ownership_known"] = np.concatenate([a.get("ownership_known", np.ones(len(a["value"]), np.uint8))
+                                                        for a in arrays])
+        path = os.path.join(directory, f"chunk-{chunk:06d}-{size}x{size}.npz")
+        written += teaching.write_labels(path, size, joined, os.path.basename(config.teacher))
+        count = len(joined["value"])
+        total += count
+        by_size[str(size)] = count
+    return {"positions": total, "bytes": written, "by_size": by_size}
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(sys.argv[1:] if argv is None else argv)
+    distill(config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

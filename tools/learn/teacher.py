@@ -1,0 +1,464 @@
+"""Teacher labels: positions judged by a stronger network, stored compactly for a student to learn from.
+
+A teacher is any network Tabula plays (a KataGo model file or its ONNX conversion, a Tabula ONNX file), optionally
+after a small search. For each position it gives the policy distribution (the network's, or the search's root
+visits), the win/draw/loss (a network without a WDL head: from its value), the value, the score lead and the
+ownership, all from the side to move's view.
+
+Positions come from two sources, each a pure function of (seed, chunk) with a cursor that a checkpoint keeps:
+
+- ``RecordPositions``: the games of SGF archives (``engine.data.records``), a few positions a game, with the game's
+  result and counted margin where the record has them.
+- ``SelfPlayPositions``: games played in lockstep by sampling a network's policy (the teacher's own by default, so
+  that its evaluations label the positions at no extra cost), even and handicap, at drawn komis, on the sizes asked
+  for: the positions a player meets, with the game's Tromp-Taylor count where it ended by two passes.
+
+Storage (``write_labels``, ``read_labels``): one compressed npz file per chunk and board size. The student's own
+input (the 16 history planes of ``leelaz-18``, bit-packed; the side to move; the komi) rather than the game, so
+that training reads positions without replaying them; the policy as its 32 likeliest moves with uint8
+probabilities; the ownership as int8; the rest float16. Compressed, that is a few hundred bytes a position.
+
+Layer: a tool (numpy, onnxruntime through the evaluator, the search); no torch.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from tabula.engine.net import features
+from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator, katago_onnx
+from tabula.engine.rules.coords import BLACK, PASS, WHITE
+from tabula.engine.rules.game import GameState, Rules, handicap_points
+
+POLICY_TOP = 32  # moves kept of each policy target
+HISTORY_PLANES = 16  # leelaz-18's stone planes; planes 16 and 17 are the side to move, kept as one flag
+NO_MOVE = 65535  # an unused slot of the stored policy
+SOURCES = ("records", "selfplay")
+LABEL_FIELDS = ("stones", "black_to_move", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
+                "score_mean", "score_stdev", "ownership", "outcome", "outcome_weight", "margin", "source", "visits")
+
+
+class LabelError(ValueError):
+    """A label file that cannot be read, or a teacher that cannot label."""
+
+
+@dataclass
+class Position:
+    """A position to label, and what its game says about it (side to move's view)."""
+
+    state: GameState
+    outcome: float = 0.0  # +1 won, -1 lost, 0 drawn or unknown
+    outcome_weight: float = 0.0  # 1 where the game's result is known and meaningful
+    margin: float = math.nan  # the final margin in points where the game was counted
+    source: int = 0  # index into SOURCES
+
+
+# -- the teacher ----------------------------------------------------------------------------------------------------
+
+
+class Teacher:
+    """Labels positions with a network's judgement, or with a small search's over it.
+
+    Args:
+        path: a KataGo model file (converted to ONNX on first use, ``katago_onnx``) or an ONNX file.
+        visits: 0 labels with the network alone (batched); N > 0 runs an N-visit search from each position and
+            labels with its root: the visit distribution as the policy, its mean value and score, its ownership.
+        provider, threads, batch: where and how the network runs (``OnnxEvaluator``); ``batch`` is the largest
+            network call (a GPU takes thousands).
+        symmetry: ``identity`` (cheapest, reproducible), ``random`` or ``average`` (8 times the work).
+    """
+
+    def __init__(self, path: str, visits: int = 0, provider: str = "cpu", threads: int = 0, batch: int = 256,
+                 symmetry: str = "identity", seed: int = 0, log: Callable[[str], None] | None = None):
+        if visits < 0:
+            raise LabelError("visits must be at least 0")
+        if batch < 1:
+            raise LabelError("the label batch must be at least 1")
+        self.path = path
+        self.visits = visits
+        self.batch = batch
+        onnx_path = katago_onnx(path, log)
+        self.evaluator = OnnxEvaluator(onnx_path, symmetry=symmetry, rng=np.random.default_rng(seed),
+                                       threads=threads, provider=provider, log=log,
+                                       max_batch=max(batch, 8), batch_hint=batch)
+        self.board_sizes = self.evaluator.board_sizes
+        self.has_ownership = bool(getattr(self.evaluator, "has_score_and_ownership", False))
+        self._seed = seed
+
+    def describe(self) -> str:
+        return f"{os.path.basename(self.path)} ({self.evaluator.describe()} on {self.evaluator.provider})" + (
+            f", {self.visits} visits" if self.visits else ", no search")
+
+    def evaluate(self, states: Sequence[GameState]) -> Evaluation:
+        """The network's raw judgement of positions of one size, in calls of at most ``batch``."""
+        parts = [self.evaluator.evaluate(states[i:i + self.batch]) for i in range(0, len(states), self.batch)]
+        if len(parts) == 1:
+            return parts[0]
+        joined = {}
+        for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev"):
+            arrays = [getattr(p, name) for p in parts]
+            joined[name] = None if arrays[0] is None else np.concatenate(arrays)
+        return Evaluation(**joined)
+
+    def label(self, positions: Sequence[Position], evaluation: Evaluation | None = None) -> dict[str, np.ndarray]:
+        """The label arrays (``LABEL_FIELDS``) of positions of one board size. ``evaluation``: the network's
+        judgement of them where the caller has it already (self-play), used when there is no search."""
+        if not positions:
+            raise LabelError("no positions to label")
+        states = [p.state for p in positions]
+        size = states[0].size
+        if any(s.size != size for s in states):
+            raise LabelError("a label batch holds one board size")
+        if self.visits == 0:
+            raw = evaluation if evaluation is not None else self.evaluate(states)
+            policy, value, score, ownership = raw.policy, raw.value, raw.score, raw.ownership
+            wdl = raw.wdl if raw.wdl is not None else _wdl_of(raw.value)
+            score_mean = raw.score_mean if raw.score_mean is not None else score
+            score_stdev = raw.score_stdev
+        else:
+            policy, value, score, ownership, wdl, score_mean, score_stdev = self._searched(states)
+        count = len(states)
+        points = size * size
+        if score is None:
+            score = np.full(count, np.nan, np.float32)
+        if score_mean is None:
+            score_mean = score
+        if score_stdev is None:
+            score_stdev = np.full(count, np.nan, np.float32)
+        if ownership is None:
+            ownership = np.zeros((count, points), np.float32)
+        labels = {**encode_positions(states), **sparse_policy(policy)}
+        labels.update({
+            "value": np.asarray(value, np.float16),
+            "wdl": quantize_unit(np.asarray(wdl, np.float32)),
+            "score": np.asarray(score, np.float16),
+            "score_mean": np.asarray(score_mean, np.float16),
+            "score_stdev": np.asarray(score_stdev, np.float16),
+            "ownership": np.round(np.clip(np.asarray(ownership, np.float32), -1, 1) * 127).astype(np.int8),
+            "outcome": np.array([p.outcome for p in positions], np.int8),
+            "outcome_weight": np.array([p.outcome_weight for p in positions], np.uint8),
+            "margin": np.array([p.margin for p in positions], np.float16),
+            "source": np.array([p.source for p in positions], np.uint8),
+            "visits": np.full(count, self.visits, np.uint16),
+        })
+        if not self.has_ownership:
+            labels["ownership_known"] = np.zeros(count, np.uint8)
+        return labels
+
+    def _searched(self, states: Sequence[GameState]):
+        """(policy, value, score, ownership, wdl, score mean, score stdev) of an N-visit search from each state:
+        the root's visit shares, mean value and score, the tree's ownership (side to move's view); the draw share
+        of the WDL is the network's, the rest split so that win - loss is the searched value."""
+        from tabula.engine.config import SearchConfig
+        from tabula.engine.play.search import Search
+
+        config = SearchConfig(visits=self.visits, threads=1, batch_size=8, batches_in_flight=1, reuse_tree=False,
+                              early_stop=False, root_symmetries=False)
+        raw = self.evaluate(states)
+        count, width = raw.policy.shape
+        policy = np.zeros((count, width), np.float32)
+        value = np.zeros(count, np.float32)
+        score = np.zeros(count, np.float32)
+        stdev = np.zeros(count, np.float32)
+        ownership = None if raw.ownership is None else np.zeros_like(raw.ownership)
+        for i, state in enumerate(states):
+            search = Search(self.evaluator, config, rng=np.random.default_rng([self._seed, i]))
+            result = search.run(state, visits=self.visits)
+            for candidate in result.candidates:
+                policy[i, width - 1 if candidate.move == PASS else candidate.move] = candidate.visits
+            total = policy[i].sum()
+            policy[i] = policy[i] / total if total > 0 else raw.policy[i]
+            stats = search.root_stats()
+            value[i], score[i], stdev[i] = stats.value, stats.score, stats.score_stdev
+            if ownership is not None:
+                owned = search.ownership()
+                if owned is not None:
+                    ownership[i] = owned if state.to_move == BLACK else -owned
+        draw = raw.wdl[:, 2] if raw.wdl is not None else np.zeros(count, np.float32)
+        decided = 1.0 - draw
+        win = np.clip((decided + value) / 2.0, 0.0, 1.0)
+        wdl = np.stack([win, np.clip(decided - win, 0.0, 1.0), draw], axis=1)
+        score_out = score if raw.score is not None else None
+        return policy, value, score_out, ownership, wdl, score_out, stdev if raw.score is not None else None
+
+
+def _wdl_of(value: np.ndarray) -> np.ndarray:
+    """A WDL for a network that gives only a value: no draws."""
+    value = np.clip(np.asarray(value, np.float32), -1.0, 1.0)
+    return np.stack([(1.0 + value) / 2.0, (1.0 - value) / 2.0, np.zeros_like(value)], axis=1)
+
+
+# -- encoding and storage -------------------------------------------------------------------------------------------
+
+
+def encode_positions(states: Sequence[GameState]) -> dict[str, np.ndarray]:
+    """The student's input of each position, compactly: ``stones`` uint8 [B, 16·N·N/8] (leelaz-18's history planes,
+    bit-packed), ``black_to_move`` uint8 [B], ``komi`` float16 [B] (the side to move's komi in points)."""
+    planes = features.encode_batch(states, None)
+    count = len(states)
+    stones = np.packbits(planes[:, :HISTORY_PLANES].astype(np.uint8).reshape(count, -1), axis=1)
+    return {"stones": stones, "black_to_move": planes[:, 16, 0, 0].astype(np.uint8),
+            "komi": np.array([features.komi_points(s) for s in states], np.float16)}
+
+
+def decode_planes(labels: dict[str, np.ndarray], size: int, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    """float32 [B, 18, N, N]: leelaz-18's planes of the stored positions ``rows``."""
+    stones = labels["stones"][rows]
+    count = len(stones)
+    bits = np.unpackbits(stones, axis=1, count=HISTORY_PLANES * size * size)
+    planes = np.zeros((count, features.NUM_PLANES, size, size), np.float32)
+    planes[:, :HISTORY_PLANES] = bits.reshape(count, HISTORY_PLANES, size, size)
+    black = labels["black_to_move"][rows].astype(bool)
+    planes[black, 16] = 1.0
+    planes[~black, 17] = 1.0
+    return planes
+
+
+def sparse_policy(policy: np.ndarray, top: int = POLICY_TOP) -> dict[str, np.ndarray]:
+    """A policy [B, L] as its ``top`` likeliest moves (``policy_moves`` uint16, NO_MOVE where unused) and their
+    probabilities (``policy_probs`` uint8, in 255ths of the row's mass kept)."""
+    policy = np.asarray(policy, np.float32)
+    count, width = policy.shape
+    top = min(top, width)
+    order = np.argsort(-policy, axis=1, kind="stable")[:, :top]
+    probs = np.take_along_axis(policy, order, axis=1)
+    kept = probs.sum(axis=1, keepdims=True)
+    shares = np.where(kept > 0, probs / np.maximum(kept, 1e-12), 0.0)
+    quantized = np.round(shares * 255.0).astype(np.uint8)
+    moves = np.where(quantized > 0, order, NO_MOVE).astype(np.uint16)
+    return {"policy_moves": moves, "policy_probs": quantized}
+
+
+def dense_policy(labels: dict[str, np.ndarray], width: int, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+    """float32 [B, width]: the stored policies of ``rows``, each summing to 1."""
+    moves = labels["policy_moves"][rows].astype(np.int64)
+    probs = labels["policy_probs"][rows].astype(np.float32)
+    count = len(moves)
+    policy = np.zeros((count, width + 1), np.float32)  # the last column takes the unused slots
+    np.add.at(policy, (np.arange(count)[:, None], np.where(moves == NO_MOVE, width, moves)), probs)
+    policy = policy[:, :width]
+    total = policy.sum(axis=1, keepdims=True)
+    return np.where(total > 0, policy / np.maximum(total, 1e-12), 1.0 / width).astype(np.float32)
+
+
+def quantize_unit(x: np.ndarray) -> np.ndarray:
+    """Values in [0, 1] as uint8 255ths."""
+    return np.round(np.clip(x, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def write_labels(path: str, size: int, labels: dict[str, np.ndarray], teacher: str = "") -> int:
+    """Write one label file (atomically: a kill leaves the old file or none); returns its bytes."""
+    counts = {len(v) for v in labels.values()}
+    if len(counts) != 1:
+        raise LabelError("label arrays of different lengths")
+    tmp = f"{path}.tmp{os.getpid()}.npz"
+    np.savez_compressed(tmp, size=np.array(size, np.int16), teacher=np.array(teacher), **labels)
+    os.replace(tmp, path)
+    return os.path.getsize(path)
+
+
+def read_labels(path: str) -> tuple[int, dict[str, np.ndarray]]:
+    """(board size, label arrays) of a file of ``write_labels``; LabelError for a file that is not one."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            size = int(data["size"])
+            labels = {name: data[name] for name in data.files if name not in ("size", "teacher")}
+    except (OSError, ValueError, KeyError, EOFError) as error:
+        raise LabelError(f"{path}: not a label file ({error})") from None
+    missing = [name for name in LABEL_FIELDS if name not in labels]
+    if missing or not 2 <= size <= 25:
+        raise LabelError(f"{path}: not a label file (missing {', '.join(missing) or 'a board size'})")
+    return size, labels
+
+
+# -- positions ------------------------------------------------------------------------------------------------------
+
+
+class RecordPositions:
+    """Positions of the games in SGF archives: ``per_game`` positions drawn from each game (its moves, setup
+    position excluded), read in order; ``cursor`` counts the games taken, which a resumed run skips."""
+
+    def __init__(self, paths: Sequence[str], per_game: int = 4, seed: int = 1, cursor: int = 0,
+                 size: int = 19, max_games: int | None = None):
+        from tabula.engine.data.records import RecordFilter, iter_records
+
+        self.paths = list(paths)
+        self.per_game, self.seed, self.cursor = per_game, seed, cursor
+        rules = RecordFilter(size=size, handicap="value", require_result=False)
+        self._reader, self._records = iter_records(self.paths, rules, max_games)
+        for _ in range(cursor):  # the games an earlier run took
+            if next(self._records, None) is None:
+                break
+        self.exhausted = False
+
+    def take(self, count: int) -> list[Position]:
+        """About ``count`` positions (whole games' worth), fewer when the archives run out."""
+        from tabula.engine.data.records import DRAW
+
+        positions: list[Position] = []
+        while len(positions) < count:
+            record = next(self._records, None)
+            if record is None:
+                self.exhausted = True
+                break
+            game = self.cursor
+            self.cursor += 1
+            rng = np.random.default_rng([self.seed, game])
+            moves = len(record.moves)
+            picks = np.sort(rng.choice(moves, size=min(self.per_game, moves), replace=False))
+            known = record.value_weight > 0 and (record.winner in (BLACK, WHITE) or record.result_kind == DRAW)
+            for k in picks.tolist():
+                state = record.replay(upto=k)
+                sign = 1.0 if state.to_move == BLACK else -1.0
+                outcome = 0.0
+                if known and record.winner in (BLACK, WHITE):
+                    outcome = sign if record.winner == BLACK else -sign
+                margin = sign * record.margin if not math.isnan(record.margin) else math.nan
+                positions.append(Position(state, outcome, 1.0 if known else 0.0, margin, SOURCES.index("records")))
+        return positions
+
+
+@dataclass
+class SelfPlaySettings:
+    sizes: tuple[int, ...] = (9, 13, 19, 19)  # drawn uniformly per game
+    komi: float = 7.0  # mean komi of even games
+    komi_spread: float = 1.5  # standard deviation of the komi, rounded to half points
+    handicap_fraction: float = 0.2  # share of games with 2 to max_handicap stones at komi 0.5
+    max_handicap: int = 9
+    temperature: float = 1.0  # policy temperature for the opening (a share of the board's points, below)
+    opening_fraction: float = 0.1  # moves sampled at ``temperature``: this share of the board's points
+    late_temperature: float = 0.5  # the temperature after the opening
+    keep: float = 0.25  # share of each game's positions labelled
+    max_moves_factor: float = 1.5  # a game stops unfinished (no outcome) after this many moves per point
+
+
+@dataclass
+class _Game:
+    state: GameState
+    positions: list[Position] = field(default_factory=list)
+    kept_evaluations: list[tuple[int, int]] = field(default_factory=list)  # (position index, row in the batch)
+
+
+class SelfPlayPositions:
+    """Games played in lockstep by sampling ``player``'s policy (an object with ``evaluate(states)``), each game's
+    settings and moves drawn from (seed, chunk, game). ``take(chunk, games)`` plays them to the end and returns the
+    kept positions with the network's evaluations of them (so that a teacher playing labels at no extra cost)."""
+
+    def __init__(self, player, settings: SelfPlaySettings | None = None, seed: int = 1,
+                 board_sizes: Sequence[int] | None = None):
+        self.player = player
+        self.settings = settings or SelfPlaySettings()
+        self.seed = seed
+        if board_sizes is not None:
+            missing = [s for s in self.settings.sizes if s not in board_sizes]
+            if missing:
+                raise LabelError(f"the player plays {', '.join(map(str, board_sizes))}, not {missing}")
+
+    def new_game(self, rng: np.random.Generator) -> GameState:
+        s = self.settings
+        size = int(rng.choice(s.sizes))
+        handicap = 0
+        if rng.random() < s.handicap_fraction and s.max_handicap >= 2:
+            handicap = int(rng.integers(2, (s.max_handicap if size >= 13 else min(s.max_handicap, 4)) + 1))
+        komi = 0.5 if handicap else float(np.round(2.0 * rng.normal(s.komi, s.komi_spread)) / 2.0)
+        state = GameState(size, Rules(komi=komi))
+        if handicap:
+            state.place_handicap(handicap_points(size, handicap))
+        return state
+
+    def take(self, chunk: int, games: int) -> dict[int, tuple[list[Position], list[Evaluation]]]:
+        """{board size: (positions, [evaluations whose rows are those positions])} of ``games`` games."""
+        s = self.settings
+        rngs = [np.random.default_rng([self.seed, chunk, g]) for g in range(games)]
+        live = [_Game(self.new_game(rng)) for rng in rngs]
+        records: list[tuple[_Game, np.random.Generator]] = list(zip(live, rngs))
+        evaluations: dict[int, list[tuple[Position, Evaluation, int]]] = {}
+        playing = list(records)
+        while playing:
+            by_size: dict[int, list[tuple[_Game, np.random.Generator]]] = {}
+            for entry in playing:
+                by_size.setdefault(entry[0].state.size, []).append(entry)
+            still = []
+            for size, entries in sorted(by_size.items()):
+                states = [g.state for g, _ in entries]
+                evaluation = self.player.evaluate(states)
+                for row, (game, rng) in enumerate(entries):
+                    state = game.state
+                    if rng.random() < s.keep:
+                        position = Position(state.copy(), source=SOURCES.index("selfplay"))
+                        game.positions.append(position)
+                        evaluations.setdefault(size, []).append((position, evaluation, row))
+                    opening = len(state.moves) < s.opening_fraction * size * size
+                    move = _sample(evaluation.policy[row], s.temperature if opening else s.late_temperature, rng)
+                    state.play(PASS if move == size * size else move)
+                    if not state.is_game_over() and len(state.moves) < s.max_moves_factor * size * size:
+                        still.append((game, rng))
+            playing = still
+        for game, _ in records:  # the outcome of games that ended by two passes: Tromp-Taylor's count
+            if not game.state.is_game_over():
+                continue
+            black_margin = game.state.area_score()
+            for position in game.positions:
+                sign = 1.0 if position.state.to_move == BLACK else -1.0
+                position.margin = sign * black_margin
+                position.outcome = float(np.sign(position.margin))
+                position.outcome_weight = 1.0
+        out: dict[int, tuple[list[Position], list[Evaluation]]] = {}
+        for size, entries in evaluations.items():
+            positions = [p for p, _, _ in entries]
+            out[size] = (positions, [_row(e, r) for _, e, r in entries])
+        return out
+
+
+def _row(evaluation: Evaluation, row: int) -> Evaluation:
+    return Evaluation(**{name: None if getattr(evaluation, name) is None else getattr(evaluation, name)[row:row + 1]
+                         for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev")})
+
+
+def join_evaluations(parts: Sequence[Evaluation]) -> Evaluation:
+    return Evaluation(**{name: None if getattr(parts[0], name) is None
+                         else np.concatenate([getattr(p, name) for p in parts])
+                         for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev")})
+
+
+def _sample(policy: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    if temperature <= 0:
+        return int(np.argmax(policy))
+    weights = np.power(np.maximum(policy.astype(np.float64), 0.0), 1.0 / temperature)
+    total = weights.sum()
+    if not total > 0:
+        return len(policy) - 1
+    return int(rng.choice(len(policy), p=weights / total))
+
+
+def group_by_size(positions: Sequence[Position]) -> dict[int, list[Position]]:
+    groups: dict[int, list[Position]] = {}
+    for position in positions:
+        groups.setdefault(position.state.size, []).append(position)
+    return groups
+
+
+def throughput(teacher: Teacher, positions: Sequence[Position], repeat: int = 1) -> float:
+    """Positions labelled a second (wall clock) over ``positions`` of one size, ``repeat`` times."""
+    started = time.perf_counter()
+    for _ in range(repeat):
+        teacher.label(positions)
+    return repeat * len(positions) / max(time.perf_counter() - started, 1e-9)
+
+
+def iter_label_files(directory: str) -> Iterator[str]:
+    if not os.path.isdir(directory):
+        return
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".npz") and ".tmp" not in name:
+            yield os.path.join(directory, name)
+
+
+__all__ = ["Teacher", "Position", "RecordPositions", "SelfPlayPositions", "SelfPlaySettings", "LabelError",
+           "write_labels", "read_labels", "encode_positions", "decode_planes", "sparse_policy", "dense_policy",
+           "LABEL_FIELDS", "SOURCES", "group_by_size", "join_evaluations", "throughput", "iter_label_files"]
