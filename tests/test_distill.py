@@ -1,0 +1,188 @@
+"""Teacher labels and `tabula distill`: a tiny teacher labels positions (with and without a search), the stored
+labels read back as written, a chunk trains and a resumed run is the uninterrupted one bit for bit, and the
+distillation loss falls on a batch it sees again and again."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tabula.engine.net import features  # noqa: E402
+from tabula.engine.rules.coords import BLACK  # noqa: E402
+from tabula.engine.rules.game import GameState, Rules  # noqa: E402
+from tabula.tools.learn import distill, teacher  # noqa: E402
+from tests.conftest_network import random_game  # noqa: E402
+from tests.records_helpers import game_sgf, play_game  # noqa: E402
+
+
+def positions(size: int = 9, count: int = 6) -> list[teacher.Position]:
+    states = random_game(size, 40, seed=5)[::max(1, 40 // count)][:count]
+    return [teacher.Position(s) for s in states]
+
+
+def test_a_tiny_teacher_labels_positions(tiny_aux_onnx):
+    labeller = teacher.Teacher(str(tiny_aux_onnx), threads=1, batch=4)
+    chosen = positions()
+    labels = labeller.label(chosen)
+    count = len(chosen)
+    assert set(teacher.LABEL_FIELDS) <= set(labels) and all(len(a) == count for a in labels.values())
+    policy = teacher.dense_policy(labels, 82)
+    assert policy.shape == (count, 82) and np.allclose(policy.sum(axis=1), 1.0, atol=1e-5)
+    raw = labeller.evaluate([p.state for p in chosen])  # two network calls of at most 4, joined
+    assert raw.policy.shape == (count, 82)
+    assert np.allclose(labels["value"].astype(np.float32), raw.value, atol=1e-3)
+    wdl = labels["wdl"].astype(np.float32) / 255
+    assert np.allclose(wdl[:, 0] - wdl[:, 1], raw.value, atol=0.01) and np.all(labels["wdl"][:, 2] == 0)
+    assert np.allclose(labels["ownership"] / 127.0, raw.ownership, atol=0.005)
+    assert np.allclose(labels["score"].astype(np.float32), raw.score, atol=0.05)
+    # the likeliest move keeps its place, its share within the quantization of the top moves kept
+    assert np.array_equal(policy.argmax(axis=1), raw.policy.argmax(axis=1))
+
+
+def test_a_searching_teacher_labels_with_the_root_visits(tiny_aux_onnx):
+    labeller = teacher.Teacher(str(tiny_aux_onnx), visits=12, threads=1)
+    labels = labeller.label(positions(count=2))
+    assert np.all(labels["visits"] == 12)
+    moves, probs = labels["policy_moves"], labels["policy_probs"]
+    assert np.all(probs.astype(int).sum(axis=1) >= 250)  # the visit shares, in 255ths of those kept
+    assert np.all((moves != teacher.NO_MOVE).sum(axis=1) <= 12)  # no more moves than visits
+    assert np.all(np.abs(labels["value"].astype(np.float32)) <= 1.0)
+
+
+def test_stored_labels_read_back_as_written(tiny_aux_onnx, tmp_path):
+    chosen = positions(size=13, count=5)
+    labels = teacher.Teacher(str(tiny_aux_onnx), threads=1).label(chosen)
+    path = str(tmp_path / "chunk-000000-13x13.npz")
+    written = teacher.write_labels(path, 13, labels, "tiny")
+    size, back = teacher.read_labels(path)
+    assert size == 13 and set(back) == set(labels)
+    for name, array in labels.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array, equal_nan=True), name
+    planes = teacher.decode_planes(back, 13)
+    assert np.array_equal(planes, features.encode_batch([p.state for p in chosen]))
+    assert np.allclose(back["komi"].astype(np.float32), [features.komi_points(p.state) for p in chosen])
+    assert written / len(chosen) < 1500  # compact: the history planes packed and compressed
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(teacher.LabelError):
+        teacher.read_labels(str(tmp_path / "bad.npz"))
+
+
+def test_the_sparse_policy_keeps_the_likeliest_moves():
+    policy = np.zeros((2, 82), np.float32)
+    policy[0, [3, 10, 81]] = [0.5, 0.3, 0.2]
+    policy[1] = 1.0 / 82
+    stored = teacher.sparse_policy(policy)
+    dense = teacher.dense_policy(stored, 82)
+    assert np.allclose(dense[0], policy[0], atol=0.003)
+    assert (dense[1] > 0).sum() == teacher.POLICY_TOP and np.isclose(dense[1].sum(), 1.0)
+
+
+def test_record_positions_carry_the_result_from_the_side_to_moves_view(tmp_path):
+    for game in range(3):
+        (tmp_path / f"g{game}.sgf").write_bytes(game_sgf(play_game(game, moves=40), result="B+3.5", komi=6.5))
+    source = teacher.RecordPositions([str(tmp_path)], per_game=2, seed=1)
+    taken = source.take(4)
+    assert len(taken) == 4 and source.cursor == 2
+    for position in taken:
+        sign = 1.0 if position.state.to_move == BLACK else -1.0
+        assert position.outcome == sign and position.outcome_weight == 1.0 and position.margin == 3.5 * sign
+    resumed = teacher.RecordPositions([str(tmp_path)], per_game=2, seed=1, cursor=2)
+    (last,) = [p for p in resumed.take(1)][:1]
+    again = source.take(1)[0]
+    assert last.state.moves == again.state.moves  # the same game, the same position drawn
+
+
+def test_self_play_positions_vary_size_komi_and_handicap(tiny_aux_onnx):
+    labeller = teacher.Teacher(str(tiny_aux_onnx), threads=1)
+    settings = teacher.SelfPlaySettings(sizes=(9, 13), handicap_fraction=0.5, max_handicap=4, keep=0.5,
+                                        max_moves_factor=0.5)
+    source = teacher.SelfPlayPositions(labeller, settings, seed=3, board_sizes=labeller.board_sizes)
+    games = [source.new_game(np.random.default_rng([3, 0, g])) for g in range(24)]
+    assert {g.size for g in games} == {9, 13}
+    assert any(g.handicap for g in games) and len({g.rules.komi for g in games}) > 2
+    taken = source.take(0, 4)
+    again = source.take(0, 4)
+    for size, (chosen, evaluations) in taken.items():
+        assert len(chosen) == len(evaluations) and all(p.state.size == size for p in chosen)
+        assert [p.state.moves for p in chosen] == [p.state.moves for p in again[size][0]]  # fixed by seed, chunk
+        labels = labeller.label(chosen, teacher.join_evaluations(evaluations))
+        assert len(labels["value"]) == len(chosen)
+
+
+def run_config(teacher_path, run, **changes) -> distill.DistillConfig:
+    settings = dict(teacher=str(teacher_path), run=str(run), student_arch="1x8", sizes="9", selfplay_games=3,
+                    keep=0.5, steps_per_chunk=2, batch=8, threads=1, teacher_threads=1, export=False, chunks=1)
+    settings.update(changes)
+    return distill.DistillConfig(**settings)
+
+
+def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    whole = distill.distill(run_config(tiny_aux_onnx, tmp_path / "whole", chunks=2), **quiet)
+    first = distill.distill(run_config(tiny_aux_onnx, tmp_path / "parts", chunks=1), **quiet)
+    assert first["chunk"] == 1 and first["step"] == 2
+    resumed = distill.distill(run_config(tiny_aux_onnx, tmp_path / "parts", chunks=2), **quiet)
+    assert whole["step"] == resumed["step"] == 4 and whole["chunk"] == resumed["chunk"] == 2
+    a = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "parts" / "checkpoint.pt", weights_only=True)
+    for name, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][name]), name
+    for key, state in a["optimizer"]["state"].items():
+        for name, tensor in state.items():
+            assert torch.equal(tensor, b["optimizer"]["state"][key][name])
+    assert torch.equal(a["torch_rng"], b["torch_rng"])
+    rows = [json.loads(line) for line in (tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["chunk"] for r in rows] == [1, 2] and all(r["labelled"] > 0 and math.isfinite(r["loss"]) for r in rows)
+    from tabula.engine.net.network import load_checkpoint
+    assert load_checkpoint(tmp_path / "parts" / "checkpoint.pt").spec.aux  # a Tabula checkpoint, heads and all
+
+
+def test_distill_stops_by_its_time_limit_and_writes_the_student(tiny_aux_onnx, tmp_path):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    result = distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=0, max_minutes=1e-6, export=True),
+                             log=lambda *_: None)
+    assert result["reason"] == "out of time" and result["step"] == 0
+    student = OnnxEvaluator(tmp_path / "run" / "model.onnx", provider="cpu", log=None)
+    state = GameState(9, Rules(komi=6.5))
+    evaluation = student.evaluate([state])
+    assert evaluation.score is not None and evaluation.policy.shape == (1, 82)
+
+
+def test_the_distillation_loss_falls_on_a_batch_seen_again(tiny_aux_onnx, tmp_path):
+    config = run_config(tiny_aux_onnx, tmp_path / "run", chunks=1)
+    labeller = teacher.Teacher(str(tiny_aux_onnx), threads=1)
+    chosen = positions(count=8)
+    for position in chosen[:4]:
+        position.outcome, position.outcome_weight, position.margin = 1.0, 1.0, 5.0
+    (tmp_path / "labels").mkdir()
+    teacher.write_labels(str(tmp_path / "labels" / "chunk-000000-9x9.npz"), 9, labeller.label(chosen))
+    window = distill.LabelWindow(str(tmp_path / "labels"), 1000)
+    batch = window.batch(1, 0, 8)
+    torch.manual_seed(0)
+    model = distill.TabulaNet(distill.student_spec(config))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    planes = distill.trainer.network_planes(batch["planes"], batch["komi"], model.spec.encoding)
+    losses = []
+    for _ in range(40):
+        loss, parts = distill.distill_losses(model.train_outputs(planes), batch, config)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+    assert parts["policy_kl"].item() >= -1e-5
+
+
+def test_bad_settings_are_clear_errors(tiny_aux_onnx, tmp_path):
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tmp_path / "missing.onnx"), "--run", str(tmp_path / "r")])
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--student-arch", "6"])
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--selfplay-games", "0"])
+    assert distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r")]).student_arch == "6x64"
