@@ -41,7 +41,7 @@
 | `data/` | `records.py` | training records from SGF archives (via `rules/sgf.py`), counted filters, final ownership |
 | | `shards.py` | compact training shards and their sampler |
 | | `replay.py` | the self-play replay window, durable against kills |
-| | `config.py` (top level) | frozen dataclasses, one per owner, built only at entry points |
+| | `config.py` (top level) | frozen dataclasses, one per owner, built at entry points (options: gtp/flags.py) |
 
 `engine` never imports `gtp` or `tools`; only `net/network.py`, `net/katago_network.py` and `net/torch_backend.py`
 (and `tools/`) import torch.

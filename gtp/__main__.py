@@ -10,11 +10,12 @@ import importlib
 import logging
 import sys
 
-from tabula.engine.config import BACKENDS, PRECISIONS, EngineConfig, Flag, add_flags, from_flags
+from tabula.engine.config import BACKENDS, PRECISIONS, EngineConfig
 from tabula.engine.play.player import PICKERS, Player
 from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, Rules, UnsupportedRulesError, parse_rules
 
 from .commands import Session, serve
+from .flags import Flag, add_flags, from_flags
 
 # Modules that register further command families into commands.TABLE when imported (e.g. "tabula.gtp.analysis").
 # A module listed here but not yet written is skipped.
@@ -76,7 +77,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
     but those)."""
     defaults = EngineConfig()
     group = _groups(parser)
-    # Every option that sets a configuration field is made from the field (engine.config.add_flags), which checks its
+    # Every option that sets a configuration field is made from the field (gtp/flags.py add_flags), which checks its
     # value: a bad one is argparse's one-line error. Only --superko (no help text) and --weights (repeated, where
     # add_flags takes a comma-separated list) and --rules (a name or JSON, checked by parse_rules) are written here.
     add_flags(group["playing"], defaults, {} if not play else {

@@ -10,10 +10,11 @@ import dataclasses
 import io
 import sys
 
-from tabula.engine.config import EngineConfig, Flag, add_flags, from_flags
+from tabula.engine.config import EngineConfig
 
 from .__main__ import add_engine_arguments, build_config, configure_logging
 from .analysis_engine import REPORT_AS, AnalysisConfig, AnalysisEngine, line_writer, serve
+from .flags import Flag, add_flags, from_flags
 
 # Search threads per position where --threads is not given: positions searched at once are what fills the batches
 # (KataGo's numSearchThreadsPerAnalysisThread is 1 in its analysis example too).

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from tabula.engine.config import BACKENDS, PRECISIONS, ConfigError, Flag, NetConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import BACKENDS, PRECISIONS, ConfigError, NetConfig, SearchConfig
 from tabula.engine.net.evaluator import (
     Evaluation,
     OnnxEvaluator,
@@ -40,6 +40,7 @@ from tabula.engine.net.evaluator import (
 from tabula.engine.play.search import Rollout, Search
 from tabula.engine.play.search_player import DEFAULT_ROLLOUT_WEIGHTS, WEIGHTS_DIR
 from tabula.engine.rules.game import GameState
+from tabula.gtp.flags import Flag, add_flags, from_flags
 from tabula.tools.bench.net import append_results
 
 LEELAZ = "/usr/games/leelaz"
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("weights", help="Tabula .onnx (fp32 or int8)")
     parser.add_argument("--moves", type=int, default=4, help="self-play moves from the empty board")
-    # The search's options have tabula gtp's names and defaults (engine.config.add_flags); the bench's own playouts.
+    # The search's options have tabula gtp's names and defaults (gtp/flags.py add_flags); the bench's own playouts.
     add_flags(parser, BENCH_SEARCH, {
         "playouts": "new playouts per move",
         "threads": "search threads (default 0: as tabula gtp, 1 on a GPU and 2 on the CPU)",

@@ -18,10 +18,11 @@ import sys
 
 import numpy as np
 
-from tabula.engine.config import SearchConfig, add_flags, from_flags
+from tabula.engine.config import SearchConfig
 from tabula.engine.net.evaluator import OnnxEvaluator
 from tabula.engine.play.search import Search
 from tabula.engine.rules.game import GameState
+from tabula.gtp.flags import add_flags, from_flags
 from tabula.tools.learn.export import positions
 
 BENCH_VISITS = SearchConfig(visits=100, threads=1, early_stop=False, root_symmetries=False)

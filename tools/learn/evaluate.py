@@ -32,12 +32,13 @@ import time
 
 import numpy as np
 
-from tabula.engine.config import Flag, NetConfig, PlayConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import NetConfig, PlayConfig, SearchConfig
 from tabula.engine.data.records import RecordFilter, is_validation, iter_records
 from tabula.engine.net.evaluator import OnnxEvaluator
 from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
+from tabula.gtp.flags import Flag, add_flags, from_flags
 
 TOP_K = 5
 EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits asks for it

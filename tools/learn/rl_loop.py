@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tabula.engine.config import add_flags, from_flags
 from tabula.engine.data.replay import (
     AnchoredSampler,
     MixedSizeSampler,
@@ -57,6 +56,7 @@ from tabula.engine.data.replay import (
     winner_triggers,
 )
 from tabula.engine.rules.coords import BLACK, WHITE
+from tabula.gtp.flags import add_flags, from_flags
 from tabula.tools.learn.keeping import copy_atomic, restore_kept
 from tabula.tools.learn.plot import ELO, plot_elo, read_jsonl
 from tabula.tools.learn.selfplay import (

@@ -27,7 +27,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
-from tabula.engine.config import PlayConfig, SearchConfig, add_flags, from_flags
+from tabula.engine.config import PlayConfig, SearchConfig
 from tabula.engine.data.replay import ReplayStore, SelfPlayGame
 from tabula.engine.play.decision import MoveDecider
 from tabula.engine.play.game_loop import play_game
@@ -36,6 +36,7 @@ from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, RESIGN, WHITE
 from tabula.engine.rules.game import handicap_points
 from tabula.engine.rules.games import GameSpec
+from tabula.gtp.flags import add_flags, from_flags
 
 
 @dataclass(frozen=True)
