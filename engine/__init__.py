@@ -16,7 +16,13 @@
 | | `games.py` | `GameSpec`: the game chosen at an entry point (Go, gomoku), its positions, records and SGF |
 | `net/` | `features.py` | `GameState` -> Leela Zero's 18 planes, the 8 dihedral transforms |
 | | `netfile.py` | what a network file is: metadata version, the error for an unusable file |
-| | `evaluator.py` | the `Evaluator` protocol; the ONNX and uniform evaluators, network sets |
+| | `evaluation.py` | the `Evaluator` protocol, `Evaluation`, the stand-in `UniformEvaluator` |
+| | `providers.py` | what can run a network here: cores, GPU, onnxruntime's providers and their options |
+| | `onnx_evaluator.py` | `OnnxEvaluator`: a network file through onnxruntime, or torch on a GPU |
+| | `int8_check.py` | an int8 file runs on the CPU only where it agrees with its fp32 file |
+| | `network_set.py` | `NetworkSet` (each board size to its network) and `load_networks` |
+| | `comparison.py` | comparing two runners of one network (start-up checks of backends, tests) |
+| | `evaluator.py` | every evaluator name above in one import (`from tabula.engine.net.evaluator import X`) |
 | | `batching.py` | `BatchingEvaluator`: the evaluate calls of many searches merged into batches (the analysis engine) |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |

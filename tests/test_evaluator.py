@@ -395,12 +395,12 @@ def test_the_shipped_int8_default_plays_what_its_fp32_file_plays_on_this_cpu():
 
 
 def test_an_int8_file_that_agreed_is_not_checked_again_in_the_same_process(int8_pair, monkeypatch):
-    from tabula.engine.net import evaluator as evaluator_module
+    from tabula.engine.net import int8_check
 
     OnnxEvaluator(int8_pair / "net-int8.onnx", log=None)
 
     def not_again(*_):
         raise AssertionError("checked a second time")
 
-    monkeypatch.setattr(evaluator_module, "fp32_sibling", not_again)
+    monkeypatch.setattr(int8_check, "fp32_sibling", not_again)
     assert OnnxEvaluator(int8_pair / "net-int8.onnx", log=None).metadata["precision"] == "int8"

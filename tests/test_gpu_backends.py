@@ -15,6 +15,7 @@ import pytest
 
 from tabula.engine.config import EngineConfig, NetConfig, SearchConfig
 from tabula.engine.net import evaluator as evaluator_module
+from tabula.engine.net import onnx_evaluator  # where OnnxEvaluator looks for a GPU
 from tabula.engine.net.evaluator import (
     GPU_TOLERANCE,
     PROVIDERS,
@@ -191,7 +192,7 @@ class FakeOnnxruntime:
 def gpu_build(monkeypatch):
     import onnxruntime
 
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: False)
     return FakeOnnxruntime(onnxruntime, monkeypatch)
 
 
@@ -251,7 +252,7 @@ def test_a_provider_that_starts_and_fails_its_first_run_moves_on(tiny_onnx, gpu_
 def test_with_a_gpu_every_onnxruntime_provider_failing_leads_to_torch(tiny_onnx, gpu_build, tmp_path, monkeypatch):
     """The whole chain on a GPU machine: TensorRT fails to start, CUDA silently runs on the CPU, torch on CUDA
     runs; one line says all of it."""
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     lines = []
     evaluator = OnnxEvaluator(tiny_onnx, symmetry="identity", log=lines.append, cache_dir=str(tmp_path))
@@ -274,7 +275,7 @@ def test_when_no_gpu_path_works_the_cpu_runs_with_exactly_one_stderr_line(tiny_o
                                                                           monkeypatch, capfd, torch_failure):
     gpu_build.trt_error = None
     gpu_build.run_errors = {TRT: "TensorRT EP execution context enqueue failed", CUDA: "CUDNN failure 4"}
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     if torch_failure == "warns":
         monkeypatch.setattr(torch_backend, "TorchRunner", WarningTorchRunner)
     else:  # no torch at all: the import inside the evaluator fails
@@ -299,7 +300,7 @@ def test_when_no_gpu_path_works_the_cpu_runs_with_exactly_one_stderr_line(tiny_o
 def test_an_int8_file_on_a_gpu_without_tensorrt_runs_its_fp32_file_beside_it(monkeypatch):
     """The shipped default is an int8 file, which the torch backend cannot rebuild: on a GPU its fp32 file beside
     it runs instead (checked against that file on the CPU), and the int8 file's metadata still rules."""
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     lines = []
     evaluator = OnnxEvaluator("weights/tabula-6x64-komi-lead-int8.onnx", symmetry="identity", log=lines.append)
@@ -320,7 +321,7 @@ def test_the_torch_backend_prepares_the_common_board_sizes_before_the_first_move
         def prepare(self, sizes, largest_batch=None):
             prepared.append((list(sizes), largest_batch))
 
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", Recording)
     OnnxEvaluator(tiny_pooled_onnx, log=None, batch_hint=64)  # plays 9, 13 and 19
     OnnxEvaluator("weights/tabula-6x64-komi-lead-int8.onnx", log=None, batch_hint=64)  # plays 2 to 25
@@ -331,7 +332,7 @@ def test_the_torch_backend_prepares_the_common_board_sizes_before_the_first_move
 def test_an_int8_file_without_its_fp32_file_runs_on_the_cpu_and_says_why(monkeypatch, tmp_path):
     import shutil
 
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     alone = tmp_path / "net-int8.onnx"
     shutil.copy("weights/tabula-6x64-anysize-int8.onnx", alone)
@@ -390,7 +391,7 @@ class CpuTorchRunner(torch_backend.TorchRunner):
 
 
 def test_with_a_gpu_and_no_onnxruntime_gpu_provider_auto_runs_torch(tiny_onnx, monkeypatch):
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     lines = []
     evaluator = OnnxEvaluator(tiny_onnx, symmetry="identity", log=lines.append)
@@ -404,7 +405,7 @@ def test_on_the_torch_backend_an_aux_network_still_gives_the_search_its_score_an
                                                                                            monkeypatch):
     from tabula.engine.rules.game import GameState
 
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     evaluator = OnnxEvaluator(tiny_aux_onnx, symmetry="identity", log=None)
     assert evaluator.on_gpu and evaluator.has_score_and_ownership
@@ -427,7 +428,7 @@ def test_the_engine_shapes_its_search_for_a_gpu_or_the_cpu(tiny_onnx, monkeypatc
                 "batches_in_flight": resolved.batches_in_flight}
 
     assert engine() == ON_CPU == {"threads": 2, "batch_size": 8, "batches_in_flight": 1}  # this machine has no GPU
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     assert engine() == ON_GPU == {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
     for asked in (1, 3):
@@ -439,7 +440,7 @@ def test_a_search_built_directly_resolves_its_shape_from_its_evaluator(tiny_onnx
     from tabula.engine.play.search import Search
 
     assert Search(cpu_reference(tiny_onnx), SearchConfig()).config.batch_size == 8
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
     on_gpu = OnnxEvaluator(tiny_onnx, log=None)
     assert Search(on_gpu, SearchConfig()).config.threads == 1
@@ -452,7 +453,7 @@ def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypat
             policy, value = super().run(planes, graphs)
             return policy, -value
 
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", Wrong)
     lines = []
     evaluator = OnnxEvaluator(tiny_onnx, log=lines.append)
@@ -463,7 +464,7 @@ def test_a_torch_backend_whose_outputs_disagree_is_not_used(tiny_onnx, monkeypat
 
 
 def test_with_a_gpu_that_torch_cannot_use_auto_falls_back_to_the_cpu(tiny_onnx, monkeypatch):
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: True)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     if torch.cuda.is_available():
         pytest.skip("torch can use the GPU here")
     lines = []

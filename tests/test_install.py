@@ -108,7 +108,7 @@ def test_a_wheel_built_by_python_m_build_installs_the_same_and_holds_no_training
     assert {name.split("/")[0] for name in names} == {"tabula", wheel.name.split("-py")[0] + ".dist-info"}
     assert not [name for name in names if "/training/" in name or name.endswith((".pt", ".safetensors"))]
     assert f"tabula/weights/{DEFAULT_NETWORK}" in names and "tabula/weights/DEFAULT" in names
-    # the default's fp32 file, which a GPU runs in the int8 file's place (engine/net/evaluator.fp32_sibling)
+    # the default's fp32 file, which a GPU runs in the int8 file's place (engine/net/int8_check.fp32_sibling)
     assert "tabula/weights/" + DEFAULT_NETWORK.replace("-int8.onnx", ".onnx") in names
     assert "tabula/weights/tabula-gomoku9-4x32.onnx" in names and "tabula/weights/DEFAULT-gomoku" in names
     assert "tabula/weights/tabula-gomoku-any-4x32.onnx" in names

@@ -11,6 +11,7 @@ import pytest
 
 from tabula.engine.config import EngineConfig, NetConfig, PlayConfig, SearchConfig
 from tabula.engine.net import evaluator as evaluator_module
+from tabula.engine.net import onnx_evaluator
 from tabula.engine.net.evaluator import Evaluation, UniformEvaluator
 from tabula.engine.play import search_player
 from tabula.engine.play.search_player import SearchPicker
@@ -473,7 +474,7 @@ def test_the_cores_counted_are_no_more_than_a_containers_cpu_quota(tmp_path):
 
 def test_the_engine_says_how_many_threads_each_network_call_has(tiny_onnx, monkeypatch, capsys):
     monkeypatch.setattr(evaluator_module, "available_cores", lambda: 4)
-    monkeypatch.setattr(evaluator_module, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: False)
     for search, expected in [(SearchConfig(threads=2), "2 threads per network call"),
                              (SearchConfig(threads=4), "1 thread per network call"),
                              (SearchConfig(threads=1), "default threads")]:

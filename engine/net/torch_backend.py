@@ -1,6 +1,6 @@
 """The network on a GPU through torch, for machines whose onnxruntime has no GPU provider.
 
-Layer: beside ``evaluator.py``, which imports this module only when it chooses this backend: it imports torch, which
+Layer: beside ``onnx_evaluator.py``, imported only when this backend is chosen: it imports torch, which
 the playing path otherwise never loads. The network is the same ONNX file the CPU path runs: ``network.load_onnx``
 rebuilds the torch module from its metadata and named initialisers. Batch norms are folded into the convolutions,
 weights are cast to fp16 or bf16, activations run channels-last, and on CUDA each (batch bucket, board size) is
