@@ -195,7 +195,8 @@ class LabelWindow:
         points = size * size
         planes = features.transform_planes(teaching.decode_planes(labels, size, rows), symmetries)
         policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
-        ownership = labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size) / 127.0
+        ownership = (labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size)
+                     / teaching.OWNERSHIP_LEVELS)
         ownership = features.transform_planes(ownership, symmetries).reshape(count, points)
         score = labels["score"][rows].astype(np.float32)
         ownership_weight = labels["ownership_known"][rows].astype(np.float32)

@@ -38,6 +38,8 @@ from tabula.engine.rules.game import GameState, Rules, handicap_points
 POLICY_TOP = 32  # moves kept of each policy target
 HISTORY_PLANES = 16  # leelaz-18's stone planes; planes 16 and 17 are the side to move, kept as one flag
 NO_MOVE = 65535  # an unused slot of the stored policy
+OWNERSHIP_LEVELS = 16  # ownership stored as int8 in sixteenths: within 1/32 of the teacher's, a third of the bytes
+LABEL_FORMAT = 1  # the layout of a label file, written into it
 SOURCES = ("records", "selfplay")
 LABEL_FIELDS = ("stones", "black_to_move", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
                 "score_mean", "score_stdev", "ownership", "outcome", "outcome_weight", "margin", "source", "visits")
@@ -139,7 +141,8 @@ class Teacher:
             "score": np.asarray(score, np.float16),
             "score_mean": np.asarray(score_mean, np.float16),
             "score_stdev": np.asarray(score_stdev, np.float16),
-            "ownership": np.round(np.clip(np.asarray(ownership, np.float32), -1, 1) * 127).astype(np.int8),
+            "ownership": np.round(np.clip(np.asarray(ownership, np.float32), -1, 1) * OWNERSHIP_LEVELS
+                                  ).astype(np.int8),
             "outcome": np.array([p.outcome for p in positions], np.int8),
             "outcome_weight": np.array([p.outcome_weight for p in positions], np.uint8),
             "margin": np.array([p.margin for p in positions], np.float16),
@@ -197,11 +200,12 @@ def _wdl_of(value: np.ndarray) -> np.ndarray:
 
 
 def encode_positions(states: Sequence[GameState]) -> dict[str, np.ndarray]:
-    """The student's input of each position, compactly: ``stones`` uint8 [B, 16·N·N/8] (leelaz-18's history planes,
-    bit-packed), ``black_to_move`` uint8 [B], ``komi`` float16 [B] (the side to move's komi in points)."""
+    """The student's input of each position, compactly: ``stones`` uint8 [B, 16, ⌈N·N/8⌉] (leelaz-18's history
+    planes, each bit-packed from a byte boundary, so that compression finds the history's repeated boards),
+    ``black_to_move`` uint8 [B], ``komi`` float16 [B] (the side to move's komi in points)."""
     planes = features.encode_batch(states, None)
     count = len(states)
-    stones = np.packbits(planes[:, :HISTORY_PLANES].astype(np.uint8).reshape(count, -1), axis=1)
+    stones = np.packbits(planes[:, :HISTORY_PLANES].astype(np.uint8).reshape(count, HISTORY_PLANES, -1), axis=-1)
     return {"stones": stones, "black_to_move": planes[:, 16, 0, 0].astype(np.uint8),
             "komi": np.array([features.komi_points(s) for s in states], np.float16)}
 
@@ -210,7 +214,7 @@ def decode_planes(labels: dict[str, np.ndarray], size: int, rows: np.ndarray | s
     """float32 [B, 18, N, N]: leelaz-18's planes of the stored positions ``rows``."""
     stones = labels["stones"][rows]
     count = len(stones)
-    bits = np.unpackbits(stones, axis=1, count=HISTORY_PLANES * size * size)
+    bits = np.unpackbits(stones, axis=-1, count=size * size)
     planes = np.zeros((count, features.NUM_PLANES, size, size), np.float32)
     planes[:, :HISTORY_PLANES] = bits.reshape(count, HISTORY_PLANES, size, size)
     black = labels["black_to_move"][rows].astype(bool)
@@ -257,7 +261,8 @@ def write_labels(path: str, size: int, labels: dict[str, np.ndarray], teacher: s
     if len(counts) != 1:
         raise LabelError("label arrays of different lengths")
     tmp = f"{path}.tmp{os.getpid()}.npz"
-    np.savez_compressed(tmp, size=np.array(size, np.int16), teacher=np.array(teacher), **labels)
+    np.savez_compressed(tmp, size=np.array(size, np.int16), format=np.array(LABEL_FORMAT, np.int16),
+                        teacher=np.array(teacher), **labels)
     os.replace(tmp, path)
     return os.path.getsize(path)
 
@@ -266,11 +271,13 @@ def read_labels(path: str) -> tuple[int, dict[str, np.ndarray]]:
     """(board size, label arrays) of a file of ``write_labels``; LabelError for a file that is not one."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            size = int(data["size"])
-            labels = {name: data[name] for name in data.files if name not in ("size", "teacher")}
+            size, layout = int(data["size"]), int(data["format"])
+            labels = {name: data[name] for name in data.files if name not in ("size", "format", "teacher")}
     except (OSError, ValueError, KeyError, EOFError) as error:
         raise LabelError(f"{path}: not a label file ({error})") from None
     missing = [name for name in LABEL_FIELDS if name not in labels]
+    if layout != LABEL_FORMAT:
+        raise LabelError(f"{path}: label format {layout}, not {LABEL_FORMAT}: label it again")
     if missing or not 2 <= size <= 25:
         raise LabelError(f"{path}: not a label file (missing {', '.join(missing) or 'a board size'})")
     return size, labels
@@ -459,6 +466,50 @@ def iter_label_files(directory: str) -> Iterator[str]:
             yield os.path.join(directory, name)
 
 
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m tabula.tools.learn.teacher TEACHER``: labelling throughput (positions/s) of a teacher on record
+    positions, at each batch without a search and at each visit count with one; one JSON line a figure."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(prog="python -m tabula.tools.learn.teacher", description=main.__doc__)
+    parser.add_argument("teacher", help="a KataGo model file, its ONNX, or a Tabula ONNX network")
+    parser.add_argument("--records", required=True, help="SGF archives or folders (comma-separated)")
+    parser.add_argument("--positions", type=int, default=64, help="positions labelled a measurement without search")
+    parser.add_argument("--search-positions", type=int, default=4, help="... and with a search")
+    parser.add_argument("--batches", default="1,256", help="label batches measured without a search")
+    parser.add_argument("--visits", default="16", help="search visits measured (at batch 8, the search's own)")
+    parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
+    parser.add_argument("--provider", default="cpu")
+    args = parser.parse_args(argv)
+    source = RecordPositions([p for p in args.records.split(",") if p], per_game=4, seed=1)
+    positions = source.take(args.positions)[:args.positions]
+    if not positions:
+        raise SystemExit("no positions in --records")
+    for batch in (int(b) for b in args.batches.split(",") if b):
+        labeller = Teacher(args.teacher, provider=args.provider, threads=args.threads, batch=batch)
+        labeller.label(positions[:min(batch, 8)])  # the first calls pay for the session's warm-up
+        rate = throughput(labeller, positions)
+        print(json.dumps({"teacher": os.path.basename(args.teacher), "size": positions[0].state.size,
+                          "visits": 0, "batch": batch, "positions": len(positions),
+                          "positions_per_s": round(rate, 2)}), flush=True)
+    for visits in (int(v) for v in args.visits.split(",") if v):
+        labeller = Teacher(args.teacher, visits=visits, provider=args.provider, threads=args.threads)
+        chosen = positions[:args.search_positions]
+        labeller.label(chosen[:1])
+        rate = throughput(labeller, chosen)
+        print(json.dumps({"teacher": os.path.basename(args.teacher), "size": chosen[0].state.size,
+                          "visits": visits, "batch": 8, "positions": len(chosen),
+                          "positions_per_s": round(rate, 2)}), flush=True)
+    return 0
+
+
 __all__ = ["Teacher", "Position", "RecordPositions", "SelfPlayPositions", "SelfPlaySettings", "LabelError",
            "write_labels", "read_labels", "encode_positions", "decode_planes", "sparse_policy", "dense_policy",
            "LABEL_FIELDS", "SOURCES", "group_by_size", "join_evaluations", "throughput", "iter_label_files"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
