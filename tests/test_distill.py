@@ -141,6 +141,18 @@ def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     assert load_checkpoint(tmp_path / "parts" / "checkpoint.pt").spec.aux  # a Tabula checkpoint, heads and all
 
 
+def test_another_player_plays_and_a_teacher_without_ownership_labels(tiny_pooled_onnx, tiny_aux_onnx, tiny_onnx,
+                                                                      tmp_path):
+    config = run_config(tiny_pooled_onnx, tmp_path / "run", player=str(tiny_aux_onnx))
+    assert distill.distill(config, log=lambda *_: None)["labelled"] > 0
+    window = distill.LabelWindow(str(tmp_path / "run" / "labels"), 1000)
+    assert not window.by_size[9]["ownership_known"].any() and np.isnan(window.by_size[9]["score"]).all()
+    batch = window.batch(1, 0, 4)
+    assert not batch["ownership_weight"].any() and not batch["score_weight"].any()
+    with pytest.raises(SystemExit, match="the player plays 19, not"):  # a 19x19-only player asked for 9x9
+        distill.distill(run_config(tiny_aux_onnx, tmp_path / "other", player=str(tiny_onnx)), log=lambda *_: None)
+
+
 def test_distill_stops_by_its_time_limit_and_writes_the_student(tiny_aux_onnx, tmp_path):
     from tabula.engine.net.evaluator import OnnxEvaluator
 

@@ -62,6 +62,8 @@ class DistillConfig:
     handicap_fraction: float = 0.2
     max_handicap: int = 9
     keep: float = 0.25  # share of a self-play game's positions labelled
+    player: str = ""  # the network whose policy plays the self-play games ("": the teacher's, whose evaluations
+    # then label the kept positions for free), e.g. Tabula's own, for the positions Tabula meets
     chunk_positions: int = 1024  # positions taken from the records a chunk (times records_share)
     visits: int = 0  # teacher's search visits a position (0: the network alone)
     label_batch: int = 256  # positions a teacher network call
@@ -128,8 +130,10 @@ def parse_args(argv: list[str]) -> DistillConfig:
 def check(config: DistillConfig) -> None:
     """ValueError for settings that cannot run."""
     parse_arch(config.student_arch)
-    if not os.path.isfile(config.teacher):
-        raise ValueError(f"--teacher {config.teacher}: no such file")
+    for name in ("teacher", "player"):
+        path = getattr(config, name)
+        if path and not os.path.isfile(path):
+            raise ValueError(f"--{name} {path}: no such file")
     if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
         raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
     if not config.records and config.selfplay_games <= 0:
@@ -326,21 +330,33 @@ def distill(config: DistillConfig, log=print) -> dict:
             average.state = {k: v.to(device) for k, v in average.state.items()}
     trainer.set_training(model, False)
 
-    teacher = teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
-                               threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
-                               seed=config.seed, log=log)
-    log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
-    sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
-    selfplay = None
-    if config.selfplay_games > 0:
-        settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
-                                             handicap_fraction=config.handicap_fraction,
-                                             max_handicap=config.max_handicap, keep=config.keep)
-        selfplay = teaching.SelfPlayPositions(teacher, settings, seed=config.seed, board_sizes=teacher.board_sizes)
-    records = None
-    if config.records:
-        records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
-                                           seed=config.seed, cursor=cursor)
+    from tabula.engine.net.netfile import NetworkFileError
+
+    try:
+        teacher = teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
+                                   threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
+                                   seed=config.seed, log=log)
+        log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
+        sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
+        selfplay = None
+        if config.selfplay_games > 0:
+            settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
+                                                 handicap_fraction=config.handicap_fraction,
+                                                 max_handicap=config.max_handicap, keep=config.keep)
+            player = teacher
+            if config.player:
+                from tabula.engine.net.evaluator import OnnxEvaluator, katago_onnx
+
+                player = OnnxEvaluator(katago_onnx(config.player, log), symmetry="identity", provider=config.provider,
+                                       threads=config.teacher_threads, log=log)
+            selfplay = teaching.SelfPlayPositions(player, settings, seed=config.seed,
+                                                  board_sizes=getattr(player, "board_sizes", None))
+        records = None
+        if config.records:
+            records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
+                                               seed=config.seed, cursor=cursor)
+    except (teaching.LabelError, NetworkFileError) as error:
+        raise SystemExit(f"tabula distill: {error}") from None
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
     window = LabelWindow(label_dir, config.window_positions)
@@ -463,7 +479,9 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
             groups.setdefault(size, []).append((positions, None))
     if selfplay is not None:
         for size, (positions, evaluations) in selfplay.take(chunk, config.selfplay_games).items():
-            groups.setdefault(size, []).append((positions, teaching.join_evaluations(evaluations)))
+            # the player's evaluations label the positions where the player is the teacher
+            joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
+            groups.setdefault(size, []).append((positions, joined))
     total, written, by_size = 0, 0, {}
     for size, parts in sorted(groups.items()):
         arrays = [teacher.label(positions, evaluation) for positions, evaluation in parts if positions]
