@@ -51,6 +51,9 @@ def test_a_searching_teacher_labels_with_the_root_visits(tiny_aux_onnx):
     assert np.all(probs.astype(int).sum(axis=1) >= 250)  # the visit shares, in 255ths of those kept
     assert np.all((moves != teacher.NO_MOVE).sum(axis=1) <= 12)  # no more moves than visits
     assert np.all(np.abs(labels["value"].astype(np.float32)) <= 1.0)
+    together = teacher.Teacher(str(tiny_aux_onnx), visits=12, threads=1, search_parallel=2).label(positions(count=2))
+    for name in ("policy_moves", "policy_probs", "value"):  # the same searches, their network calls batched
+        assert np.array_equal(together[name], labels[name]), name
 
 
 def test_stored_labels_read_back_as_written(tiny_aux_onnx, tmp_path):

@@ -66,6 +66,7 @@ class DistillConfig:
     # then label the kept positions for free), e.g. Tabula's own, for the positions Tabula meets
     chunk_positions: int = 1024  # positions taken from the records a chunk (times records_share)
     visits: int = 0  # teacher's search visits a position (0: the network alone)
+    search_parallel: int = 1  # searches at once, their network calls batched together (a GPU: 64 or more)
     label_batch: int = 256  # positions a teacher network call
     provider: str = "cpu"  # where the teacher runs: cpu | auto (a GPU where there is one) | torch | cuda | tensorrt
     teacher_threads: int = 0  # onnxruntime threads of the teacher (0: onnxruntime decides)
@@ -335,7 +336,7 @@ def distill(config: DistillConfig, log=print) -> dict:
     try:
         teacher = teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
                                    threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
-                                   seed=config.seed, log=log)
+                                   seed=config.seed, log=log, search_parallel=config.search_parallel)
         log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
         sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
         selfplay = None

@@ -73,16 +73,20 @@ class Teacher:
         provider, threads, batch: where and how the network runs (``OnnxEvaluator``); ``batch`` is the largest
             network call (a GPU takes thousands).
         symmetry: ``identity`` (cheapest, reproducible), ``random`` or ``average`` (8 times the work).
+        search_parallel: searches run at once, their network calls merged into batches (``BatchingEvaluator``):
+            a GPU's way to label with a search; 1 searches one position after another.
     """
 
     def __init__(self, path: str, visits: int = 0, provider: str = "cpu", threads: int = 0, batch: int = 256,
-                 symmetry: str = "identity", seed: int = 0, log: Callable[[str], None] | None = None):
+                 symmetry: str = "identity", seed: int = 0, log: Callable[[str], None] | None = None,
+                 search_parallel: int = 1):
         if visits < 0:
             raise LabelError("visits must be at least 0")
         if batch < 1:
             raise LabelError("the label batch must be at least 1")
         self.path = path
         self.visits = visits
+        self.search_parallel = max(1, search_parallel)
         self.batch = batch
         onnx_path = katago_onnx(path, log)
         self.evaluator = OnnxEvaluator(onnx_path, symmetry=symmetry, rng=np.random.default_rng(seed),
@@ -169,9 +173,25 @@ class Teacher:
         score = np.zeros(count, np.float32)
         stdev = np.zeros(count, np.float32)
         ownership = None if raw.ownership is None else np.zeros_like(raw.ownership)
-        for i, state in enumerate(states):
-            search = Search(self.evaluator, config, rng=np.random.default_rng([self._seed, i]))
-            result = search.run(state, visits=self.visits)
+        evaluator = self.evaluator
+        if self.search_parallel > 1:
+            from tabula.engine.net.batching import BatchingEvaluator
+
+            evaluator = BatchingEvaluator(self.evaluator, max_batch=self.batch)
+
+        def searched(i: int):
+            search = Search(evaluator, config, rng=np.random.default_rng([self._seed, i]))
+            return search, search.run(states[i], visits=self.visits)
+
+        if self.search_parallel > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=self.search_parallel) as pool:
+                runs = list(pool.map(searched, range(count)))
+            evaluator.close()
+        else:
+            runs = [searched(i) for i in range(count)]
+        for i, (state, (search, result)) in enumerate(zip(states, runs)):
             for candidate in result.candidates:
                 policy[i, width - 1 if candidate.move == PASS else candidate.move] = candidate.visits
             total = policy[i].sum()
