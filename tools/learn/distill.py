@@ -356,7 +356,7 @@ def distill(config: DistillConfig, log=print) -> dict:
         if config.records:
             records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
                                                seed=config.seed, cursor=cursor)
-    except (teaching.LabelError, NetworkFileError) as error:
+    except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
         raise SystemExit(f"tabula distill: {error}") from None
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
