@@ -46,7 +46,8 @@ def needs_sgfmill(step: str) -> bool:
     """tabula gtp and tabula train import it (through the game records), and the MFU step reads the training's
     figures: without the wheel these steps fail, and only these."""
     command = step.split("\n")[0]
-    return command.startswith(("python3 -m tabula.tools.cli gtp", "python3 -m tabula.tools.cli train")) \
+    return command.startswith(("python3 -m tabula.tools.cli gtp", "python3 -m tabula.tools.cli train",
+                               "python3 -m tabula.tools.cli distill")) \
         or (command.startswith("python3 - ") and command.split()[2].endswith("/train"))
 
 
@@ -56,9 +57,9 @@ def test_the_gpu_session_runs_every_step_in_one_part(tmp_path, sgfmill):
     log, results = run_session(tmp_path, sgfmill=sgfmill)
     steps = re.split(r"^\$ ", log, flags=re.M)[1:]
     python_steps = [s for s in steps if s.startswith("python3 ")]
-    # env, bench net x3, search x2 + the default network's + 2 + 2 and the instant network's, export x2, train and its
-    # MFU, gtp x2, pytest
-    assert len(python_steps) == 19
+    # env, the distill teacher's export and distill, bench net x3, search x2 + the default network's + 2 + 2 and the
+    # instant network's, export x2, train and its MFU, gtp x2, pytest
+    assert len(python_steps) == 21
     for step in python_steps:
         assert "# skipped" not in step, step
         if not sgfmill and needs_sgfmill(step):
@@ -86,6 +87,10 @@ def test_the_gpu_session_runs_every_step_in_one_part(tmp_path, sgfmill):
     failed = {r["command"].split()[0] for r in results if r["what"] == "step" and r["rc"] != 0}
     assert failed <= {"nvidia-smi"}  # absent from a machine without a GPU
     assert (tmp_path / "out" / "train-metrics.jsonl").exists()
+    (distilled,) = [r for r in results if r["what"] == "distill"]
+    assert distilled["last_chunk"]["labelled"] > 0 and distilled["last_chunk"]["step"] > 0
+    for name in ("checkpoint.pt", "metrics.jsonl", "model.onnx"):
+        assert (tmp_path / "out" / f"distill-{name}").exists()
     assert len(list((tmp_path / "out").iterdir())) <= 8  # the device tool brings back 8 files at most
 
 
@@ -101,8 +106,9 @@ def test_a_session_cut_short_by_its_budget_keeps_what_it_measured(tmp_path):
 def test_the_session_is_one_part_with_its_steps_in_order_of_importance():
     script = SCRIPT.read_text()
     assert "BUDGET:-480" in script and "usage:" not in script  # one part: nothing to choose
-    order = ["nvidia-smi -L", "bench net \"$net6\"", "search \"$search6\"", "export_net \"${mid[@]}\"",
-             '"${cli[@]}" train --synthetic', "search \"$net\" $core_big", "gtp --weights", "pytest -m gpu", "grid[@]"]
+    order = ["nvidia-smi -L", "distill --teacher", "bench net \"$net6\"", "search \"$search6\"",
+             "export_net \"${mid[@]}\"", '"${cli[@]}" train --synthetic', "search \"$net\" $core_big",
+             "gtp --weights", "pytest -m gpu", "grid[@]"]
     positions = [script.index(marker) for marker in order]
     assert positions == sorted(positions)
 

@@ -3,9 +3,11 @@
 # (10 minutes a command, 15 minutes of device time a session with the machine's start, a fresh machine each time):
 #
 #   OUT=$OUT bash tools/gpu_session.sh          # the device tool's run, timeout_s 540, carry [".whl"]
+#   ... carry [".whl", "runs/teacher"]        # with a teacher for `tabula distill` in runs/teacher/ (step 2)
 #
 # The steps run in order of importance, each under its own time limit and all inside BUDGET seconds (default 480),
 # so that a cut-short run still brings back what matters most: the environment and the GPU's bf16 matmul ceiling;
+# a few minutes of `tabula distill` (a teacher's labels and a student trained on them, brought back as distill-*);
 # raw network throughput of the shipped 6x64 (fp16/bf16/fp32 on the GPU, int8 and fp32 on the CPU); bench search at
 # the likeliest best settings; raw throughput of random 10x128 and 20x256 networks; two minutes of `tabula train` on
 # a 10x128 network (samples/s and MFU); bench search of the larger networks and the Python side's bound; tabula
@@ -43,6 +45,8 @@ if [ "${QUICK:-0}" = 1 ]; then
   playouts=48; search_seconds=0.1; limit_search=60
   core6=("1 2 8" "2 1 8"); core_big="1 2 8"; grid=("$search6 1 3 16" "BIG 1 2 16")
   train=(1 8 32); train_seconds=6
+  # student, sizes, self-play games a chunk, label batch, training batch, steps a chunk; the random teacher
+  distill=(1x8 9 4 16 16 3); distill_teacher=(1 8); distill_seconds=5
 else
   mid=(10 128); big=(20 256); net_batches=1,8,16,32,64,128,256; big_batches=1,16,64,128,256; net_seconds=0.5
   accuracy=256; playouts=1600; search_seconds=1; limit_search=75
@@ -52,6 +56,7 @@ else
   grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
         "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
   train=(10 128 256); train_seconds=120  # two minutes of training, or what the budget leaves
+  distill=(6x64 9,13,19,19 512 512 1024 100); distill_teacher=(10 128); distill_seconds=150
 fi
 r_mid=$work/r${mid[0]}x${mid[1]}.onnx
 r_big=$work/r${big[0]}x${big[1]}.onnx
@@ -129,18 +134,48 @@ if not record["cuda"]:
 EOF
 cuda=$(cat "$work/cuda" 2>/dev/null || echo 0)
 
-# 2. Raw throughput of the shipped 6x64: every GPU path (fp16 also without CUDA graphs, to see what they save), and
+# 2. Teacher labels (docs/TRAINING.md, "Teacher labels"): tabula distill labels self-play positions with a teacher
+# network on the GPU (the torch backend) and trains a 6x64 student on them for a fixed few minutes; the student's checkpoint and ONNX
+# and the run's metrics come back (distill-*). The teacher: $TEACHER, else the first file of runs/teacher/ (carry it:
+# the device tool's carry [".whl", "runs/teacher"], with a KataGo network's ONNX conversion there, under 64 MiB),
+# else a random network with score and ownership heads, which measures the speed and teaches nothing (QUICK=1
+# always, unless TEACHER is set).
+teacher=${TEACHER:-}
+[ -z "$teacher" ] && [ "${QUICK:-0}" != 1 ] && teacher=$(ls runs/teacher/*.onnx runs/teacher/*.bin.gz 2>/dev/null | head -1)
+if [ -z "$teacher" ]; then
+  teacher=$work/teacher-random.onnx
+  note "no teacher carried (runs/teacher/): a random ${distill_teacher[0]}x${distill_teacher[1]} one, for the speed only"
+  [ -f "$teacher" ] || step 90 "${cli[@]}" export --random --head pooled --aux --blocks "${distill_teacher[0]}" \
+      --filters "${distill_teacher[1]}" --seed 54 --calibration-source random "$teacher"
+fi
+if [ -f "$teacher" ]; then
+  distill_device=$([ "$cuda" = 1 ] && echo cuda || echo cpu)
+  rm -rf "$work/distill"
+  step $((distill_seconds + 120)) "${cli[@]}" distill --teacher "$teacher" --run "$work/distill" \
+      --student-arch "${distill[0]}" --provider "$([ "$cuda" = 1 ] && echo torch || echo cpu)" \
+      --device "$distill_device" --sizes "${distill[1]}" --selfplay-games "${distill[2]}" \
+      --label-batch "${distill[3]}" --batch "${distill[4]}" --steps-per-chunk "${distill[5]}" \
+      --window-positions 2000000 --lr 0.002 --warmup-steps 50 \
+      --max-minutes "$(awk "BEGIN { print $distill_seconds / 60 }")"
+  for name in checkpoint.pt metrics.jsonl model.onnx; do
+    cp "$work/distill/$name" "$out/distill-$name" 2>/dev/null
+  done
+  [ -s "$work/distill/metrics.jsonl" ] \
+    && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \"last_chunk\": $(tail -1 "$work/distill/metrics.jsonl")}"
+fi
+
+# 3. Raw throughput of the shipped 6x64: every GPU path (fp16 also without CUDA graphs, to see what they save), and
 # the CPU's int8 and fp32 on all cores for comparison.
 step 150 "${cli[@]}" bench net "$net6" --int8 "$int8_6" --size 19 --threads "$cores" --batches "$net_batches" \
     --seconds "$net_seconds" --rounds 2 --accuracy-positions "$accuracy" --paths "onnx-fp32,onnx-int8,$gpu_paths,torch-cuda-fp16-eager" \
     --results "$results"
 
-# 3. bench search of the 6x64 at the likeliest best settings, then of the default network (through its fp32 file
+# 4. bench search of the 6x64 at the likeliest best settings, then of the default network (through its fp32 file
 # beside the int8 one, with its score and ownership heads) at tabula gtp's GPU default.
 for setting in "${core6[@]}"; do search "$search6" $setting; done
 search "$int8_default" ${core6[0]}
 
-# 4. Raw throughput of 10x128 and 20x256 (random weights: speed only) on the GPU paths.
+# 5. Raw throughput of 10x128 and 20x256 (random weights: speed only) on the GPU paths.
 export_net "${mid[@]}" "$r_mid"
 export_net "${big[@]}" "$r_big"
 for net in "$r_mid" "$r_big"; do
@@ -148,7 +183,7 @@ for net in "$r_mid" "$r_big"; do
       --seconds "$net_seconds" --rounds 2 --accuracy-positions 64 --paths "$gpu_paths" --results "$results"
 done
 
-# 5. Training: tabula train on random batches of a 10x128 network for two minutes (or what the budget leaves):
+# 6. Training: tabula train on random batches of a 10x128 network for two minutes (or what the budget leaves):
 # samples/s, and the share of the GPU's bf16 peak the convolutions reach (MFU).
 if [ "$cuda" = 1 ] || [ "${QUICK:-0}" = 1 ]; then
   device=$([ "$cuda" = 1 ] && echo cuda || echo cpu)
@@ -200,24 +235,24 @@ else
   note "training skipped: no CUDA device here"
 fi
 
-# 6. bench search of the larger networks.
+# 7. bench search of the larger networks.
 for net in "$r_mid" "$r_big"; do [ -f "$net" ] && search "$net" $core_big; done
 
 # The Python side's bound on this machine's cores (an instant network), against which the searches above compare.
 step 60 "${cli[@]}" bench search "$search6" --provider auto --instant-network --threads 1 --batch-size 32 --moves 2 \
     --playouts "$playouts" --rounds 2 --results "$results"
 
-# 7. tabula gtp on the GPU by itself: which backend its stderr line names, and how long it takes to its first move,
+# 8. tabula gtp on the GPU by itself: which backend its stderr line names, and how long it takes to its first move,
 # with the default (int8) network and with the shipped fp32 file (24 board sizes to check and capture graphs for).
 printf 'name\nboardsize 19\ngenmove b\nquit\n' > "$work/gtp-input"
 note "tabula gtp's input: name, boardsize 19, genmove b, quit"
 step 90 "${cli[@]}" gtp --playouts $((playouts / 2)) --seed 1 < "$work/gtp-input"
 step 120 "${cli[@]}" gtp --weights "$net6" --playouts $((playouts / 2)) --seed 1 < "$work/gtp-input"
 
-# 8. The GPU backends against the CPU (tests marked gpu; they skip where there is no GPU).
+# 9. The GPU backends against the CPU (tests marked gpu; they skip where there is no GPU).
 step 150 python3 -m pytest -m gpu tests/test_gpu_backends.py -q -p no:cacheprovider
 
-# 9. The wider search grid, while the budget lasts.
+# 10. The wider search grid, while the budget lasts.
 for entry in "${grid[@]}"; do
   set -- $entry
   net=${1/#MID/$r_mid}; net=${net/#BIG/$r_big}
