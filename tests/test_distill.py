@@ -72,6 +72,11 @@ def test_stored_labels_read_back_as_written(tiny_aux_onnx, tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     with pytest.raises(teacher.LabelError):
         teacher.read_labels(str(tmp_path / "bad.npz"))
+    np.savez_compressed(tmp_path / "old.npz", size=np.array(13), **labels)  # a file of no format: an older one
+    with pytest.raises(teacher.LabelError, match="label format 0"):
+        teacher.read_labels(str(tmp_path / "old.npz"))
+    window = distill.LabelWindow(str(tmp_path), 1000)  # the readable file, and the others named
+    assert window.size == len(chosen) and len(window.skipped) == 2
 
 
 def test_the_sparse_policy_keeps_the_likeliest_moves():

@@ -155,6 +155,7 @@ class LabelWindow:
 
     def __init__(self, directory: str, limit: int):
         self.directory, self.limit = directory, limit
+        self.skipped: dict[str, str] = {}  # files that cannot be read, and why
         self._cache: dict[str, tuple[int, dict[str, np.ndarray]]] = {}
         self.refresh()
 
@@ -164,8 +165,14 @@ class LabelWindow:
         kept: list[str] = []
         total = 0
         for path in reversed(paths):
+            if path in self.skipped:
+                continue
             if path not in self._cache:
-                self._cache[path] = teaching.read_labels(path)
+                try:
+                    self._cache[path] = teaching.read_labels(path)
+                except teaching.LabelError as error:  # labels are disposable: one unreadable file costs its chunk
+                    self.skipped[path] = str(error)
+                    continue
             count = len(self._cache[path][1]["value"])
             if kept and total + count > self.limit and _chunk_of(path) != _chunk_of(kept[0]):
                 os.remove(path)
@@ -361,6 +368,8 @@ def distill(config: DistillConfig, log=print) -> dict:
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
     window = LabelWindow(label_dir, config.window_positions)
+    for problem in window.skipped.values():
+        log(f"tabula distill: skipped {problem}")
 
     def save(reason: str) -> None:
         state = {"spec": spec.to_dict(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},

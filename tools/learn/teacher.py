@@ -291,7 +291,8 @@ def read_labels(path: str) -> tuple[int, dict[str, np.ndarray]]:
     """(board size, label arrays) of a file of ``write_labels``; LabelError for a file that is not one."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            size, layout = int(data["size"]), int(data["format"])
+            size = int(data["size"])
+            layout = int(data["format"]) if "format" in data.files else 0
             labels = {name: data[name] for name in data.files if name not in ("size", "format", "teacher")}
     except (OSError, ValueError, KeyError, EOFError) as error:
         raise LabelError(f"{path}: not a label file ({error})") from None
