@@ -120,8 +120,12 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     if ko != NO_POINT:
         spatial[6, flat[ko]] = 1.0
     if not cleared and rules.superko != SIMPLE_KO:
-        seen = state.seen if start == 0 else _seen_since(state, start)
-        for point in _superko_banned(state, ko, seen):
+        banned = _superko_banned(state, ko, state.seen)
+        if banned and start > 0:
+            # KataGo's history restarted at an out-of-turn move: only the positions since then count (replayed,
+            # so only where the whole game's positions ban something)
+            banned = _superko_banned(state, ko, _seen_since(state, start))
+        for point in banned:
             spatial[6, point] = 1.0
 
     # Features 18, 19: area under area scoring (territory scoring shows it only in the encore).
