@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import random
 import sys
@@ -161,6 +162,19 @@ def activation_matmuls(graph) -> list[str]:
     weights = {t.name for t in graph.initializer}
     return [node.name for node in graph.node
             if node.op_type == "MatMul" and not any(name in weights for name in node.input)]
+
+
+def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
+    """graph -> the nodes of a converted KataGo network that stay fp32 besides its heads: attention's activation
+    products (``activation_matmuls``), the first convolution, and the trunk's last ``last_share`` of blocks (at least
+    one), whose errors nothing after them averages out. On g170e-b15c192 this took int8's top-move agreement from
+    93% to 95% of the export's test positions (docs/BENCHMARKS.md)."""
+    last = max(1, int(np.ceil(blocks * last_share)))
+    prefixes = ("/initial_conv/", *(f"/blocks.{index}/" for index in range(blocks - last, blocks)))
+
+    def nodes(graph) -> list[str]:
+        return activation_matmuls(graph) + [node.name for node in graph.node if node.name.startswith(prefixes)]
+    return nodes
 
 
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
@@ -471,7 +485,7 @@ def _export_katago(args: argparse.Namespace) -> int:
 def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     """Quantize a converted KataGo network (min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's
     activations have outliers that percentile calibration clips, and one size alone left the value on the others off
-    by 0.1 on average; attention's activation products and the heads stay fp32) and keep it as NAME-int8.onnx beside
+    by 0.1 on average; the heads and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
     NAME.onnx only where its top move (among the legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the
     positions of 19x19 real games (random games where there are none) and 9x9 random games; one line says what was
     measured either way."""
@@ -491,8 +505,9 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
                    for size in KATAGO_CALIBRATION_SIZES}
     scratch = target + ".tmp"
     try:
-        quantize_int8(fp32, scratch, calibration, also_exclude=activation_matmuls, op_types=["Conv", "MatMul"],
-                      method="minmax")
+        blocks = int(json.loads(_metadata(fp32)["architecture"])["blocks"])
+        quantize_int8(fp32, scratch, calibration, also_exclude=katago_fp32_nodes(blocks),
+                      op_types=["Conv", "MatMul"], method="minmax")
         options = ort.SessionOptions()
         options.log_severity_level = 3
         sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
