@@ -26,7 +26,7 @@
 | | `batching.py` | `BatchingEvaluator`: the evaluate calls of many searches merged into batches (the analysis engine) |
 | | `network.py`, `torch_backend.py` | the torch model and ONNX export (training only); the torch GPU backend |
 | | `leelaz.py` | Leela Zero weight files |
-| | `katago_model.py` | KataGo's model files (`.bin.gz`, `.bin`, `.txt`): the reader and the writer (numpy) |
+| | `katago_model.py` | KataGo's model files: the reader and the writer (numpy); their cached ONNX conversion |
 | | `katago_network.py` | KataGo's networks as torch modules and their ONNX export (conversion only) |
 | | `katago_features.py` | `GameState` -> KataGo's V7 inputs (`katago-v7`): ladders, pass-alive areas, rules globals |
 | | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
