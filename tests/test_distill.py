@@ -114,6 +114,7 @@ def test_self_play_positions_vary_size_komi_and_handicap(tiny_aux_onnx):
     assert any(g.handicap for g in games) and len({g.rules.komi for g in games}) > 2
     taken = source.take(0, 4)
     again = source.take(0, 4)
+    assert source.take(0, 4, deadline=0.0) == {}  # past its deadline, a chunk plays nothing
     for size, (chosen, evaluations) in taken.items():
         assert len(chosen) == len(evaluations) and all(p.state.size == size for p in chosen)
         assert [p.state.moves for p in chosen] == [p.state.moves for p in again[size][0]]  # fixed by seed, chunk

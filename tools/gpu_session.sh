@@ -56,7 +56,9 @@ else
   grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
         "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
   train=(10 128 256); train_seconds=120  # two minutes of training, or what the budget leaves
-  distill=(6x64 9,13,19,19 512 512 1024 100); distill_teacher=(10 128); distill_seconds=150
+  # 64 games a chunk: their moves are played and KataGo's input features computed in Python, a few ms a 19x19
+  # position, so a chunk of more games would outlast the step before its first training step
+  distill=(6x64 9,13,19,19 64 256 1024 20); distill_teacher=(10 128); distill_seconds=150
 fi
 r_mid=$work/r${mid[0]}x${mid[1]}.onnx
 r_big=$work/r${big[0]}x${big[1]}.onnx
@@ -134,17 +136,19 @@ if not record["cuda"]:
 EOF
 cuda=$(cat "$work/cuda" 2>/dev/null || echo 0)
 
-# 2. Teacher labels (docs/TRAINING.md, "Teacher labels"): tabula distill labels self-play positions with a teacher
-# network on the GPU (the torch backend) and trains a 6x64 student on them for a fixed few minutes; the student's checkpoint and ONNX
-# and the run's metrics come back (distill-*). The teacher: $TEACHER, else the first file of runs/teacher/ (carry it:
+# 2. Teacher labels (docs/TRAINING.md, "Teacher labels"): tabula distill labels self-play positions (every one of
+# the games, which the teacher plays) with a teacher network on the GPU (the torch backend) and trains a 6x64
+# student on them for a fixed few minutes; the student's checkpoint and ONNX and the run's metrics come back
+# (distill-*). The teacher: $TEACHER, else the first file of runs/teacher/ (carry it:
 # the device tool's carry [".whl", "runs/teacher"], with a KataGo network's ONNX conversion there, under 64 MiB),
 # else a random network with score and ownership heads, which measures the speed and teaches nothing (QUICK=1
 # always, unless TEACHER is set).
 teacher=${TEACHER:-}
-[ -z "$teacher" ] && [ "${QUICK:-0}" != 1 ] && teacher=$(ls runs/teacher/*.onnx runs/teacher/*.bin.gz 2>/dev/null | head -1)
+[ -z "$teacher" ] && [ "${QUICK:-0}" != 1 ] \
+  && teacher=$(ls runs/teacher/*.onnx runs/teacher/*.bin.gz 2>/dev/null | head -1)
 if [ -z "$teacher" ]; then
   teacher=$work/teacher-random.onnx
-  note "no teacher carried (runs/teacher/): a random ${distill_teacher[0]}x${distill_teacher[1]} one, for the speed only"
+  note "no teacher carried (runs/teacher/): a random ${distill_teacher[0]}x${distill_teacher[1]} one, for speed only"
   [ -f "$teacher" ] || step 90 "${cli[@]}" export --random --head pooled --aux --blocks "${distill_teacher[0]}" \
       --filters "${distill_teacher[1]}" --seed 54 --calibration-source random "$teacher"
 fi
@@ -155,13 +159,13 @@ if [ -f "$teacher" ]; then
       --student-arch "${distill[0]}" --provider "$([ "$cuda" = 1 ] && echo torch || echo cpu)" \
       --device "$distill_device" --sizes "${distill[1]}" --selfplay-games "${distill[2]}" \
       --label-batch "${distill[3]}" --batch "${distill[4]}" --steps-per-chunk "${distill[5]}" \
-      --window-positions 2000000 --lr 0.002 --warmup-steps 50 \
+      --keep 1 --window-positions 2000000 --lr 0.002 --warmup-steps 20 \
       --max-minutes "$(awk "BEGIN { print $distill_seconds / 60 }")"
   for name in checkpoint.pt metrics.jsonl model.onnx; do
     cp "$work/distill/$name" "$out/distill-$name" 2>/dev/null
   done
-  [ -s "$work/distill/metrics.jsonl" ] \
-    && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \"last_chunk\": $(tail -1 "$work/distill/metrics.jsonl")}"
+  [ -s "$work/distill/metrics.jsonl" ] && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \
+\"last_chunk\": $(tail -1 "$work/distill/metrics.jsonl")}"
 fi
 
 # 3. Raw throughput of the shipped 6x64: every GPU path (fp16 also without CUDA graphs, to see what they save), and

@@ -405,7 +405,9 @@ def distill(config: DistillConfig, log=print) -> dict:
                     reason = "out of time"
                     break
                 label_started = time.time()
-                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir)
+                # labelling stops at 80% of the time limit, so that the chunk still trains
+                deadline = started + 48 * config.max_minutes if config.max_minutes > 0 else math.inf
+                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline)
                 label_seconds = time.time() - label_started
                 chunk += 1
                 window.refresh()
@@ -479,7 +481,7 @@ def distill(config: DistillConfig, log=print) -> dict:
 
 def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
                 records: teaching.RecordPositions | None, selfplay: teaching.SelfPlayPositions | None,
-                directory: str) -> dict:
+                directory: str, deadline: float = math.inf) -> dict:
     """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes."""
     groups: dict[int, list[tuple[list[teaching.Position], object]]] = {}
     if records is not None and not records.exhausted:
@@ -488,7 +490,7 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
         for size, positions in teaching.group_by_size(taken).items():
             groups.setdefault(size, []).append((positions, None))
     if selfplay is not None:
-        for size, (positions, evaluations) in selfplay.take(chunk, config.selfplay_games).items():
+        for size, (positions, evaluations) in selfplay.take(chunk, config.selfplay_games, deadline).items():
             # the player's evaluations label the positions where the player is the teacher
             joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
             groups.setdefault(size, []).append((positions, joined))

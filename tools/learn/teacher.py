@@ -399,15 +399,17 @@ class SelfPlayPositions:
             state.place_handicap(handicap_points(size, handicap))
         return state
 
-    def take(self, chunk: int, games: int) -> dict[int, tuple[list[Position], list[Evaluation]]]:
-        """{board size: (positions, [evaluations whose rows are those positions])} of ``games`` games."""
+    def take(self, chunk: int, games: int, deadline: float = math.inf
+             ) -> dict[int, tuple[list[Position], list[Evaluation]]]:
+        """{board size: (positions, [evaluations whose rows are those positions])} of ``games`` games; past
+        ``deadline`` (``time.time()``) the games stop where they are, without an outcome."""
         s = self.settings
         rngs = [np.random.default_rng([self.seed, chunk, g]) for g in range(games)]
         live = [_Game(self.new_game(rng)) for rng in rngs]
         records: list[tuple[_Game, np.random.Generator]] = list(zip(live, rngs))
         evaluations: dict[int, list[tuple[Position, Evaluation, int]]] = {}
         playing = list(records)
-        while playing:
+        while playing and time.time() < deadline:
             by_size: dict[int, list[tuple[_Game, np.random.Generator]]] = {}
             for entry in playing:
                 by_size.setdefault(entry[0].state.size, []).append(entry)
@@ -501,6 +503,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batches", default="1,256", help="label batches measured without a search")
     parser.add_argument("--visits", default="16", help="search visits measured (at batch 8, the search's own)")
     parser.add_argument("--threads", type=int, default=0, help="onnxruntime threads (0: onnxruntime decides)")
+    parser.add_argument("--search-parallel", default="1", help="searches at once, measured at each (comma-separated)")
     parser.add_argument("--provider", default="cpu")
     args = parser.parse_args(argv)
     source = RecordPositions([p for p in args.records.split(",") if p], per_game=4, seed=1)
@@ -515,13 +518,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "visits": 0, "batch": batch, "positions": len(positions),
                           "positions_per_s": round(rate, 2)}), flush=True)
     for visits in (int(v) for v in args.visits.split(",") if v):
-        labeller = Teacher(args.teacher, visits=visits, provider=args.provider, threads=args.threads)
-        chosen = positions[:args.search_positions]
-        labeller.label(chosen[:1])
-        rate = throughput(labeller, chosen)
-        print(json.dumps({"teacher": os.path.basename(args.teacher), "size": chosen[0].state.size,
-                          "visits": visits, "batch": 8, "positions": len(chosen),
-                          "positions_per_s": round(rate, 2)}), flush=True)
+        for parallel in (int(p) for p in args.search_parallel.split(",") if p):
+            labeller = Teacher(args.teacher, visits=visits, provider=args.provider, threads=args.threads,
+                               search_parallel=parallel)
+            chosen = positions[:args.search_positions]
+            labeller.label(chosen[:1])
+            rate = throughput(labeller, chosen)
+            print(json.dumps({"teacher": os.path.basename(args.teacher), "size": chosen[0].state.size,
+                              "visits": visits, "batch": 8, "search_parallel": parallel, "positions": len(chosen),
+                              "positions_per_s": round(rate, 2)}), flush=True)
     return 0
 
 
