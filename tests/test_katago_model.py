@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -289,3 +290,21 @@ def test_tabula_export_from_katago_writes_int8_only_where_it_agrees(tmp_path, ca
     assert ("wrote " + str(tmp_path / "net-int8.onnx")) in message or "no int8 file" in message
     assert (tmp_path / "net-int8.onnx").exists() == ("no int8 file" not in message)
     assert "top move the same on" in message
+
+
+def test_damaged_files_raise_the_models_error_or_parse():
+    """Bytes changed anywhere in a file: KataGoModelError, or a model that still checks out; nothing else."""
+    model = km.random_model(17, channels=4, mid=2, gpool=2, head=2)
+    rng = np.random.default_rng(0)
+    for binary, name in ((True, "net.bin"), (False, "net.txt")):
+        data = km.model_bytes(model, binary=binary)
+        # where the headers are: before each @BIN@ block, or each line that is not a row of floats
+        starts = [m.start() for m in re.finditer(rb"[a-zA-Z_]", data)] if binary else list(range(len(data)))
+        for _ in range(150):
+            damaged = bytearray(data)
+            for position in rng.choice(starts, int(rng.integers(1, 4))):
+                damaged[position] = int(rng.integers(0, 256))
+            try:
+                km.parse_model(bytes(damaged), name)
+            except km.KataGoModelError:
+                pass
