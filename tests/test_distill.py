@@ -162,6 +162,21 @@ def test_another_player_plays_and_a_teacher_without_ownership_labels(tiny_pooled
         distill.distill(run_config(tiny_aux_onnx, tmp_path / "other", player=str(tiny_onnx)), log=lambda *_: None)
 
 
+@pytest.mark.slow
+def test_worker_processes_play_and_label_the_same_games(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "here", steps_per_chunk=1), **quiet)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "workers", steps_per_chunk=1, label_workers=2), **quiet)
+    (here,) = (tmp_path / "here" / "labels").iterdir()
+    there = tmp_path / "workers" / "labels" / here.name
+    _, a = teacher.read_labels(str(here))
+    _, b = teacher.read_labels(str(there))
+    order_a = np.lexsort(a["stones"].reshape(len(a["stones"]), -1).T)  # the workers' games come in another order
+    order_b = np.lexsort(b["stones"].reshape(len(b["stones"]), -1).T)
+    assert np.array_equal(a["stones"][order_a], b["stones"][order_b])
+    assert np.allclose(a["value"][order_a].astype(np.float32), b["value"][order_b].astype(np.float32), atol=1e-3)
+
+
 def test_distill_stops_by_its_time_limit_and_writes_the_student(tiny_aux_onnx, tmp_path):
     from tabula.engine.net.evaluator import OnnxEvaluator
 

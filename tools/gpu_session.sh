@@ -45,8 +45,9 @@ if [ "${QUICK:-0}" = 1 ]; then
   playouts=48; search_seconds=0.1; limit_search=60
   core6=("1 2 8" "2 1 8"); core_big="1 2 8"; grid=("$search6 1 3 16" "BIG 1 2 16")
   train=(1 8 32); train_seconds=6
-  # student, sizes, self-play games a chunk, label batch, training batch, steps a chunk; the random teacher
-  distill=(1x8 9 4 16 16 3); distill_teacher=(1 8); distill_seconds=5
+  # student, sizes, self-play games a chunk, label batch, training batch, steps a chunk, label processes; the
+  # random teacher
+  distill=(1x8 9 4 16 16 3 0); distill_teacher=(1 8); distill_seconds=5
 else
   mid=(10 128); big=(20 256); net_batches=1,8,16,32,64,128,256; big_batches=1,16,64,128,256; net_seconds=0.5
   accuracy=256; playouts=1600; search_seconds=1; limit_search=75
@@ -56,9 +57,9 @@ else
   grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
         "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
   train=(10 128 256); train_seconds=120  # two minutes of training, or what the budget leaves
-  # 64 games a chunk: their moves are played and KataGo's input features computed in Python, a few ms a 19x19
-  # position, so a chunk of more games would outlast the step before its first training step
-  distill=(6x64 9,13,19,19 64 256 1024 20); distill_teacher=(10 128); distill_seconds=150
+  # 64 games a chunk in 6 processes: their moves are played and KataGo's input features computed in Python, a few
+  # ms a 19x19 position, so a chunk of more games would outlast the step before its first training step
+  distill=(6x64 9,13,19,19 64 256 1024 20 6); distill_teacher=(10 128); distill_seconds=150
 fi
 r_mid=$work/r${mid[0]}x${mid[1]}.onnx
 r_big=$work/r${big[0]}x${big[1]}.onnx
@@ -159,7 +160,7 @@ if [ -f "$teacher" ]; then
       --student-arch "${distill[0]}" --provider "$([ "$cuda" = 1 ] && echo torch || echo cpu)" \
       --device "$distill_device" --sizes "${distill[1]}" --selfplay-games "${distill[2]}" \
       --label-batch "${distill[3]}" --batch "${distill[4]}" --steps-per-chunk "${distill[5]}" \
-      --keep 1 --window-positions 2000000 --lr 0.002 --warmup-steps 20 \
+      --label-workers "${distill[6]}" --keep 1 --window-positions 2000000 --lr 0.002 --warmup-steps 20 \
       --max-minutes "$(awk "BEGIN { print $distill_seconds / 60 }")"
   for name in checkpoint.pt metrics.jsonl model.onnx; do
     cp "$work/distill/$name" "$out/distill-$name" 2>/dev/null

@@ -67,6 +67,7 @@ class DistillConfig:
     chunk_positions: int = 1024  # positions taken from the records a chunk (times records_share)
     visits: int = 0  # teacher's search visits a position (0: the network alone)
     search_parallel: int = 1  # searches at once, their network calls batched together (a GPU: 64 or more)
+    label_workers: int = 0  # processes that play and label the self-play games, each its own teacher (0: this one)
     label_batch: int = 256  # positions a teacher network call
     provider: str = "cpu"  # where the teacher runs: cpu | auto (a GPU where there is one) | torch | cuda | tensorrt
     teacher_threads: int = 0  # onnxruntime threads of the teacher (0: onnxruntime decides)
@@ -341,24 +342,10 @@ def distill(config: DistillConfig, log=print) -> dict:
     from tabula.engine.net.netfile import NetworkFileError
 
     try:
-        teacher = teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
-                                   threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
-                                   seed=config.seed, log=log, search_parallel=config.search_parallel)
+        teacher = make_teacher(config, log)
         log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
-        sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
-        selfplay = None
-        if config.selfplay_games > 0:
-            settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
-                                                 handicap_fraction=config.handicap_fraction,
-                                                 max_handicap=config.max_handicap, keep=config.keep)
-            player = teacher
-            if config.player:
-                from tabula.engine.net.evaluator import OnnxEvaluator, katago_onnx
-
-                player = OnnxEvaluator(katago_onnx(config.player, log), symmetry="identity", provider=config.provider,
-                                       threads=config.teacher_threads, log=log)
-            selfplay = teaching.SelfPlayPositions(player, settings, seed=config.seed,
-                                                  board_sizes=getattr(player, "board_sizes", None))
+        # made here even where worker processes play (--label-workers): a player that cannot play fails here, once
+        selfplay = make_selfplay(config, teacher, log) if config.selfplay_games > 0 else None
         records = None
         if config.records:
             records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
@@ -367,6 +354,12 @@ def distill(config: DistillConfig, log=print) -> dict:
         raise SystemExit(f"tabula distill: {error}") from None
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
+    pool = None
+    if config.label_workers > 0 and config.selfplay_games > 0:
+        import multiprocessing
+
+        pool = multiprocessing.get_context("spawn").Pool(config.label_workers, initializer=_start_worker,
+                                                         initargs=(config,))
     window = LabelWindow(label_dir, config.window_positions)
     for problem in window.skipped.values():
         log(f"tabula distill: skipped {problem}")
@@ -407,7 +400,7 @@ def distill(config: DistillConfig, log=print) -> dict:
                 label_started = time.time()
                 # labelling stops at 80% of the time limit, so that the chunk still trains
                 deadline = started + 48 * config.max_minutes if config.max_minutes > 0 else math.inf
-                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline)
+                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool)
                 label_seconds = time.time() - label_started
                 chunk += 1
                 window.refresh()
@@ -464,6 +457,9 @@ def distill(config: DistillConfig, log=print) -> dict:
                 reason = "out of time"
                 break
     finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
         if old_handler is not None:
             signal.signal(signal.SIGTERM, old_handler)
     save(reason)
@@ -479,26 +475,71 @@ def distill(config: DistillConfig, log=print) -> dict:
     return {"step": step, "chunk": chunk, "reason": reason, **record}
 
 
+def make_selfplay(config: DistillConfig, teacher: teaching.Teacher, log) -> teaching.SelfPlayPositions:
+    """The self-play source: games played by the teacher, or by ``--player``."""
+    sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
+    settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
+                                         handicap_fraction=config.handicap_fraction,
+                                         max_handicap=config.max_handicap, keep=config.keep)
+    player = teacher
+    if config.player:
+        from tabula.engine.net.evaluator import OnnxEvaluator, katago_onnx
+
+        player = OnnxEvaluator(katago_onnx(config.player, log), symmetry="identity", provider=config.provider,
+                               threads=config.teacher_threads, log=log)
+    return teaching.SelfPlayPositions(player, settings, seed=config.seed,
+                                      board_sizes=getattr(player, "board_sizes", None))
+
+
+def make_teacher(config: DistillConfig, log) -> teaching.Teacher:
+    return teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
+                            threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
+                            seed=config.seed, log=log, search_parallel=config.search_parallel)
+
+
+# The self-play labeller of a worker process (label_workers): its own teacher, and player where there is one
+_worker: dict = {}
+
+
+def _start_worker(config: DistillConfig) -> None:
+    torch.set_num_threads(1)
+    teacher = make_teacher(config, None)
+    _worker.update(teacher=teacher, selfplay=make_selfplay(config, teacher, None))
+
+
+def _label_games(chunk: int, games: list[int], deadline: float) -> dict[int, dict[str, np.ndarray]]:
+    """In a worker: the label arrays by board size of games ``games`` of chunk ``chunk``."""
+    teacher, selfplay = _worker["teacher"], _worker["selfplay"]
+    out = {}
+    for size, (positions, evaluations) in selfplay.take(chunk, games, deadline).items():
+        joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
+        out[size] = teacher.label(positions, joined)
+    return out
+
+
 def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
                 records: teaching.RecordPositions | None, selfplay: teaching.SelfPlayPositions | None,
-                directory: str, deadline: float = math.inf) -> dict:
-    """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes."""
-    groups: dict[int, list[tuple[list[teaching.Position], object]]] = {}
+                directory: str, deadline: float = math.inf, pool=None) -> dict:
+    """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes.
+    ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share."""
+    parts: dict[int, list[dict[str, np.ndarray]]] = {}
     if records is not None and not records.exhausted:
-        share = config.records_share if selfplay is not None else 1.0
+        share = config.records_share if config.selfplay_games > 0 else 1.0
         taken = records.take(max(1, round(config.chunk_positions * share))) if share > 0 else []
         for size, positions in teaching.group_by_size(taken).items():
-            groups.setdefault(size, []).append((positions, None))
-    if selfplay is not None:
-        for size, (positions, evaluations) in selfplay.take(chunk, config.selfplay_games, deadline).items():
-            # the player's evaluations label the positions where the player is the teacher
-            joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
-            groups.setdefault(size, []).append((positions, joined))
+            parts.setdefault(size, []).append(teacher.label(positions))
+    if pool is not None:
+        workers = pool._processes
+        shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]
+        for labelled in pool.starmap(_label_games, [(chunk, games, deadline) for games in shares if games]):
+            for size, labels in labelled.items():
+                parts.setdefault(size, []).append(labels)
+    elif selfplay is not None:
+        _worker.update(teacher=teacher, selfplay=selfplay)
+        for size, labels in _label_games(chunk, list(range(config.selfplay_games)), deadline).items():
+            parts.setdefault(size, []).append(labels)
     total, written, by_size = 0, 0, {}
-    for size, parts in sorted(groups.items()):
-        arrays = [teacher.label(positions, evaluation) for positions, evaluation in parts if positions]
-        if not arrays:
-            continue
+    for size, arrays in sorted(parts.items()):
         names = set.intersection(*(set(a) for a in arrays))
         joined = {name: np.concatenate([a[name] for a in arrays]) for name in sorted(names)}
         if any("ownership_known" in a for a in arrays):

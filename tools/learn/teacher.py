@@ -399,12 +399,14 @@ class SelfPlayPositions:
             state.place_handicap(handicap_points(size, handicap))
         return state
 
-    def take(self, chunk: int, games: int, deadline: float = math.inf
+    def take(self, chunk: int, games: int | Sequence[int], deadline: float = math.inf
              ) -> dict[int, tuple[list[Position], list[Evaluation]]]:
-        """{board size: (positions, [evaluations whose rows are those positions])} of ``games`` games; past
-        ``deadline`` (``time.time()``) the games stop where they are, without an outcome."""
+        """{board size: (positions, [evaluations whose rows are those positions])} of ``games`` games (a count, or
+        the games' numbers in the chunk: a worker's share); past ``deadline`` (``time.time()``) the games stop where
+        they are, without an outcome."""
         s = self.settings
-        rngs = [np.random.default_rng([self.seed, chunk, g]) for g in range(games)]
+        numbers = range(games) if isinstance(games, int) else games
+        rngs = [np.random.default_rng([self.seed, chunk, g]) for g in numbers]
         live = [_Game(self.new_game(rng)) for rng in rngs]
         records: list[tuple[_Game, np.random.Generator]] = list(zip(live, rngs))
         evaluations: dict[int, list[tuple[Position, Evaluation, int]]] = {}
