@@ -529,7 +529,7 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
         for size, positions in teaching.group_by_size(taken).items():
             parts.setdefault(size, []).append(teacher.label(positions))
     if pool is not None:
-        workers = pool._processes
+        workers = config.label_workers
         shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]
         for labelled in pool.starmap(_label_games, [(chunk, games, deadline) for games in shares if games]):
             for size, labels in labelled.items():
