@@ -148,6 +148,15 @@ def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     assert [r["chunk"] for r in rows] == [1, 2] and all(r["labelled"] > 0 and math.isfinite(r["loss"]) for r in rows)
     from tabula.engine.net.network import load_checkpoint
     assert load_checkpoint(tmp_path / "parts" / "checkpoint.pt").spec.aux  # a Tabula checkpoint, heads and all
+    import shutil
+    shutil.rmtree(tmp_path / "parts" / "labels")  # a new machine: the checkpoint alone goes on
+    assert distill.distill(run_config(tiny_aux_onnx, tmp_path / "parts", chunks=3), **quiet)["step"] == 6
+    state = torch.load(tmp_path / "parts" / "checkpoint.pt", weights_only=True)
+    state["step"] = 5  # stopped inside chunk 3, whose labels are then lost
+    torch.save(state, tmp_path / "parts" / "checkpoint.pt")
+    shutil.rmtree(tmp_path / "parts" / "labels")
+    assert distill.distill(run_config(tiny_aux_onnx, tmp_path / "parts", chunks=3), **quiet)["step"] == 6
+    assert [p.name for p in (tmp_path / "parts" / "labels").iterdir()] == ["chunk-000002-9x9.npz"]
 
 
 def test_another_player_plays_and_a_teacher_without_ownership_labels(tiny_pooled_onnx, tiny_aux_onnx, tiny_onnx,

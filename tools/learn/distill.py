@@ -409,7 +409,12 @@ def distill(config: DistillConfig, log=print) -> dict:
                     chunk -= 1
                     break
             if window.size == 0:
-                raise SystemExit("tabula distill: the label window is empty")
+                if labelled:
+                    raise SystemExit("tabula distill: the label window is empty")
+                # stopped inside a chunk whose labels are gone (a new machine): label that chunk again
+                log(f"tabula distill: no labels for chunk {chunk}; labelling it again")
+                chunk -= 1
+                continue
             train_started = time.time()
             sums: dict[str, float] = {}
             first_step = step
