@@ -31,6 +31,16 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "katago")
 VERSIONS = (8, 15, 17)
 
 
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> tuple[dict, str]:
+    """(a small random model of version 15, its ONNX file for 7x7, 9x9 and 19x19), shared by the tests that only
+    read the file: an export costs a second."""
+    model = km.random_model(15, seed=3, channels=8, mid=4, gpool=2, head=4)
+    path = str(tmp_path_factory.mktemp("katago") / "net.onnx")
+    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", board_sizes=(7, 9, 19), check=False)
+    return model, path
+
+
 def outputs(net, planes: np.ndarray) -> list[np.ndarray]:
     with torch.no_grad():
         return [t.numpy() for t in net(torch.from_numpy(planes))]
@@ -83,13 +93,11 @@ def test_written_files_read_back_the_same(version, tmp_path):
     assert (tmp_path / "m.bin.gz").read_bytes()[:2] == b"\x1f\x8b"
 
 
-def test_the_onnx_file_agrees_with_torch_and_rebuilds(tmp_path):
+def test_the_onnx_file_agrees_with_torch_and_rebuilds(exported):
     import onnxruntime as ort
 
-    model = km.random_model(15, seed=3, channels=8, mid=4, gpool=2, head=4)
+    model, path = exported
     net = kn.KataGoNet(model).eval()
-    path = str(tmp_path / "net.onnx")
-    kn.export_onnx(net, model, path, "random.bin.gz", check=False)
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     meta = session.get_modelmeta().custom_metadata_map
     assert meta["input_encoding"] == "katago-v7" and meta["source"] == "random.bin.gz"
@@ -191,12 +199,10 @@ def test_katagos_networks_on_the_reference_empty_boards(network):
         check_against_reference(net, case, 1e-5, 1e-5, 1e-3)
 
 
-def test_the_torch_backend_runs_a_converted_katago_network(tmp_path):
+def test_the_torch_backend_runs_a_converted_katago_network(exported):
     from tabula.engine.net.torch_backend import TorchRunner
 
-    model = km.random_model(17, seed=4, channels=8, mid=4, gpool=2, head=4)
-    path = str(tmp_path / "net.onnx")
-    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", check=False)
+    model, path = exported
     planes = kn.random_planes(7, 3, seed=2)
     expected = outputs(kn.KataGoNet(model).eval(), planes)
     for precision, tolerance in (("fp32", 1e-5), ("fp16", 0.02), ("bf16", 0.05)):
@@ -234,14 +240,12 @@ def test_a_katago_file_converts_once_into_the_cache(tmp_path, monkeypatch):
         km.converted_onnx(source, None, cache_dir=str(tmp_path / "empty"))
 
 
-def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(tmp_path):
+def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(exported):
     from tabula.engine.net.evaluator import OnnxEvaluator
     from tabula.engine.rules.coords import PASS
     from tabula.engine.rules.game import GameState, Rules
 
-    model = km.random_model(15, seed=5, channels=8, mid=4, gpool=2, head=4)
-    path = str(tmp_path / "net.onnx")
-    kn.export_onnx(kn.KataGoNet(model), model, path, "random.bin.gz", board_sizes=(7,), check=False)
+    model, path = exported
     states = []
     for komi, moves in ((7.5, 0), (6.5, 5), (0.5, 11)):
         state = GameState(7, Rules(komi=komi))
