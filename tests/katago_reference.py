@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "katago")
-MODELS_DIR = "/work/katago-models"
+# KataGo's networks are never in the repository: the slow tests that need one look here, and skip without it.
+MODELS_DIR = os.environ.get("TABULA_KATAGO_MODELS", "/work/katago-models")
 
 
 @dataclass

@@ -18,6 +18,7 @@ from tabula.gtp.commands import Session
 from tabula.gtp.protocol import GtpError
 from tabula.gtp.raw_nn import format_reply, parse_arguments, white_view
 from tests.conftest import make_session
+from tests.katago_reference import MODELS_DIR
 
 # -- KataGo's symmetries ----------------------------------------------------------------------------------------------
 
@@ -256,7 +257,7 @@ def test_the_other_colour_is_evaluated_on_request():
 
 # -- KataGo's own answers (slow: the katrain network and KataGo's reference file) ----------------------------------
 
-KATRAIN = "/work/katago-models/b10c384h6nbttflrs.bin.gz"
+KATRAIN = os.path.join(MODELS_DIR, "b10c384h6nbttflrs.bin.gz")
 
 
 @pytest.mark.slow

@@ -98,3 +98,31 @@ def test_an_illegal_point_on_one_side_only_fails_the_bars(reference):
     diff = rc.difference(ours, other)
     assert diff.legal_differs
     assert not rc.summarize([(case, diff)])["passes"]
+
+
+STORED = {  # the stored reference -> the KataGo model file it was recorded with
+    "raw-nn-b10c384-200.txt.xz": "b10c384h6nbttflrs.bin.gz",
+    "raw-nn-b15c192-200.txt.xz": "g170e-b15c192-s1672170752-d466197061.bin.gz",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stored", sorted(STORED))
+def test_tabula_on_katagos_network_meets_the_agreement_bars(stored):
+    """The whole engine (KataGo's inputs, the converted network, kata-raw-nn over GTP) against KataGo 1.17.2's own
+    replies on 200 positions, for the katrain networks where the model file is present."""
+    import os
+    import sys
+
+    from tests.katago_reference import MODELS_DIR
+
+    model = os.path.join(MODELS_DIR, STORED[stored])
+    if not os.path.isfile(model):
+        pytest.skip(f"no KataGo model file {model} (set TABULA_KATAGO_MODELS)")
+    with rc.open_text(str(DATA / stored)) as handle:
+        _, cases = rc.read_cases(handle.read())
+    replies = rc.run_cases([sys.executable, "-m", "tabula.gtp", "--weights", model], cases, timeout_s=300)
+    rows = [(c, rc.difference(rc.parse_reply(c.reply, c.size), rc.parse_reply(r, c.size)))
+            for c, r in zip(cases, replies)]
+    summary = rc.summarize(rows)
+    assert summary["passes"], summary["overall"]

@@ -232,7 +232,8 @@ def summarize(rows: Sequence[tuple[Case, Difference]], bars: dict[str, float] = 
 
 # -- engines -------------------------------------------------------------------------------------------------------
 
-def run_cases(engine_command: str, cases: Sequence[Case], timeout_s: float, on_reply=None) -> list[list[str]]:
+def run_cases(engine_command: str | Sequence[str], cases: Sequence[Case], timeout_s: float,
+              on_reply=None) -> list[list[str]]:
     """Each case's commands through one engine (a fresh ``clear_board`` each), and its kata-raw-nn reply lines."""
     from tabula.tools.compete.gtp_client import GtpEngine
 
