@@ -146,6 +146,7 @@ def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     assert torch.equal(a["torch_rng"], b["torch_rng"])
     rows = [json.loads(line) for line in (tmp_path / "parts" / "metrics.jsonl").read_text().splitlines()]
     assert [r["chunk"] for r in rows] == [1, 2] and all(r["labelled"] > 0 and math.isfinite(r["loss"]) for r in rows)
+    assert all(math.isfinite(r["fresh_policy_kl"]) and r["fresh_policy_kl"] >= -1e-4 for r in rows)  # held out
     from tabula.engine.net.network import load_checkpoint
     assert load_checkpoint(tmp_path / "parts" / "checkpoint.pt").spec.aux  # a Tabula checkpoint, heads and all
     import shutil

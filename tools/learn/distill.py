@@ -204,28 +204,58 @@ class LabelWindow:
         size = sizes[int(rng.choice(len(sizes), p=counts / counts.sum()))]
         labels = self.by_size[size]
         rows = rng.integers(0, len(labels["value"]), count)
-        symmetries = rng.integers(0, features.NUM_SYMMETRIES, count)
-        points = size * size
-        planes = features.transform_planes(teaching.decode_planes(labels, size, rows), symmetries)
-        policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
-        ownership = (labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size)
-                     / teaching.OWNERSHIP_LEVELS)
-        ownership = features.transform_planes(ownership, symmetries).reshape(count, points)
-        score = labels["score"][rows].astype(np.float32)
-        ownership_weight = labels["ownership_known"][rows].astype(np.float32)
-        score_weight = np.isfinite(score).astype(np.float32)
-        return {"planes": torch.from_numpy(np.ascontiguousarray(planes)),
-                "policy": torch.from_numpy(np.ascontiguousarray(policy)),
-                "value": torch.from_numpy(labels["value"][rows].astype(np.float32)),
-                "score": torch.from_numpy(np.nan_to_num(score)),
-                "score_weight": torch.from_numpy(score_weight),
-                "ownership": torch.from_numpy(np.ascontiguousarray(ownership)),
-                "ownership_weight": torch.from_numpy(ownership_weight),
-                "outcome": torch.from_numpy(labels["outcome"][rows].astype(np.float32)),
-                "outcome_weight": torch.from_numpy(labels["outcome_weight"][rows].astype(np.float32)),
-                "margin": torch.from_numpy(np.nan_to_num(labels["margin"][rows].astype(np.float32))),
-                "margin_known": torch.from_numpy(np.isfinite(labels["margin"][rows]).astype(np.float32)),
-                "komi": torch.from_numpy(labels["komi"][rows].astype(np.float32))}
+        return batch_of(labels, size, rows, rng.integers(0, features.NUM_SYMMETRIES, count))
+
+
+def batch_of(labels: dict[str, np.ndarray], size: int, rows: np.ndarray,
+             symmetries: np.ndarray) -> dict[str, torch.Tensor]:
+    """The training tensors of stored positions ``rows`` of one board size, each under its symmetry."""
+    count = len(rows)
+    points = size * size
+    planes = features.transform_planes(teaching.decode_planes(labels, size, rows), symmetries)
+    policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
+    ownership = (labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size)
+                 / teaching.OWNERSHIP_LEVELS)
+    ownership = features.transform_planes(ownership, symmetries).reshape(count, points)
+    score = labels["score"][rows].astype(np.float32)
+    known = labels.get("ownership_known")
+    ownership_weight = known[rows].astype(np.float32) if known is not None else np.ones(count, np.float32)
+    score_weight = np.isfinite(score).astype(np.float32)
+    return {"planes": torch.from_numpy(np.ascontiguousarray(planes)),
+            "policy": torch.from_numpy(np.ascontiguousarray(policy)),
+            "value": torch.from_numpy(labels["value"][rows].astype(np.float32)),
+            "score": torch.from_numpy(np.nan_to_num(score)),
+            "score_weight": torch.from_numpy(score_weight),
+            "ownership": torch.from_numpy(np.ascontiguousarray(ownership)),
+            "ownership_weight": torch.from_numpy(ownership_weight),
+            "outcome": torch.from_numpy(labels["outcome"][rows].astype(np.float32)),
+            "outcome_weight": torch.from_numpy(labels["outcome_weight"][rows].astype(np.float32)),
+            "margin": torch.from_numpy(np.nan_to_num(labels["margin"][rows].astype(np.float32))),
+            "margin_known": torch.from_numpy(np.isfinite(labels["margin"][rows]).astype(np.float32)),
+            "komi": torch.from_numpy(labels["komi"][rows].astype(np.float32))}
+
+
+def fresh_losses(model: TabulaNet, paths: list[str], config: DistillConfig, device: torch.device, bf16: bool,
+                 most: int = 256) -> dict[str, float]:
+    """The student's losses on a chunk's new labels before it trains on them (up to ``most`` positions a board
+    size, as stored): a held-out learning curve for free. Means over the positions, ``fresh_`` before each name."""
+    totals: dict[str, float] = {}
+    seen = 0
+    model.eval()
+    with torch.no_grad():
+        for path in paths:
+            size, labels = teaching.read_labels(path)
+            rows = np.arange(min(most, len(labels["value"])))
+            batch = {k: v.to(device) for k, v in batch_of(labels, size, rows, np.zeros(len(rows), np.int64)).items()}
+            planes = trainer.network_planes(batch["planes"], batch["komi"], model.spec.encoding)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                out = model.train_outputs(planes.contiguous(memory_format=torch.channels_last))
+            loss, parts = distill_losses(out, batch, config)
+            for name, value in {"loss": loss, **parts}.items():
+                totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
+            seen += len(rows)
+    trainer.set_training(model, False)
+    return {f"fresh_{name}": round(total / max(seen, 1), 5) for name, total in totals.items()}
 
 
 def _chunk_of(path: str) -> str:
@@ -415,6 +445,7 @@ def distill(config: DistillConfig, log=print) -> dict:
                 log(f"tabula distill: no labels for chunk {chunk}; labelling it again")
                 chunk -= 1
                 continue
+            fresh = fresh_losses(model, labelled["paths"], config, device, bf16) if labelled else {}
             train_started = time.time()
             sums: dict[str, float] = {}
             first_step = step
@@ -452,10 +483,11 @@ def distill(config: DistillConfig, log=print) -> dict:
                 record.update({"labelled": labelled["positions"], "label_s": round(label_seconds, 2),
                                "labels_per_s": round(labelled["positions"] / max(label_seconds, 1e-9), 1),
                                "bytes_per_position": round(labelled["bytes"] / max(labelled["positions"], 1), 1),
-                               "by_size": labelled["by_size"]})
+                               "by_size": labelled["by_size"], **fresh})
             trainer._append_metrics(os.path.join(config.run, METRICS), record)
             log(f"chunk {chunk:>5}  step {step:>7}  "
-                + (f"labelled {labelled['positions']} ({record['labels_per_s']:.0f}/s)  " if labelled else "")
+                + (f"labelled {labelled['positions']} ({record['labels_per_s']:.0f}/s, new KL "
+                   f"{fresh['fresh_policy_kl']:.3f})  " if labelled else "")
                 + (f"loss {record['loss']:.4f}  KL {record['policy_kl']:.4f}  value {record['value_mse']:.4f}  "
                    f"top1 {record['top1']:.3f}  {record['samples_per_s']:.0f} samples/s" if trained else ""))
             if step < chunk * config.steps_per_chunk:  # stopped inside the chunk
@@ -543,7 +575,7 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
         _worker.update(teacher=teacher, selfplay=selfplay)
         for size, labels in _label_games(chunk, list(range(config.selfplay_games)), deadline).items():
             parts.setdefault(size, []).append(labels)
-    total, written, by_size = 0, 0, {}
+    total, written, by_size, paths = 0, 0, {}, []
     for size, arrays in sorted(parts.items()):
         names = set.intersection(*(set(a) for a in arrays))
         joined = {name: np.concatenate([a[name] for a in arrays]) for name in sorted(names)}
@@ -552,10 +584,11 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
                                                         for a in arrays])
         path = os.path.join(directory, f"chunk-{chunk:06d}-{size}x{size}.npz")
         written += teaching.write_labels(path, size, joined, os.path.basename(config.teacher))
+        paths.append(path)
         count = len(joined["value"])
         total += count
         by_size[str(size)] = count
-    return {"positions": total, "bytes": written, "by_size": by_size}
+    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths}
 
 
 def main(argv: list[str] | None = None) -> int:
