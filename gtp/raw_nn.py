@@ -22,6 +22,7 @@ noResult 0; its score head, where it has one, is whiteLead.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +71,7 @@ def parse_arguments(words: tuple[str, ...], to_move: int) -> tuple[int, list[int
     word = words[index].lower()
     if word == ALL:
         symmetries = list(range(NUM_SYMMETRIES))
-    elif word.lstrip("+-").isdigit() and word.isascii() and 0 <= int(word) < NUM_SYMMETRIES:
+    elif re.fullmatch(r"[+-]?[0-9]+", word) and 0 <= int(word) < NUM_SYMMETRIES:
         symmetries = [int(word)]
     else:
         raise GtpError(f"Expected a symmetry argument 'all' or index [0-7] but got '{words[index]}' {_USAGE}")

@@ -97,6 +97,7 @@ def test_arguments_as_katago_parses_them(words, expected):
     ((), "Expected a symmetry argument 'all' or index [0-7] for kata-raw-nn"),
     (("w",), "Expected a symmetry argument 'all' or index [0-7] for kata-raw-nn"),
     (("8",), "but got '8'"), (("-1",), "but got '-1'"), (("x", "1"), "but got 'x'"), (("1.5",), "but got '1.5'"),
+    (("+-3",), "but got '+-3'"), (("--1",), "but got '--1'"),
     (("0", "2"), "Expected an optimism value in [0,1] but got '2'"), (("0", "nan"), "Expected an optimism value"),
     (("0", "0.5", "1"), "Unexpected extra argument '1'"),
 ])
