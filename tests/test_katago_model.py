@@ -240,6 +240,28 @@ def test_a_katago_file_converts_once_into_the_cache(tmp_path, monkeypatch):
         km.converted_onnx(source, None, cache_dir=str(tmp_path / "empty"))
 
 
+def test_an_unwritable_cache_converts_into_a_folder_removed_at_exit(tmp_path, monkeypatch):
+    import atexit
+
+    from tabula.engine.net import katago_network
+
+    def export_onnx(net, model, out, source):
+        with open(out, "wb") as handle:
+            handle.write(b"onnx")
+
+    monkeypatch.setattr(katago_network, "export_onnx", export_onnx)  # the conversion itself is tested above
+    at_exit = []
+    monkeypatch.setattr(atexit, "register", lambda *call, **options: at_exit.append((call, options)))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # the cache folder cannot be made under a file
+    lines: list[str] = []
+    target = km.converted_onnx(os.path.join(FIXTURES, "random-v15.bin.gz"), lines.append, cache_dir=str(blocked))
+    assert os.path.isfile(target) and "cannot keep converted networks" in lines[0]
+    [(call, options)] = at_exit
+    call[0](*call[1:], **options)
+    assert not os.path.exists(os.path.dirname(target))
+
+
 def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(exported):
     from tabula.engine.net.evaluator import OnnxEvaluator
     from tabula.engine.rules.coords import PASS

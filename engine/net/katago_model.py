@@ -863,7 +863,9 @@ def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = 
 
     The conversion needs torch; without it, NetworkFileError says to install it. A file that is no usable KataGo
     model is a NetworkFileError naming it."""
+    import atexit
     import hashlib
+    import shutil
     import tempfile
     import time
 
@@ -900,8 +902,9 @@ def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = 
     try:
         os.makedirs(directory, exist_ok=True)
         handle, scratch = tempfile.mkstemp(suffix=".onnx.tmp", dir=directory)
-    except OSError as e:  # an unwritable cache: convert for this run only
+    except OSError as e:  # an unwritable cache: convert for this run only, into a folder removed at exit
         directory = tempfile.mkdtemp(prefix="tabula-katago-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
         target = os.path.join(directory, os.path.basename(target))
         handle, scratch = tempfile.mkstemp(suffix=".onnx.tmp", dir=directory)
         if log is not None:
