@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tabula.tools.check.raw_nn_compare import open_text, parse_reply, read_cases
+
 REFERENCE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "katago")
 # KataGo's networks are never in the repository: the slow tests that need one look here, and skip without it.
 MODELS_DIR = os.environ.get("TABULA_KATAGO_MODELS", "/work/katago-models")
@@ -43,52 +45,22 @@ class ReferenceCase:
 
 
 def read_reference(path: str) -> list[ReferenceCase]:
-    cases: list[ReferenceCase] = []
-    with open(path) as handle:
-        lines = [line.rstrip("\n") for line in handle if not line.startswith("#")]
-    commands: list[str] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index].strip()
-        index += 1
-        if not line:
-            continue
-        if not line.startswith("kata-raw-nn"):
-            commands.append(line)
-            continue
-        size, komi, rules = 19, None, None
-        for command in commands:
+    """The cases of a reference file, each reply parsed by ``raw_nn_compare`` (the one reader of the format)."""
+    with open_text(path) as handle:
+        _, cases = read_cases(handle.read())
+    found: list[ReferenceCase] = []
+    for case in cases:
+        komi, rules = None, None
+        for command in case.commands:
             parts = command.split()
-            if parts[0] == "boardsize":
-                size = int(parts[1])
-            elif parts[0] == "komi":
+            if parts[0] == "komi":
                 komi = float(parts[1])
             elif parts[0] == "kata-set-rules":
                 rules = parts[1]
-        case = ReferenceCase(commands, size, komi, rules)
-        while lines[index].strip() != "end":
-            parts = lines[index].split()
-            index += 1
-            if not parts:
-                continue
-            if parts[0] == "policy":
-                case.policy = _grid(lines[index:index + size])
-                index += size
-            elif parts[0] == "whiteOwnership":
-                case.ownership = _grid(lines[index:index + size])
-                index += size
-            elif parts[0] == "policyPass":
-                case.policy_pass = float(parts[1])
-            elif len(parts) == 2:
-                case.scalars[parts[0]] = float(parts[1])
-        index += 1
-        cases.append(case)
-        commands = []
-    return cases
-
-
-def _grid(rows: list[str]) -> np.ndarray:
-    return np.array([[float(v) for v in row.split()] for row in rows], dtype=np.float64)
+        reply = parse_reply(case.reply or [], case.size)
+        found.append(ReferenceCase(case.commands, case.size, komi, rules, reply.scalars, reply.policy,
+                                   reply.policy_pass, reply.ownership))
+    return found
 
 
 def reference_path(network: str) -> str:
