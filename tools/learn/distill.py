@@ -435,7 +435,7 @@ def distill(config: DistillConfig, log=print) -> dict:
                 chunk += 1
                 window.refresh()
                 if not labelled["positions"]:
-                    reason = "no positions left"
+                    reason = "out of time" if time.time() >= deadline else "no positions left"
                     chunk -= 1
                     break
             if window.size == 0:
