@@ -568,26 +568,11 @@ def output_difference(expected: Sequence[np.ndarray], actual: Sequence[np.ndarra
 def load_onnx(path: str | os.PathLike) -> KataGoNet:
     """Rebuild the torch network from an fp32 ONNX file that ``export_onnx`` wrote (its ``katago_structure``
     metadata and named initialisers): what the torch GPU backend runs."""
-    import onnx
-    from onnx import numpy_helper
-
-    from tabula.engine.net.netfile import NetworkFileError
+    from tabula.engine.net.netfile import NetworkFileError, read_fp32_onnx
 
     path = os.fspath(path)
-    try:
-        proto = onnx.load(path)
-    except Exception as e:
-        raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
-    metadata = {p.key: p.value for p in proto.metadata_props}
-    if "katago_structure" not in metadata:
-        raise NetworkFileError(path, "no KataGo structure in the metadata")
-    if metadata.get("precision", "fp32") != "fp32":
-        raise NetworkFileError(path, f"weights are {metadata['precision']}, only fp32 files convert back")
+    metadata, tensors = read_fp32_onnx(path, "katago_structure", "KataGo structure")
     net = KataGoNet(katago_model.from_structure(json.loads(metadata["katago_structure"])))
-    tensors = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    for node in proto.graph.node:
-        if node.op_type == "Identity" and node.input[0] in tensors:
-            tensors.setdefault(node.output[0], tensors[node.input[0]])
     state = net.state_dict()
     for name, value in state.items():
         if name not in tensors or tensors[name].shape != tuple(value.shape):

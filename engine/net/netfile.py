@@ -1,5 +1,6 @@
 """What a Tabula network file is, shared by the side that writes it (``network``, with torch) and the side that
-runs it (``evaluator``, with onnxruntime): the metadata format version and the error for an unusable file.
+runs it (``evaluator``, with onnxruntime): the metadata format version, the error for an unusable file, and the
+reader of an fp32 file's parameters that rebuilds a torch model from it.
 
 Layer: with features; imports nothing of the engine, so that ``network`` and ``evaluator`` both depend on it and
 not on each other.
@@ -18,4 +19,27 @@ class NetworkFileError(ValueError):
         self.problem = problem
 
 
-__all__ = ["METADATA_FORMAT_VERSION", "NetworkFileError"]
+def read_fp32_onnx(path: str, structure_key: str, what: str) -> tuple[dict[str, str], dict]:
+    """(metadata, numpy initialisers by name) of an fp32 ONNX file whose metadata has ``structure_key`` (the model's
+    description, ``what`` names it in the error), the initialisers the exporter shares between parameters through
+    Identity nodes included under every name. NetworkFileError for another file."""
+    import onnx
+    from onnx import numpy_helper
+
+    try:
+        proto = onnx.load(path)
+    except Exception as e:
+        raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    if structure_key not in metadata:
+        raise NetworkFileError(path, f"no {what} in the metadata")
+    if metadata.get("precision", "fp32") != "fp32":
+        raise NetworkFileError(path, f"weights are {metadata['precision']}, only fp32 files convert back")
+    tensors = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    for node in proto.graph.node:
+        if node.op_type == "Identity" and node.input[0] in tensors:
+            tensors.setdefault(node.output[0], tensors[node.input[0]])
+    return metadata, tensors
+
+
+__all__ = ["METADATA_FORMAT_VERSION", "NetworkFileError", "read_fp32_onnx"]

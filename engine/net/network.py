@@ -33,7 +33,7 @@ from torch.nn import functional as F
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.features import INPUT_ENCODING, KOMI_INPUT_ENCODING, KOMI_SCALE
 from tabula.engine.net.leelaz import BN_EPSILON, VERSION_BLACK, VERSION_STM, ConvLayer, LeelazWeights
-from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError, read_fp32_onnx
 
 AGZ = "agz"
 POOLED = "pooled"
@@ -618,25 +618,9 @@ TRAINING_ONLY = ("head.reply_",)
 def load_onnx(path: str | os.PathLike) -> TabulaNet:
     """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers); the heads
     that only training uses (``TRAINING_ONLY``) keep their initial weights."""
-    import onnx
-    from onnx import numpy_helper
-
     path = os.fspath(path)
-    try:
-        proto = onnx.load(path)
-    except Exception as e:
-        raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
-    metadata = {p.key: p.value for p in proto.metadata_props}
-    if "architecture" not in metadata:
-        raise NetworkFileError(path, "no Tabula architecture in the metadata")
-    if metadata.get("precision", "fp32") != "fp32":
-        raise NetworkFileError(path, f"weights are {metadata['precision']}, only fp32 files convert back")
+    metadata, tensors = read_fp32_onnx(path, "architecture", "Tabula architecture")
     model = TabulaNet(NetSpec.from_dict(json.loads(metadata["architecture"])))
-    tensors = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
-    # The exporter shares identical initialisers between parameters through Identity nodes.
-    for node in proto.graph.node:
-        if node.op_type == "Identity" and node.input[0] in tensors:
-            tensors.setdefault(node.output[0], tensors[node.input[0]])
     state = model.state_dict()
     for name, value in state.items():
         if name.endswith("num_batches_tracked"):
