@@ -167,8 +167,8 @@ def activation_matmuls(graph) -> list[str]:
 def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
     """graph -> the nodes of a converted KataGo network that stay fp32 besides its heads: attention's activation
     products (``activation_matmuls``), the first convolution, and the trunk's last ``last_share`` of blocks (at least
-    one), whose errors nothing after them averages out. On g170e-b15c192 this took int8's top-move agreement from
-    93% to 95% of the export's test positions (docs/BENCHMARKS.md)."""
+    one), whose errors nothing after them averages out: keeping them raised int8's top-move agreement
+    (docs/BENCHMARKS.md, "KataGo networks")."""
     last = max(1, int(np.ceil(blocks * last_share)))
     prefixes = ("/initial_conv/", *(f"/blocks.{index}/" for index in range(blocks - last, blocks)))
 
@@ -202,8 +202,8 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
     class Reader(CalibrationDataReader):
         # Full batches of 32 only (or one batch of fewer): the percentile calibrator stacks every batch's
         # activations, so a shorter last batch fails as a second board size does. Min-max takes batches of 4: the
-        # session that measures the extremes holds every activation of a batch (2.6 GB for 8 positions of KataGo's
-        # b10c384 at 19x19).
+        # session that measures the extremes holds every activation of a batch, gigabytes for a few positions of a
+        # large KataGo network at 19x19 (docs/BENCHMARKS.md, "KataGo networks").
         def __init__(self) -> None:
             step = 32 if method == "percentile" else 4
             batches = []
@@ -447,7 +447,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-# int8 of a KataGo network is written only where it keeps the fp32 file's top move this often (the issue's bar)
+# int8 of a KataGo network is written only where it keeps the fp32 file's top move at least this often
 KATAGO_INT8_TOP1 = 0.95
 KATAGO_CALIBRATION = 32  # positions of each calibration size
 KATAGO_CALIBRATION_SIZES = (19, 13, 9)
@@ -461,6 +461,8 @@ def _export_katago(args: argparse.Namespace) -> int:
 
     if len(args.paths) != 1:
         raise SystemExit("tabula export --from-katago MODEL OUT.onnx: give OUT only")
+    if args.agreement_positions < 1:
+        raise SystemExit("tabula export: --agreement-positions must be 1 or more")
     out = args.paths[0]
     try:
         from tabula.engine.net import katago_network
@@ -484,8 +486,8 @@ def _export_katago(args: argparse.Namespace) -> int:
 
 def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     """Quantize a converted KataGo network (min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's
-    activations have outliers that percentile calibration clips, and one size alone left the value on the others off
-    by 0.1 on average; the heads and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
+    activations have outliers that percentile calibration clips, and one size alone left the value on the others far
+    off; the heads and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
     NAME.onnx only where its top move (among the legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the
     positions of 19x19 real games (random games where there are none) and 9x9 random games; one line says what was
     measured either way."""
