@@ -122,9 +122,9 @@ class AnalysisConfig:
         return self.analysis_threads or (ANALYSIS_THREADS_GPU if on_gpu else ANALYSIS_THREADS_CPU)
 
 
-# Positions searched at once by default. On the CPU the Python tree work of many searches queues for the GIL: a
-# 19x19 game reviewed at 100 visits a position took the same time with 2 to 8 at once on 2 cores, and twice as long
-# with 16 (docs/BENCHMARKS.md, "Analysis engine"). A GPU wants bigger batches from more searches (not yet measured).
+# Positions searched at once by default. On the CPU the Python tree work of many searches queues for the GIL: past a
+# few at once more searches gain nothing and then cost time (docs/BENCHMARKS.md, "Analysis engine"). A GPU wants
+# bigger batches from more searches.
 ANALYSIS_THREADS_CPU = 4
 ANALYSIS_THREADS_GPU = 16
 
