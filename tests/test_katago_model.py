@@ -262,6 +262,20 @@ def test_an_unwritable_cache_converts_into_a_folder_removed_at_exit(tmp_path, mo
     assert not os.path.exists(os.path.dirname(target))
 
 
+def test_a_new_conversion_removes_the_other_converter_versions_of_its_file(tmp_path, monkeypatch):
+    from tabula.engine.net import katago_network
+
+    monkeypatch.setattr(katago_network, "export_onnx", lambda net, model, out, source: open(out, "wb").close())
+    source = os.path.join(FIXTURES, "random-v15.bin.gz")
+    target = km.converted_onnx(source, None, cache_dir=str(tmp_path))
+    stem = os.path.basename(target)[: -len(f"{km.CONVERTER_VERSION}.onnx")]
+    older, other_file = tmp_path / f"{stem}{km.CONVERTER_VERSION + 7}.onnx", tmp_path / "other-0123-c0.onnx"
+    older.write_bytes(b""), other_file.write_bytes(b"")
+    os.remove(target)
+    assert km.converted_onnx(source, None, cache_dir=str(tmp_path)) == target
+    assert os.path.isfile(target) and not older.exists() and other_file.exists()
+
+
 def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(exported):
     from tabula.engine.net.evaluator import OnnxEvaluator
     from tabula.engine.rules.coords import PASS

@@ -918,10 +918,30 @@ def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = 
     finally:
         if os.path.exists(scratch):
             os.remove(scratch)
+    _remove_other_versions(target)
     if log is not None:
         log(f"tabula: converted KataGo network {name} ({describe(model)}) to {target} in "
             f"{time.monotonic() - started:.0f} s; later starts load it from there")
     return target
+
+
+def _remove_other_versions(target: str) -> None:
+    """Remove the conversions of ``target``'s file by other converter versions (``NAME-DIGEST-cV.onnx`` beside
+    ``target``): no later start loads them, and the cache would otherwise keep one for every version."""
+    kept = os.path.basename(target)
+    prefix = kept[: kept.rindex("-c") + 2]
+    folder = os.path.dirname(target)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for other in names:
+        version = other[len(prefix):-len(".onnx")] if other.startswith(prefix) and other.endswith(".onnx") else ""
+        if other != kept and version.isdigit():
+            try:
+                os.remove(os.path.join(folder, other))
+            except OSError:
+                pass  # another user's file, or removed at once by a second engine: it stays or is gone either way
 
 
 # -- summaries ------------------------------------------------------------------------------------------------------
