@@ -88,7 +88,9 @@ def test_the_engine_layers_import_only_downwards():
             assert engine_imports(path) <= allowed, f"{path.relative_to(ROOT)} imports {engine_imports(path) - allowed}"
     assert engine_imports(ROOT / "engine" / "config.py") <= {"rules"}
 def test_gtp_startup_does_not_import_torch():
-    code = "import sys, tabula.gtp.__main__, tabula.engine.play.player; print('torch' in sys.modules)"
+    # tabula gtp with its extensions, and tabula analysis: both start on numpy and onnxruntime alone
+    code = ("import sys, tabula.gtp.__main__, tabula.engine.play.player, tabula.gtp.analysis_main; "
+            "tabula.gtp.__main__.load_extensions(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
