@@ -440,6 +440,25 @@ def test_bench_analysis_times_both_sides(tiny_onnx, tmp_path, capsys):
     assert figures["analysis"]["visits"] == figures["gtp"]["visits"] == 40
 
 
+def test_bench_analysis_reports_a_refused_query_rather_than_waiting():
+    from tabula.tools.bench import analysis as bench_analysis
+
+    query = {"id": "review", "moves": [["B", "D4"], ["W", "E5"]], "rules": "chinese", "komi": 7.5, "boardXSize": 7,
+             "boardYSize": 7, "analyzeTurns": [0, 1], "maxVisits": 4}  # a size the network does not play
+    raised = []
+
+    def run() -> None:
+        try:
+            bench_analysis.time_analysis(StandInNetwork(), SEARCH, query, threads=1, seed=1)
+        except SystemExit as error:
+            raised.append(str(error))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive() and "refused the game" in raised[0] and "7x7" in raised[0]
+
+
 @pytest.mark.slow
 def test_bench_analysis_drives_a_gtp_process(tiny_onnx, tmp_path, capsys):
     from tabula.tools.bench import analysis as bench_analysis

@@ -97,7 +97,7 @@ def time_analysis(evaluator, search, query: dict, threads: int, seed: int) -> di
 
     def write(line: str) -> None:
         lines.append(line)
-        if len(lines) >= turns:
+        if len(lines) >= turns or '"error"' in line:  # a refused query has one line only: no waiting for more
             done.set()
 
     engine = AnalysisEngine(evaluator, search, AnalysisConfig(analysis_threads=threads), write, seed=seed)
@@ -179,7 +179,11 @@ def time_gtp_process(weights: str, query: dict, visits: int, provider: str, seed
         send("quit")
     finally:
         process.stdin.close()
-        process.wait(30)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:  # an engine that does not end at the end of its input
+            process.kill()
+            process.wait()
     turns = len(query["moves"])
     return {"seconds": elapsed, "cpu_seconds": cpu, "positions": turns, "visits_per_s": turns * visits / elapsed}
 
