@@ -62,6 +62,9 @@ def test_a_reply_parses_into_katagos_fields(reference):
     assert math.isclose(legal.sum(), 1.0, abs_tol=1e-3)
     # occupied points are NaN: as many as there are stones on the board
     assert np.isnan(outputs.policy).sum() > 0 or len([c for c in case.commands if c.startswith("play")]) == 0
+    cut = case.reply[: case.reply.index("policy") + 3]  # a reply that ends inside the policy rows
+    with pytest.raises(ValueError, match="ends inside"):
+        rc.parse_reply(cut, case.size)
 
 
 def test_differences_and_bars(reference):

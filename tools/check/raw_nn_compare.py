@@ -142,6 +142,8 @@ def parse_reply(lines: Sequence[str], size: int) -> RawOutputs:
     index = 0
 
     def grid(start: int) -> np.ndarray:
+        if start + size > len(lines):
+            raise ValueError(f"the reply ends inside a {size}x{size} grid")
         rows = [[float(v) for v in lines[start + r].split()] for r in range(size)]
         if any(len(row) != size for row in rows):
             raise ValueError(f"a {size}x{size} grid has a row of another length")
