@@ -38,9 +38,11 @@ class StandInNetwork:
         self.gate = gate
         self.calls = 0
         self.positions = 0
+        self.entered = threading.Event()  # set at the first call: a search has started
         self._lock = threading.Lock()
 
     def evaluate(self, states) -> Evaluation:
+        self.entered.set()
         if self.gate is not None:
             self.gate.wait()
         if self.delay_s:
@@ -240,9 +242,10 @@ def test_twenty_concurrent_queries_answered_in_completion_order():
 def test_priority_first_among_queued_turns():
     """With one worker busy, a higher priority queued later is searched before a lower one queued first."""
     gate = threading.Event()
-    engine, lines = make_engine(StandInNetwork(gate=gate), analysis_threads=1)
+    network = StandInNetwork(gate=gate)
+    engine, lines = make_engine(network, analysis_threads=1)
     engine.handle_line(query("busy", maxVisits=4))
-    time.sleep(0.05)  # the worker has taken "busy" and waits at the network
+    assert network.entered.wait(10)  # the worker has taken "busy" and waits at the network
     engine.handle_line(query("low", maxVisits=4, priority=-1))
     engine.handle_line(query("high", maxVisits=4, priority=10))
     engine.handle_line(query("turns", maxVisits=4, moves=[["B", "C3"], ["W", "D4"]], analyzeTurns=[0, 1, 2],
@@ -255,13 +258,16 @@ def test_priority_first_among_queued_turns():
 
 def test_terminate_queued_and_running():
     gate = threading.Event()
-    engine, lines = make_engine(StandInNetwork(delay_s=0.001, gate=gate), analysis_threads=1)
+    network = StandInNetwork(delay_s=0.001, gate=gate)
+    engine, lines = make_engine(network, analysis_threads=1)
     engine.handle_line(query("run", maxVisits=100_000))
-    time.sleep(0.05)
+    assert network.entered.wait(10)  # "run" is searching: "wait" queues behind it
     engine.handle_line(query("wait", moves=[["B", "C3"]], analyzeTurns=[0, 1]))
     engine.handle_line(json.dumps({"id": "stop1", "action": "terminate", "terminateId": "wait", "turnNumbers": [1]}))
     gate.set()
-    time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while network.calls < 3 and time.monotonic() < deadline:  # "run" has visits to report when it is stopped
+        time.sleep(0.01)
     engine.handle_line(json.dumps({"id": "stop2", "action": "terminate_all"}))
     engine.finish()
     answers = [json.loads(line) for line in lines]
@@ -297,7 +303,10 @@ def test_back_pressure_bounds_the_queue():
 
     reader = threading.Thread(target=feed)
     reader.start()
-    time.sleep(0.2)
+    deadline = time.monotonic() + 10
+    while len(fed) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.1)  # room for a fifth, were the queue not bounded
     assert len(fed) == 4  # one taken by the worker, three queued, the fifth waits
     gate.set()
     reader.join(timeout=10)
