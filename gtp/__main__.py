@@ -85,13 +85,14 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "board_size": Flag("initial board size (default 19, or the smallest size the networks play without 19)",
                            name="--size"),
     })
-    add_flags(group["playing"], defaults.rules, {"komi": "initial komi"})
-    group["playing"].add_argument(
-        "--rules", default=None, type=_rules_argument, metavar="RULES",
-        help="the ruleset, as kata-set-rules takes it: japanese, korean, chinese, aga, tromp-taylor, ... or KataGo's "
-             "JSON (default: area scoring, positional superko)")
-    group["playing"].add_argument("--superko", default=None, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO],
-                                  help=f"the ko rule (default {defaults.rules.superko}, or the one --rules names)")
+    if play:  # tabula analysis takes the rules and komi from each query
+        add_flags(group["playing"], defaults.rules, {"komi": "initial komi"})
+        group["playing"].add_argument(
+            "--rules", default=None, type=_rules_argument, metavar="RULES",
+            help="the ruleset, as kata-set-rules takes it: japanese, korean, chinese, aga, tromp-taylor, ... or "
+                 "KataGo's JSON (default: area scoring, positional superko)")
+        group["playing"].add_argument("--superko", default=None, choices=[POSITIONAL, SITUATIONAL, SIMPLE_KO],
+                                      help=f"the ko rule (default {defaults.rules.superko}, or the one --rules names)")
     add_flags(group["playing"], defaults, {"seed": Flag("random seed (default: fresh each run)", kind=int)})
     group["network"].add_argument(
         "--weights", action="append", default=[], metavar="FILE",
@@ -169,9 +170,10 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "resign_winrate": "resign below this winrate for several moves in a row (0: never resign; default -1: the "
                           "threshold calibrated for the network, never resigning with one that has none)",
     })
-    group["analysis"].add_argument("-v", "--verbose", action="store_true",
-                                   help="after each move's line on stderr, its five first candidates (visits, "
-                                        "winrate, prior, principal variation)")
+    if play:  # the per-move lines come from the player, which tabula analysis does not have
+        group["analysis"].add_argument("-v", "--verbose", action="store_true",
+                                       help="after each move's line on stderr, its five first candidates (visits, "
+                                            "winrate, prior, principal variation)")
     group["advanced"].add_argument("--log-level", default=None, type=str.upper, choices=LOG_LEVELS,
                                    help="stderr logging level of every logger (default: WARNING, plus one line a "
                                         "move at INFO)")
@@ -189,8 +191,11 @@ def _rules_argument(text: str) -> str:
 
 
 def _rules(args: argparse.Namespace) -> Rules:
-    rules = parse_rules(args.rules, args.komi) if args.rules else Rules(komi=args.komi)
-    return dataclasses.replace(rules, superko=args.superko) if args.superko else rules
+    """The rules of --rules, --komi and --superko (the defaults where a command has none of them)."""
+    given, komi = getattr(args, "rules", None), getattr(args, "komi", Rules().komi)
+    superko = getattr(args, "superko", None)
+    rules = parse_rules(given, komi) if given else Rules(komi=komi)
+    return dataclasses.replace(rules, superko=superko) if superko else rules
 
 
 def build_config(args: argparse.Namespace) -> EngineConfig:

@@ -490,3 +490,16 @@ def test_moves_ownership_is_the_position_after_each_move():
         x, y = "ABCDEFGHJ".index(info["move"][0]), int(info["move"][1:]) - 1
         assert info["ownership"][(size - 1 - y) * size + x] > 0.5  # black's new stone, from black's view
     assert any("ownership" in info for info in answer["moveInfos"])
+
+
+def test_tabula_analysis_refuses_options_that_nothing_would_read(capsys):
+    """The rules and komi come with each query, and the per-move log lines from a GTP player: tabula analysis
+    offers none of --komi, --rules, --superko and --verbose rather than ignoring them."""
+    from tabula.gtp.analysis_main import build_analysis_config, parse_args
+
+    for words in (["--komi", "6.5"], ["--rules", "japanese"], ["--superko", "simple"], ["-v"]):
+        with pytest.raises(SystemExit):
+            parse_args(words)
+        assert "unrecognized arguments" in capsys.readouterr().err
+    config, analysis = build_analysis_config(parse_args(["--visits", "50", "--analysis-threads", "3"]))
+    assert config.search.visits == 50 and analysis.analysis_threads == 3
