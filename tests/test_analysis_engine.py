@@ -287,7 +287,9 @@ def test_reports_during_search_then_one_final():
     assert during and all(a["isDuringSearch"] is True for a in during)
     assert final["isDuringSearch"] is False and final["rootInfo"]["visits"] == 300
     visits = [a["rootInfo"]["visits"] for a in during]
-    assert visits == sorted(visits) and visits[-1] < 300
+    # a report may land just as the last visit completes (its beat falls between the workers' end and the final
+    # answer), so the last one may show them all
+    assert visits == sorted(visits) and visits[0] < 300 and visits[-1] <= 300
 
 
 def test_back_pressure_bounds_the_queue():
