@@ -262,7 +262,7 @@ def test_an_unwritable_cache_converts_into_a_folder_removed_at_exit(tmp_path, mo
     assert not os.path.exists(os.path.dirname(target))
 
 
-def test_a_new_conversion_removes_the_other_converter_versions_of_its_file(tmp_path, monkeypatch):
+def test_a_new_conversion_removes_other_versions_and_abandoned_scratch_files(tmp_path, monkeypatch):
     from tabula.engine.net import katago_network
 
     monkeypatch.setattr(katago_network, "export_onnx", lambda net, model, out, source: open(out, "wb").close())
@@ -270,10 +270,15 @@ def test_a_new_conversion_removes_the_other_converter_versions_of_its_file(tmp_p
     target = km.converted_onnx(source, None, cache_dir=str(tmp_path))
     stem = os.path.basename(target)[: -len(f"{km.CONVERTER_VERSION}.onnx")]
     older, other_file = tmp_path / f"{stem}{km.CONVERTER_VERSION + 7}.onnx", tmp_path / "other-0123-c0.onnx"
-    older.write_bytes(b""), other_file.write_bytes(b"")
+    abandoned, running = tmp_path / "abandoned.onnx.tmp", tmp_path / "running.onnx.tmp"
+    for path in (older, other_file, abandoned, running):
+        path.write_bytes(b"")
+    long_ago = os.path.getmtime(abandoned) - km.SCRATCH_ABANDONED_S - 60
+    os.utime(abandoned, (long_ago, long_ago))
     os.remove(target)
     assert km.converted_onnx(source, None, cache_dir=str(tmp_path)) == target
     assert os.path.isfile(target) and not older.exists() and other_file.exists()
+    assert not abandoned.exists() and running.exists()  # a scratch file of a conversion still running stays
 
 
 def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(exported):

@@ -918,16 +918,23 @@ def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = 
     finally:
         if os.path.exists(scratch):
             os.remove(scratch)
-    _remove_other_versions(target)
+    _tidy_cache(target)
     if log is not None:
         log(f"tabula: converted KataGo network {name} ({describe(model)}) to {target} in "
             f"{time.monotonic() - started:.0f} s; later starts load it from there")
     return target
 
 
-def _remove_other_versions(target: str) -> None:
-    """Remove the conversions of ``target``'s file by other converter versions (``NAME-DIGEST-cV.onnx`` beside
-    ``target``): no later start loads them, and the cache would otherwise keep one for every version."""
+# A scratch file of a conversion older than this was left by a process that was killed: no conversion runs so long
+SCRATCH_ABANDONED_S = 24 * 3600.0
+
+
+def _tidy_cache(target: str) -> None:
+    """Remove from ``target``'s folder what no start will load: the conversions of ``target``'s file by other
+    converter versions (``NAME-DIGEST-cV.onnx``), which the cache would otherwise keep one of for every version, and
+    the scratch files (``*.onnx.tmp``) of conversions killed part-way, each the size of a network."""
+    import time
+
     kept = os.path.basename(target)
     prefix = kept[: kept.rindex("-c") + 2]
     folder = os.path.dirname(target)
@@ -936,12 +943,14 @@ def _remove_other_versions(target: str) -> None:
     except OSError:
         return
     for other in names:
+        path = os.path.join(folder, other)
         version = other[len(prefix):-len(".onnx")] if other.startswith(prefix) and other.endswith(".onnx") else ""
-        if other != kept and version.isdigit():
-            try:
-                os.remove(os.path.join(folder, other))
-            except OSError:
-                pass  # another user's file, or removed at once by a second engine: it stays or is gone either way
+        try:
+            if (other != kept and version.isdigit()) or (
+                    other.endswith(".onnx.tmp") and time.time() - os.path.getmtime(path) > SCRATCH_ABANDONED_S):
+                os.remove(path)
+        except OSError:
+            pass  # another user's file, or removed at once by a second engine: it stays or is gone either way
 
 
 # -- summaries ------------------------------------------------------------------------------------------------------
