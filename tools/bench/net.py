@@ -286,6 +286,8 @@ def main(argv: list[str]) -> int:
             for (path, threads), values in results.items():
                 print(f"{path:<11} t={threads}  " + " ".join(f"{v / b:8.2f}" for v, b in zip(values, base)))
         sample = states[: args.accuracy_positions]
+        if not sample:  # --accuracy-positions 0: speed only
+            return 0
         sample_planes = encode_batch(sample)
         reference = OnnxEvaluator(fp32, symmetry="identity", threads=2, provider="cpu", log=None).run(sample_planes)
         costs = {}
