@@ -360,6 +360,21 @@ def test_early_stop_when_the_best_move_cannot_be_overtaken():
     assert result.move == parse_vertex("C3", 5)
 
 
+def test_a_timed_run_makes_its_least_playouts_before_it_stops_early():
+    """Under a clock a settled best move still gets a search: early stop waits for EARLY_STOP_MIN_PLAYOUTS_TIMED
+    new playouts (a reused tree whose leader cannot be caught would otherwise stop after a handful)."""
+    from tabula.engine.play.search import EARLY_STOP_MIN_PLAYOUTS, EARLY_STOP_MIN_PLAYOUTS_TIMED
+
+    state = GameState(5)
+    evaluator = RiggedEvaluator(parse_vertex("C3", 5), 0.95)
+    search = Search(evaluator, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0))
+    search.run(state, playouts=300, early_stop=False)  # a reused tree with a clear leader
+    untimed = search.run(state, playouts=100, early_stop=True)
+    assert untimed.stopped_early and EARLY_STOP_MIN_PLAYOUTS <= untimed.playouts < EARLY_STOP_MIN_PLAYOUTS_TIMED
+    timed = search.run(state, playouts=100, time_s=60.0, early_stop=True)
+    assert timed.stopped_early and timed.playouts >= EARLY_STOP_MIN_PLAYOUTS_TIMED
+
+
 def test_a_worker_stopped_early_waits_for_leaves_in_flight_elsewhere_and_goes_on_if_the_lead_can_be_caught():
     """With several workers, the lead can become catchable again when another worker's leaves come back (under a time
     limit, their visits raise the rate, and so the playouts left). A worker that saw it uncatchable used to exit for

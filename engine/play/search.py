@@ -58,6 +58,10 @@ from tabula.engine.rules.interface import Game
 # Outcomes of one descent that needed no network call, or could not proceed.
 _DONE, _COLLISION, _RETRY = "done", "collision", "retry"
 _UNBOUNDED = 1 << 62  # a run's playout target when only time or a stop event ends it
+# New playouts a run makes before it may stop early: a few to read the root's visits by; under a clock more, so that
+# a short budget whose best move already looks settled still searches the move (a search never turned off by time).
+EARLY_STOP_MIN_PLAYOUTS = 16
+EARLY_STOP_MIN_PLAYOUTS_TIMED = 50
 
 # A leaf's rollout (AlphaGo's fast rollout policy, ``engine.rollout.rollout.PolicyRollouts``): float32 [B], the result
 # z in [-1, 1] of one game played out to the end from each position, side to move's view. The generator is the
@@ -320,7 +324,8 @@ class Search:
         now = self.clock()
         if now >= run.deadline or self.tree.nodes >= self.config.max_nodes:
             return True
-        if run.early_stop and run.finished >= 16:
+        least = EARLY_STOP_MIN_PLAYOUTS if run.deadline == math.inf else EARLY_STOP_MIN_PLAYOUTS_TIMED
+        if run.early_stop and run.finished >= least:
             remaining = run.target - run.started
             if run.deadline != math.inf:
                 rate = run.finished / max(now - run.start, 1e-3)
