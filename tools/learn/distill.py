@@ -36,6 +36,7 @@ from tabula.engine.net import features
 from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
+from tabula.tools.learn.keeping import settle_run_config
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -309,18 +310,7 @@ def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
 
 
 def _settle_config(config: DistillConfig) -> None:
-    os.makedirs(config.run, exist_ok=True)
-    path = os.path.join(config.run, CONFIG)
-    if os.path.exists(path):
-        with open(path) as handle:
-            saved = json.load(handle)
-        different = [k for k in FIXED_ON_RESUME if k in saved and saved[k] != getattr(config, k)]
-        if different:
-            raise SystemExit(f"tabula distill: {config.run} is a run with other {', '.join(different)}; use another "
-                             f"--run")
-    with open(path + ".tmp", "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    os.replace(path + ".tmp", path)
+    settle_run_config(config.run, config, FIXED_ON_RESUME, "tabula distill", "--run", CONFIG)
 
 
 def distill(config: DistillConfig, log=print) -> dict:

@@ -5,6 +5,7 @@ Layer: tools; no torch.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterable
@@ -37,4 +38,23 @@ def restore_kept(directory: str, keep: str, marker: str, names: Iterable[str] | 
     return True
 
 
-__all__ = ["copy_atomic", "restore_kept"]
+def settle_run_config(directory: str, config, fixed: Iterable[str], command: str, flag: str,
+                      name: str = "config.json") -> None:
+    """Write a run's ``name`` (``config.to_dict()``) into ``directory``, or, where the run is there already, check
+    that ``config`` keeps each of the ``fixed`` fields it was started with: SystemExit naming them otherwise
+    (``command`` and ``flag``, the option that names the run directory, say what to do)."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, name)
+    if os.path.exists(path):
+        with open(path) as handle:
+            saved = json.load(handle)
+        different = [k for k in fixed if k in saved and saved[k] != getattr(config, k)]
+        if different:
+            raise SystemExit(f"{command}: {directory} is a run with other {', '.join(different)} "
+                             f"({', '.join(f'{k}={saved[k]!r}' for k in different)}); use another {flag}")
+    with open(path + ".tmp", "w") as handle:
+        json.dump(config.to_dict(), handle, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+__all__ = ["copy_atomic", "restore_kept", "settle_run_config"]

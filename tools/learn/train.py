@@ -43,7 +43,7 @@ from tabula.engine.net.network import (
     with_komi_input,
 )
 from tabula.engine.rules.coords import MAX_SIZE, MIN_SIZE
-from tabula.tools.learn.keeping import copy_atomic, restore_kept
+from tabula.tools.learn.keeping import copy_atomic, restore_kept, settle_run_config
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -463,19 +463,7 @@ def _settle_config(config: TrainConfig) -> TrainConfig:
                 small_board_value=config.small_board_value, input_encoding=config.input_encoding)
     except ValueError as error:
         raise SystemExit(f"tabula train: {error}") from None
-    os.makedirs(config.out, exist_ok=True)
-    path = os.path.join(config.out, CONFIG)
-    if os.path.exists(path):
-        with open(path) as handle:
-            saved = json.load(handle)
-        different = [k for k in FIXED_ON_RESUME if k in saved and saved[k] != getattr(config, k)]
-        if different:
-            raise SystemExit(f"tabula train: {config.out} is a run with other {', '.join(different)} "
-                             f"({', '.join(f'{k}={saved[k]!r}' for k in different)}); use another --out")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    os.replace(tmp, path)
+    settle_run_config(config.out, config, FIXED_ON_RESUME, "tabula train", "--out", CONFIG)
     return config
 
 
