@@ -451,15 +451,8 @@ def distill(config: DistillConfig, log=print) -> dict:
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     out = model.train_outputs(planes)
                 loss, parts = distill_losses(out, batch, config)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                if average is not None:
-                    average.update(model, step)
+                value = trainer.optimizer_step(loss, optimizer, model, average, step, "tabula distill")
                 step += 1
-                value = loss.item()
-                if not math.isfinite(value):
-                    raise SystemExit(f"tabula distill: loss is {value} at step {step}; lower --lr")
                 sums["loss"] = sums.get("loss", 0.0) + value
                 for name, part in parts.items():
                     sums[name] = sums.get(name, 0.0) + part.item()

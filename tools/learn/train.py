@@ -456,6 +456,20 @@ def _komi_fields(path: str, encoding: Encoding) -> dict:
     return fields
 
 
+def optimizer_step(loss: torch.Tensor, optimizer, model, average, step: int, command: str) -> float:
+    """One step on ``loss`` (the weights' moving average updated too, where there is one); returns the loss, and
+    SystemExit where it is not finite (the run would only go on to NaN weights)."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    if average is not None:
+        average.update(model, step)
+    value = loss.item()
+    if not math.isfinite(value):
+        raise SystemExit(f"{command}: loss is {value} at step {step + 1}; lower --lr")
+    return value
+
+
 def _settle_config(config: TrainConfig) -> TrainConfig:
     """Write config.json for a new run, or check the command against the run it continues."""
     try:  # the architecture's own checks (e.g. heads that need the pooled one), before config.json is written
@@ -669,15 +683,8 @@ def train(config: TrainConfig, log=print,
                                + config.score_loss_weight * extra["score_loss"]
                                + config.ownership_loss_weight * extra["ownership_loss"])
                 parts.update(extra)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            if average is not None:
-                average.update(model, step)
+            loss_value = optimizer_step(loss, optimizer, model, average, step, "tabula train")
             step += 1
-            loss_value = loss.item()
-            if not math.isfinite(loss_value):
-                raise SystemExit(f"tabula train: loss is {loss_value} at step {step}; lower --lr")
             window["loss"] += loss_value
             for name, value in parts.items():
                 window[name] += value.item()
