@@ -1,0 +1,259 @@
+"""AlphaGo's reading features that KataGo's V7 inputs lack: for every legal move of the side to move, what the move
+does to liberties and stones, read one move deep; 11 binary planes ``[plane, y, x]`` in Tabula's point order (``y =
+0`` the bottom row), meant to sit beside ``katago-v7`` in the next network's input.
+
+Layer: net (numpy only; reads engine.rules, and katago_features' ladder search).
+
+Planes, each 1 only at an empty point where the side to move may legally play (``GameState.legal_mask``: occupied
+points, the ko point, suicide and superko, all exact):
+
+- 0, 1, 2 ``liberties_after_2``, ``_3``, ``_4+`` (AlphaGo's "liberties after move"): the move leaves its string,
+  after its captures, 2, 3, >= 4 liberties;
+- 3, 4, 5 ``self_atari_1``, ``_2``, ``_3+`` ("self-atari size"): the move leaves its string of 1, 2, >= 3 stones in
+  atari, or takes it off (a multi-stone suicide, where the rules allow it);
+- 6, 7, 8 ``capture_1``, ``_2``, ``_3+`` ("capture size"): the move captures 1, 2, >= 3 stones (all strings taken);
+- 9 ``ladder_escape`` ("ladder escape"): the move extends an own string in atari, which then has 3 or more liberties,
+  or 2 and KataGo's ladder search (``katago_features``', the attacker moving first) does not take it;
+- 10 ``own_eye`` (the other half of "sensibleness"): the move fills the mover's own single-point eye
+  (``Board.is_own_eye``).
+
+What changed from AlphaGo's table, and why:
+- Liberties after the move and self-atari size are one-hot over 8 buckets in AlphaGo; here buckets stop at 4
+  liberties and 3 stones (beyond that a move's reading rarely changes), and "1 liberty after the move" has no plane of
+  its own: it is the union of the three self-atari planes (a test checks it). Planes 0-5 are therefore a partition of
+  the legal moves, and their union is the legal-move mask: no separate "legal" plane is needed.
+- Sensibleness ("legal and does not fill its own eyes") is given as its missing half, the own-eye plane: legality is
+  already the union of planes 0-5.
+- Capture size, likewise, stops at 3 stones.
+
+What V7 already has, and is left out here: stone colours and the board (V7 0-2); turns since a move (the last five
+moves, V7 9-13); liberties of the strings on the board, 1, 2, 3 (V7 3-5); ko bans (V7 6); and of the ladders, both
+AlphaGo's "ladder capture" (the moves that start a working ladder against a two-liberty string: V7 17, by KataGo's
+own ladder search) and the strings a ladder takes now and one and two moves ago (V7 14-16). V7 says which own string
+in atari a ladder takes (feature 14), not which move saves one: plane 9 adds that, with the same search
+(``katago_features``' ladder reading, attacker first, on the position after the extension).
+
+Cost: one pass over the strings (``Board.root``) labels them; their stones and their dilations become bit rows
+(``np.packbits``, a row per string), so that for every empty point at once the string it would make is an OR of at
+most four rows and its liberties a popcount, with the captured stones counted back in. Python runs only for the
+ladder-escape reading (own strings in atari whose extension has exactly two liberties; most positions have none), and
+those results are cached by position (stones and side to move), bounded like katago_features' ladder cache.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from tabula.engine.net import katago_features
+from tabula.engine.net.features import transform_planes
+from tabula.engine.rules.board import Board, Geometry
+from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
+from tabula.engine.rules.game import GameState
+
+PLANES: tuple[str, ...] = (
+    "liberties_after_2", "liberties_after_3", "liberties_after_4+",
+    "self_atari_1", "self_atari_2", "self_atari_3+",
+    "capture_1", "capture_2", "capture_3+",
+    "ladder_escape",
+    "own_eye",
+)
+NUM_PLANES = len(PLANES)
+LIBERTIES_AFTER = 0  # planes 0-2: 2, 3, >= 4 liberties
+SELF_ATARI = 3  # planes 3-5: 1, 2, >= 3 stones
+CAPTURE = 6  # planes 6-8: 1, 2, >= 3 stones
+LADDER_ESCAPE = 9
+OWN_EYE = 10
+_CACHE_LIMIT = 20000  # positions in the ladder-escape cache before it is emptied
+
+
+class _Layout:
+    """What a board size's bit rows need, computed once: packed neighbour rows of every padded point, and where the
+    flat points sit in the padded grid."""
+
+    __slots__ = ("width", "padded_len", "offsets", "neighbor_bits", "flat")
+
+    def __init__(self, geometry: Geometry):
+        self.width = width = geometry.width
+        self.padded_len = length = geometry.padded_len
+        self.offsets = np.array([-width, -1, 1, width], dtype=np.int64)
+        near = np.zeros((length, length), dtype=bool)
+        inner = geometry.padded_array
+        for offset in self.offsets:
+            near[inner, inner + offset] = True
+        self.neighbor_bits = np.packbits(near, axis=1)  # [padded point, bytes]: its four neighbours (edge included)
+        self.flat = np.asarray(geometry.flat, dtype=np.int64)  # padded point -> flat point (-1 on the border)
+
+
+_LAYOUTS: dict[int, _Layout] = {}
+_ESCAPE_CACHE: dict[tuple[bytes, int], frozenset[int]] = {}
+
+
+def _layout(geometry: Geometry) -> _Layout:
+    layout = _LAYOUTS.get(geometry.size)
+    if layout is None:
+        layout = _LAYOUTS[geometry.size] = _Layout(geometry)
+    return layout
+
+
+def encode(state: GameState) -> np.ndarray:
+    """uint8 [11, N, N], 0 or 1: the planes of ``PLANES`` for the side to move."""
+    size = state.size
+    planes = np.zeros((NUM_PLANES, size * size), dtype=np.uint8)
+    _fill(state, planes)
+    return planes.reshape(NUM_PLANES, size, size)
+
+
+def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = None) -> np.ndarray:
+    """float32 [B, 11, N, N]: each position's planes, seen under its symmetry (int [B], engine.net.features'
+    numbering) or as it is."""
+    if not states:
+        raise ValueError("encode_batch needs at least one position")
+    size = states[0].size
+    out = np.zeros((len(states), NUM_PLANES, size * size), dtype=np.uint8)
+    for i, state in enumerate(states):
+        if state.size != size:
+            raise ValueError(f"positions of sizes {size} and {state.size} in one batch")
+        _fill(state, out[i])
+    planes = out.reshape(len(states), NUM_PLANES, size, size).astype(np.float32)
+    if symmetries is not None:
+        planes = transform_planes(planes, np.asarray(symmetries))
+    return planes
+
+
+def clear_caches() -> None:
+    """Empty the ladder-escape cache (tests, and memory after a game)."""
+    _ESCAPE_CACHE.clear()
+
+
+# -- the planes ----------------------------------------------------------------------------------------------------
+
+
+def _fill(state: GameState, planes: np.ndarray) -> None:
+    """Fill ``planes`` (uint8 [11, N*N], zeros) for ``state``."""
+    board = state.board
+    geometry = board.geometry
+    layout = _layout(geometry)
+    length = layout.padded_len
+    width = layout.width
+    pla = state.to_move
+    opp = 3 - pla
+
+    colors = np.frombuffer(board.color, dtype=np.int8)
+    empty = colors == EMPTY  # the border is never empty
+    moves = np.flatnonzero(empty)  # padded points of the empty points
+    if len(moves) == 0:
+        return
+    legal = state.legal_mask()[:-1]
+    move_flat = layout.flat[moves]
+    keep = legal[move_flat]
+    if not keep.any():
+        return
+    moves = moves[keep]
+    move_flat = move_flat[keep]
+
+    # Strings: one row of stones and one of stones plus their neighbours (the dilation) per string, and a last, empty
+    # row that stands for "no string".
+    stones = np.flatnonzero((colors == BLACK) | (colors == WHITE))
+    if len(stones):
+        roots = np.asarray(board.root, dtype=np.int64)[stones]
+        heads, label = np.unique(roots, return_inverse=True)
+    else:
+        heads = label = np.zeros(0, dtype=np.int64)
+    count = len(heads)
+    string_of = np.full(length, count, dtype=np.int64)
+    string_of[stones] = label
+    member = np.zeros((count + 1, length), dtype=bool)
+    member[label, stones] = True
+    grown = member.copy()
+    grown[:, 1:] |= member[:, :-1]
+    grown[:, :-1] |= member[:, 1:]
+    grown[:, width:] |= member[:, :-width]
+    grown[:, :-width] |= member[:, width:]
+    liberties = np.count_nonzero(grown & empty, axis=1)  # [count + 1]; 0 for the empty row
+    member_bits = np.packbits(member, axis=1)
+    grown_bits = np.packbits(grown, axis=1)
+    empty_bits = np.packbits(empty)
+
+    # For each move: its neighbours' strings, own (joined) and opponent's in atari (captured). A move with neither
+    # makes a lone stone whose liberties are its empty neighbours; only the others need the bit rows.
+    around = moves[:, None] + layout.offsets[None, :]
+    around_color = colors[around]
+    around_string = string_of[around]
+    is_own = around_color == pla
+    is_taken = (around_color == opp) & (liberties[around_string] == 1)
+    after = np.count_nonzero(around_color == EMPTY, axis=1)
+    group = np.ones(len(moves), dtype=np.int64)
+    capture = np.zeros(len(moves), dtype=np.int64)
+    hard = np.flatnonzero((is_own | is_taken).any(axis=1))
+    own = np.where(is_own[hard], around_string[hard], count)
+    if len(hard):
+        taken = np.where(is_taken[hard], around_string[hard], count)
+        joined = _any_of(grown_bits[own])
+        joined_stones = _any_of(member_bits[own])
+        captured = _any_of(member_bits[taken])
+        # The new string's liberties: empty points (the captured stones among them) next to the move or to a string
+        # it joins; a joined string's dilation holds the move itself, counted out again.
+        reach = joined | layout.neighbor_bits[moves[hard]]
+        joins = is_own[hard].any(axis=1)
+        after[hard] = np.bitwise_count(reach & (empty_bits | captured)).sum(axis=1, dtype=np.int64) - joins
+        group[hard] = 1 + np.bitwise_count(joined_stones).sum(axis=1, dtype=np.int64)
+        capture[hard] = np.bitwise_count(captured).sum(axis=1, dtype=np.int64)
+
+    planes[LIBERTIES_AFTER, move_flat[after == 2]] = 1
+    planes[LIBERTIES_AFTER + 1, move_flat[after == 3]] = 1
+    planes[LIBERTIES_AFTER + 2, move_flat[after >= 4]] = 1
+    atari = after <= 1  # 0: a legal multi-stone suicide, its stones lost at once
+    planes[SELF_ATARI, move_flat[atari & (group == 1)]] = 1
+    planes[SELF_ATARI + 1, move_flat[atari & (group == 2)]] = 1
+    planes[SELF_ATARI + 2, move_flat[atari & (group >= 3)]] = 1
+    planes[CAPTURE, move_flat[capture == 1]] = 1
+    planes[CAPTURE + 1, move_flat[capture == 2]] = 1
+    planes[CAPTURE + 2, move_flat[capture >= 3]] = 1
+
+    # Ladder escapes: moves that extend an own string in atari.
+    in_atari = np.flatnonzero((colors[heads] == pla) & (liberties[:count] == 1))
+    if len(in_atari):
+        extends = np.isin(own, in_atari).any(axis=1)
+        targets = hard[extends]
+        sure = targets[after[targets] >= 3]
+        planes[LADDER_ESCAPE, move_flat[sure]] = 1
+        read = targets[after[targets] == 2]
+        if len(read):
+            escapes = _ladder_escapes(board, pla, moves[read].tolist())
+            if escapes:
+                planes[LADDER_ESCAPE, layout.flat[np.fromiter(escapes, dtype=np.int64)]] = 1
+
+    eyes = board.own_eye_mask(pla)
+    planes[OWN_EYE] = eyes & legal
+
+
+def _any_of(rows: np.ndarray) -> np.ndarray:
+    """uint8 [M, bytes]: the OR of the four bit rows of each move (``rows`` uint8 [M, 4, bytes])."""
+    return rows[:, 0] | rows[:, 1] | rows[:, 2] | rows[:, 3]
+
+
+def _ladder_escapes(board: Board, pla: int, moves: list[int]) -> frozenset[int]:
+    """Of ``moves`` (padded points that extend a ``pla`` string in atari to exactly two liberties), those after which
+    KataGo's ladder search, the attacker moving first, does not take the string. Cached by stones and colour (the
+    result depends on nothing else: the two-liberty string after the move leaves no ko)."""
+    key = (bytes(board.color), pla)
+    known = _ESCAPE_CACHE.get(key, frozenset())
+    wanted = set(moves)
+    if not wanted <= {abs(move) for move in known}:
+        read = set(known)
+        for move in wanted:
+            if move in read or -move in read:
+                continue
+            child = board.copy()
+            new_hash, captured = child.try_play(move, pla, True)
+            child._commit(move, pla, new_hash, captured)
+            # One that escapes is kept as itself, one that does not as its negation (padded points are positive).
+            read.add(-move if katago_features._ladder_captured(child, move, False) else move)
+        if len(_ESCAPE_CACHE) > _CACHE_LIMIT:
+            _ESCAPE_CACHE.clear()
+        _ESCAPE_CACHE[key] = known = frozenset(read)
+    return frozenset(move for move in known if move in wanted)
+
+
+__all__ = ["PLANES", "NUM_PLANES", "encode", "encode_batch", "clear_caches"]
