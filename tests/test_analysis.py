@@ -320,3 +320,26 @@ def test_gogui_score_lead_and_ownership_views():
     plain = search_session()  # a network without the heads says so
     assert plain.dispatch("tabula-ownership") == "? the network has no ownership head\n\n"
     assert plain.dispatch("tabula-score-lead") == "? the network has no score head\n\n"
+
+
+def test_kata_analyze_with_a_katago_model_file(tmp_path, monkeypatch):
+    """A KataGo ``.bin.gz`` as users bring it (here a small random one of our writer's): converted on first use, its
+    score lead and ownership reach kata-analyze, KataGo's row order and the side to move's view."""
+    pytest.importorskip("torch")
+    import os
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "katago", "random-v15.bin.gz")
+    load_extensions()
+    config = EngineConfig(board_size=9, player="search", seed=5, search=SearchConfig(threads=1, visits=24),
+                          net=NetConfig(weights=(source,)))
+    session = Session(player=Player.from_config(config), config=config)
+    session.dispatch("play b E5")
+    lines = session.dispatch("kata-genmove_analyze w 1 ownership true").split("\n")
+    assert lines[-3].startswith("play ")
+    moves, ownership = parse_kata_line(lines[-4], 9)
+    assert moves and len(set(ownership)) > 1
+    leads = {float(m["scoreLead"]) for m in moves}
+    assert all(abs(lead) < 200 for lead in leads) and len(leads) > 1
+    raw = session.dispatch("kata-raw-nn 0")
+    assert raw.startswith("= ") and "whiteLead" in raw and "whiteOwnership" in raw
