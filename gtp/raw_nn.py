@@ -38,7 +38,9 @@ from .protocol import GtpError
 COMMAND = "kata-raw-nn"
 ALL = "all"
 # Encodings whose networks were trained with board rows from the top (KataGo's), while Tabula's planes run from the
-# bottom: KataGo's symmetry index differs from Tabula's in bit 0 for them (features.katago_symmetry).
+# bottom: KataGo's symmetry index differs from Tabula's in bit 0 for them (features.katago_symmetry). A network
+# that says whether it is KataGo's (OnnxEvaluator.katago_network) is taken at its word instead: a Tabula network
+# reading katago-v7 was trained on Tabula's rows.
 TOP_FIRST_ENCODINGS = frozenset({"katago-v7"})
 _USAGE = f"for {COMMAND} (expected an optional color, a symmetry 'all' or index [0-7], and an optional optimism [0-1])"
 
@@ -198,10 +200,12 @@ def raw_nn(session: Session, words: tuple[str, ...]) -> str:
     network = network_of(session, state.size)
     check_optimism(network, optimism)
     encoding = getattr(getattr(network, "encoding", None), "name", "")
+    # KataGo's networks (an OnnxEvaluator knows its file's kind; a Tabula network may read katago-v7 too)
+    rows_from_top = getattr(network, "katago_network", encoding in TOP_FIRST_ENCODINGS)
     legal = state.legal_mask()
     blocks = []
     for symmetry in symmetries:
-        transform = katago_symmetry(symmetry, rows_from_top=encoding in TOP_FIRST_ENCODINGS)
+        transform = katago_symmetry(symmetry, rows_from_top=rows_from_top)
         try:
             evaluation = network.evaluate_symmetry([state], transform)
         except UnsupportedBoardSizeError as error:

@@ -65,8 +65,8 @@ def test_stored_labels_read_back_as_written(tiny_aux_onnx, tmp_path):
     assert size == 13 and set(back) == set(labels)
     for name, array in labels.items():
         assert back[name].dtype == array.dtype and np.array_equal(back[name], array, equal_nan=True), name
-    planes = teacher.decode_planes(back, 13)
-    assert np.array_equal(planes, features.encode_batch([p.state for p in chosen]))
+    planes = teacher.decode_planes(back, 13)  # the default student's: leelaz-18+komi
+    assert np.array_equal(planes, features.encode_batch_with_komi([p.state for p in chosen]))
     assert np.allclose(back["komi"].astype(np.float32), [features.komi_points(p.state) for p in chosen])
     assert written / len(chosen) < 1000  # compact: the history planes packed and compressed
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
@@ -181,9 +181,10 @@ def test_worker_processes_play_and_label_the_same_games(tiny_aux_onnx, tmp_path)
     there = tmp_path / "workers" / "labels" / here.name
     _, a = teacher.read_labels(str(here))
     _, b = teacher.read_labels(str(there))
-    order_a = np.lexsort(a["stones"].reshape(len(a["stones"]), -1).T)  # the workers' games come in another order
-    order_b = np.lexsort(b["stones"].reshape(len(b["stones"]), -1).T)
-    assert np.array_equal(a["stones"][order_a], b["stones"][order_b])
+    bits_a, bits_b = a["planes_bits"], b["planes_bits"]
+    order_a = np.lexsort(bits_a.reshape(len(bits_a), -1).T)  # the workers' games come in another order
+    order_b = np.lexsort(bits_b.reshape(len(bits_b), -1).T)
+    assert np.array_equal(bits_a[order_a], bits_b[order_b])
     assert np.allclose(a["value"][order_a].astype(np.float32), b["value"][order_b].astype(np.float32), atol=1e-3)
 
 
@@ -212,7 +213,7 @@ def test_the_distillation_loss_falls_on_a_batch_seen_again(tiny_aux_onnx, tmp_pa
     torch.manual_seed(0)
     model = distill.TabulaNet(distill.student_spec(config))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    planes = distill.trainer.network_planes(batch["planes"], batch["komi"], model.spec.encoding)
+    planes = batch["planes"]
     losses = []
     for _ in range(40):
         loss, parts = distill.distill_losses(model.train_outputs(planes), batch, config)

@@ -8,6 +8,7 @@ not on each other.
 from __future__ import annotations
 
 METADATA_FORMAT_VERSION = "1"
+KATAGO_STRUCTURE = "katago_structure"  # the metadata key of a KataGo network converted to ONNX (katago_network)
 
 
 class NetworkFileError(ValueError):
@@ -17,6 +18,13 @@ class NetworkFileError(ValueError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+
+def is_katago_network(metadata: dict[str, str]) -> bool:
+    """Whether a network file's metadata is that of a KataGo network converted to ONNX (KataGo's outputs, its row
+    order), not a Tabula network: by its structure, never by its input encoding, which a Tabula network may share
+    (a student reading ``katago-v7``)."""
+    return KATAGO_STRUCTURE in metadata
 
 
 def read_fp32_onnx(path: str, structure_key: str, what: str) -> tuple[dict[str, str], dict]:
@@ -42,4 +50,4 @@ def read_fp32_onnx(path: str, structure_key: str, what: str) -> tuple[dict[str, 
     return metadata, tensors
 
 
-__all__ = ["METADATA_FORMAT_VERSION", "NetworkFileError", "read_fp32_onnx"]
+__all__ = ["METADATA_FORMAT_VERSION", "KATAGO_STRUCTURE", "NetworkFileError", "is_katago_network", "read_fp32_onnx"]

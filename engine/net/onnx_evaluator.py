@@ -38,7 +38,7 @@ from tabula.engine.net.features import (
     transform_planes,
 )
 from tabula.engine.net.int8_check import fp32_sibling, int8_disagreement
-from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError
+from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError, is_katago_network
 from tabula.engine.net.providers import (
     PROVIDERS,
     TORCH,
@@ -300,6 +300,9 @@ class OnnxEvaluator:
         self._session = session
         self._input_name = session.get_inputs()[0].name
         self.metadata: dict[str, str] = dict(session.get_modelmeta().custom_metadata_map)
+        # A KataGo network converted to ONNX (its rows from the top, KataGo's symmetry numbering), told apart from a
+        # Tabula network by its structure in the metadata, not by its input encoding, which a Tabula network may share
+        self.katago_network: bool = is_katago_network(self.metadata)
         outputs = {o.name for o in session.get_outputs()}
         # Score and ownership heads (tabula train --aux): scoreLead and territory for GUIs, dead stones
         self.has_score_and_ownership: bool = {"score", "ownership"} <= outputs
@@ -391,6 +394,19 @@ class OnnxEvaluator:
         if not states:
             return empty_evaluation()
         prepared = self._prepare(states)
+        return self._finish(prepared, *self._run(prepared.planes))
+
+    def evaluate_encoded(self, states: Sequence[GameState], planes: np.ndarray) -> Evaluation:
+        """``evaluate`` as the identity symmetry gives it, of positions whose planes the caller has encoded already
+        (``self.encoding.encode_batch(states, None)``): a labeller that stores the same planes encodes them once."""
+        if not states:
+            return empty_evaluation()
+        if planes.shape[:2] != (len(states), self.encoding.planes) or planes.shape[-1] != states[0].size:
+            raise ValueError(f"planes of shape {planes.shape} for {len(states)} positions of {self.encoding.name}")
+        if states[0].size not in self.board_sizes:
+            raise UnsupportedBoardSizeError(f"{os.path.basename(self.path)} does not play {states[0].size}x"
+                                            f"{states[0].size}")
+        prepared = _Prepared(planes, batch_legal_masks(states), None, len(states), "identity")
         return self._finish(prepared, *self._run(prepared.planes))
 
     def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:

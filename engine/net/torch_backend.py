@@ -18,9 +18,9 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from tabula.engine.net import network
+from tabula.engine.net.netfile import is_katago_network
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-KATAGO_ENCODING = "katago-v7"  # the input encoding of KataGo's networks converted to ONNX (katago_network)
 # Capturing a CUDA graph makes the whole process's CUDA calls illegal for the capturing thread's stream in the
 # default ("global") mode; two runners (one per network of a set) capturing at once would break each other.
 _CAPTURE_LOCK = threading.Lock()
@@ -52,15 +52,15 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return model
 
 
-def _input_encoding(path: str) -> str:
-    """The ``input_encoding`` an ONNX file's metadata names ("" where none)."""
+def _metadata(path: str) -> dict[str, str]:
+    """An ONNX file's metadata (empty where it cannot be read: network.load_onnx reports what is wrong)."""
     import onnx
 
     try:
         proto = onnx.load(path, load_external_data=False)
-    except Exception:  # network.load_onnx reports what is wrong with the file
-        return ""
-    return {p.key: p.value for p in proto.metadata_props}.get("input_encoding", "")
+    except Exception:
+        return {}
+    return {p.key: p.value for p in proto.metadata_props}
 
 
 class TorchRunner:
@@ -91,16 +91,19 @@ class TorchRunner:
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self.buckets = batch_buckets(max_batch)
         self.max_batch = self.buckets[-1]
-        self.katago = _input_encoding(path) == KATAGO_ENCODING
+        self.katago = is_katago_network(_metadata(path))
         if self.katago:
             # KataGo's networks: rebuilt from the structure in the file's metadata; all their outputs run
             from tabula.engine.net import katago_network
 
             model = katago_network.load_onnx(path)
             self.planes, self.aux = katago_network.NUM_PLANES, True
+            self.ones_plane = 0  # on the board
         else:
             model = fold_batch_norms(network.load_onnx(path))
             self.planes = model.spec.encoding.planes
+            # a plane all ones on an empty board: black to move (leelaz-18), on the board (katago-v7, tabula-v2)
+            self.ones_plane = (model.spec.encoding.size_planes or (16,))[0]
             # The score and ownership heads run too: without them the search on a GPU would rank moves by the value
             # alone (no score utility: every move of a lost handicap game equally bad) and report no score lead.
             self.aux = bool(model.spec.aux)
@@ -174,9 +177,9 @@ class TorchRunner:
     def _capture(self, batch: int, size: int) -> tuple:
         x = torch.zeros((batch, self.planes, size, size), device=self.device, dtype=self.dtype)
         x = x.contiguous(memory_format=torch.channels_last)
-        # a valid empty board (Tabula's: black to move; KataGo's: every point on the board), so that warm-up and
+        # a valid empty board (leelaz-18: black to move; katago-v7: every point on the board), so that warm-up and
         # padding rows compute ordinary numbers
-        x[:, 0 if self.katago else 16] = 1.0
+        x[:, self.ones_plane] = 1.0
         # Warm-up on a side stream, as torch's CUDA graph notes ask: cuDNN's benchmarking and lazy
         # initialisation must not be captured.
         stream = torch.cuda.Stream(self.device)

@@ -69,7 +69,7 @@ def forward_flops(model, size: int) -> int:
     # the model's own planes: 18, or 19 with the komi input (the shipped default); KataGo's 41
     planes = torch.zeros((1, model.initial_conv.conv.in_channels + model.initial_matmul.weight.shape[0] if katago
                           else model.spec.encoding.planes, size, size))
-    planes[:, 0 if katago else 16] = 1.0
+    planes[:, 0 if katago else (model.spec.encoding.size_planes or (16,))[0]] = 1.0  # a board, black to move
     try:
         with torch.no_grad():
             (model if katago else model.train_outputs)(planes)
@@ -83,8 +83,7 @@ def load_torch(path: str):
     """The torch module of an fp32 ONNX file: Tabula's network, or a KataGo network converted to ONNX."""
     from tabula.engine.net.evaluator import OnnxEvaluator
 
-    encoding = OnnxEvaluator(path, symmetry="identity", threads=1, provider="cpu", log=None).encoding.name
-    if encoding == "katago-v7":
+    if OnnxEvaluator(path, symmetry="identity", threads=1, provider="cpu", log=None).katago_network:
         from tabula.engine.net import katago_network
 
         return katago_network.load_onnx(path)

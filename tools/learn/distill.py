@@ -13,6 +13,16 @@ logged), the value's MSE against the teacher's value, the score lead's and the o
 auxiliary losses (``train.aux_losses``), each value and score target moved ``--outcome-mix`` of the way to the
 game's result and counted margin where the game has them.
 
+The student (``--student-arch``, ``--student-encoding``): a pooled network with the score and ownership heads, reading
+``leelaz-18+komi`` (the history planes and a komi plane, the grafted komi terms of ``PooledHead``), ``katago-v7``
+(KataGo's V7 inputs: liberties, ko, the last moves, ladders, pass-alive areas, and the komi and rules as globals) or
+``tabula-v2`` (katago-v7's, then the reading features), these two without grafted terms. The labels store the
+student's own planes, so a run keeps one encoding; its label window refuses files of another.
+
+``--zero-planes`` zeroes chosen input planes in training and in the fresh losses: an ablation, to measure what a
+feature is worth (accuracy and value error at equal steps on the same labels). A network trained so is for that
+measurement, not for play: it was never taught to read those planes, and the engine gives them their values.
+
 The model, optimizer, learning rate, weight average, checkpoint writing and auxiliary losses are ``tabula train``'s;
 the batches are a pure function of (seed, step) and the window, so a resumed run trains exactly as an uninterrupted
 one on the same labels.
@@ -33,6 +43,7 @@ import torch
 from torch.nn import functional as F
 
 from tabula.engine.net import features
+from tabula.engine.net.encodings import encoding_named, plane_indices
 from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
@@ -44,7 +55,8 @@ CONFIG = "config.json"
 LABELS = "labels"
 STUDENT = "model.onnx"
 # Settings a resumed run must share with the run it continues
-FIXED_ON_RESUME = ("teacher", "student_arch", "seed", "steps_per_chunk", "batch", "optimizer", "lr", "init")
+FIXED_ON_RESUME = ("teacher", "student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch",
+                   "optimizer", "lr", "init")
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,8 @@ class DistillConfig:
     teacher: str  # a KataGo model file, its ONNX, or a Tabula ONNX network
     run: str  # run directory (created; rerun to continue)
     student_arch: str = "6x64"  # BLOCKSxFILTERS of the student (pooled head, score and ownership, komi input)
+    student_encoding: str = teaching.DEFAULT_STUDENT_ENCODING  # the student's input planes, which the labels store
+    zero_planes: str = ""  # planes zeroed in training and the fresh losses (names or indices): ablations only
     init: str = ""  # start the student from this Tabula checkpoint's weights (same architecture)
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
@@ -114,6 +128,7 @@ def parse_args(argv: list[str]) -> DistillConfig:
     parser.add_argument("--teacher", required=True, help="KataGo model file (.bin.gz), its ONNX, or a Tabula ONNX")
     parser.add_argument("--run", required=True, help="run directory (created; rerun the command to continue)")
     choices = {"optimizer": ("sgd", "adamw"), "device": ("cpu", "cuda"), "precision": ("auto", "bf16", "fp32"),
+               "student_encoding": teaching.STUDENT_ENCODINGS,
                "symmetry": ("identity", "random", "average"),
                "provider": ("cpu", "auto", "torch", "cuda", "tensorrt")}
     for f in fields(DistillConfig):
@@ -133,6 +148,7 @@ def parse_args(argv: list[str]) -> DistillConfig:
 def check(config: DistillConfig) -> None:
     """ValueError for settings that cannot run."""
     parse_arch(config.student_arch)
+    zeroed_planes(config)
     for name in ("teacher", "player"):
         path = getattr(config, name)
         if path and not os.path.isfile(path):
@@ -149,14 +165,32 @@ def check(config: DistillConfig) -> None:
         raise ValueError("--sizes are board sizes from 7 to 19")
 
 
+def zeroed_planes(config: DistillConfig) -> list[int]:
+    """The student's planes that ``--zero-planes`` names; ValueError for a plane the encoding has not, or for one
+    that tells the network the board's size."""
+    try:
+        encoding = teaching.student_encoding_named(config.student_encoding)
+    except teaching.LabelError as error:
+        raise ValueError(f"--student-encoding: {error}") from None
+    chosen = plane_indices(encoding, config.zero_planes)
+    sized = set(range(*encoding.size_planes)) if encoding.size_planes else set()
+    if sized & set(chosen):
+        raise ValueError(f"--zero-planes: {encoding.name}'s planes {sorted(sized)} tell the network the board's size; "
+                         "they cannot be zeroed")
+    return chosen
+
+
 # -- the window of labels -------------------------------------------------------------------------------------------
 
 
 class LabelWindow:
-    """The label files of a run, newest last, as arrays by board size; batches are drawn from it."""
+    """The label files of a run, newest last, as arrays by board size; batches are drawn from it. Every file holds
+    ``encoding``'s planes: one of another raises LabelEncodingError (a run keeps one student encoding)."""
 
-    def __init__(self, directory: str, limit: int):
+    def __init__(self, directory: str, limit: int, encoding: str = teaching.DEFAULT_STUDENT_ENCODING,
+                 zero_planes: list[int] | None = None):
         self.directory, self.limit = directory, limit
+        self.encoding, self.zero_planes = encoding, list(zero_planes or [])
         self.skipped: dict[str, str] = {}  # files that cannot be read, and why
         self._cache: dict[str, tuple[int, dict[str, np.ndarray]]] = {}
         self.refresh()
@@ -171,7 +205,9 @@ class LabelWindow:
                 continue
             if path not in self._cache:
                 try:
-                    self._cache[path] = teaching.read_labels(path)
+                    self._cache[path] = teaching.read_labels(path, self.encoding)
+                except teaching.LabelEncodingError:
+                    raise
                 except teaching.LabelError as error:  # labels are disposable: one unreadable file costs its chunk
                     self.skipped[path] = str(error)
                     continue
@@ -205,15 +241,20 @@ class LabelWindow:
         size = sizes[int(rng.choice(len(sizes), p=counts / counts.sum()))]
         labels = self.by_size[size]
         rows = rng.integers(0, len(labels["value"]), count)
-        return batch_of(labels, size, rows, rng.integers(0, features.NUM_SYMMETRIES, count))
+        return batch_of(labels, size, rows, rng.integers(0, features.NUM_SYMMETRIES, count), self.encoding,
+                        self.zero_planes)
 
 
-def batch_of(labels: dict[str, np.ndarray], size: int, rows: np.ndarray,
-             symmetries: np.ndarray) -> dict[str, torch.Tensor]:
-    """The training tensors of stored positions ``rows`` of one board size, each under its symmetry."""
+def batch_of(labels: dict[str, np.ndarray], size: int, rows: np.ndarray, symmetries: np.ndarray,
+             encoding: str = teaching.DEFAULT_STUDENT_ENCODING, zero_planes: list[int] | None = None
+             ) -> dict[str, torch.Tensor]:
+    """The training tensors of stored positions ``rows`` of one board size, each under its symmetry: ``planes``
+    the student's input (``encoding``'s, with ``zero_planes`` zeroed)."""
     count = len(rows)
     points = size * size
-    planes = features.transform_planes(teaching.decode_planes(labels, size, rows), symmetries)
+    planes = features.transform_planes(teaching.decode_planes(labels, size, rows, encoding), symmetries)
+    if zero_planes:
+        planes[:, zero_planes] = 0.0
     policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
     ownership = (labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size)
                  / teaching.OWNERSHIP_LEVELS)
@@ -245,12 +286,12 @@ def fresh_losses(model: TabulaNet, paths: list[str], config: DistillConfig, devi
     model.eval()
     with torch.no_grad():
         for path in paths:
-            size, labels = teaching.read_labels(path)
+            size, labels = teaching.read_labels(path, config.student_encoding)
             rows = np.arange(min(most, len(labels["value"])))
-            batch = {k: v.to(device) for k, v in batch_of(labels, size, rows, np.zeros(len(rows), np.int64)).items()}
-            planes = trainer.network_planes(batch["planes"], batch["komi"], model.spec.encoding)
+            batch = {k: v.to(device) for k, v in batch_of(labels, size, rows, np.zeros(len(rows), np.int64),
+                                                          config.student_encoding, zeroed_planes(config)).items()}
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-                out = model.train_outputs(planes.contiguous(memory_format=torch.channels_last))
+                out = model.train_outputs(batch["planes"].contiguous(memory_format=torch.channels_last))
             loss, parts = distill_losses(out, batch, config)
             for name, value in {"loss": loss, **parts}.items():
                 totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
@@ -297,9 +338,11 @@ def distill_losses(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
 
 
 def student_spec(config: DistillConfig) -> NetSpec:
+    """The student: a pooled network with the score and ownership heads reading ``--student-encoding``, and none of
+    the grafted small-board or komi terms (the komi of katago-v7 and tabula-v2 is among their global planes)."""
     blocks, filters = parse_arch(config.student_arch)
     return NetSpec(blocks=blocks, filters=filters, head=POOLED, aux=True,
-                   input_encoding=features.KOMI_INPUT_ENCODING)
+                   input_encoding=encoding_named(config.student_encoding).name)
 
 
 def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
@@ -348,7 +391,8 @@ def distill(config: DistillConfig, log=print) -> dict:
     elif config.init:
         state = trainer.load_training_checkpoint(config.init)
         if not NetSpec.from_dict(state["spec"]).same_weights(spec):
-            raise SystemExit(f"tabula distill: {config.init} is not a {config.student_arch} student")
+            raise SystemExit(f"tabula distill: {config.init} is not a {config.student_arch} student of "
+                             f"{config.student_encoding}")
         model.load_state_dict(state["state_dict"])
         if average is not None:
             average = trainer.WeightAverage(model, config.ema_decay)
@@ -363,7 +407,8 @@ def distill(config: DistillConfig, log=print) -> dict:
 
     try:
         teacher = make_teacher(config, log)
-        log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch}")
+        log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch} of {config.student_encoding}"
+            + (f", planes {config.zero_planes} zeroed" if config.zero_planes else ""))
         # made here even where worker processes play (--label-workers): a player that cannot play fails here, once
         selfplay = make_selfplay(config, teacher, log) if config.selfplay_games > 0 else None
         records = None
@@ -380,7 +425,10 @@ def distill(config: DistillConfig, log=print) -> dict:
 
         pool = multiprocessing.get_context("spawn").Pool(config.label_workers, initializer=_start_worker,
                                                          initargs=(config,))
-    window = LabelWindow(label_dir, config.window_positions)
+    try:
+        window = LabelWindow(label_dir, config.window_positions, config.student_encoding, zeroed_planes(config))
+    except teaching.LabelEncodingError as error:
+        raise SystemExit(f"tabula distill: {error}") from None
     for problem in window.skipped.values():
         log(f"tabula distill: skipped {problem}")
 
@@ -423,7 +471,10 @@ def distill(config: DistillConfig, log=print) -> dict:
                 labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool)
                 label_seconds = time.time() - label_started
                 chunk += 1
-                window.refresh()
+                try:
+                    window.refresh()
+                except teaching.LabelEncodingError as error:
+                    raise SystemExit(f"tabula distill: {error}") from None
                 if not labelled["positions"]:
                     reason = "out of time" if time.time() >= deadline else "no positions left"
                     chunk -= 1
@@ -446,8 +497,7 @@ def distill(config: DistillConfig, log=print) -> dict:
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 batch = {k: v.to(device) for k, v in window.batch(config.seed, step, config.batch).items()}
-                planes = trainer.network_planes(batch["planes"], batch["komi"], spec.encoding).contiguous(
-                    memory_format=torch.channels_last)
+                planes = batch["planes"].contiguous(memory_format=torch.channels_last)
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     out = model.train_outputs(planes)
                 loss, parts = distill_losses(out, batch, config)
@@ -488,8 +538,11 @@ def distill(config: DistillConfig, log=print) -> dict:
         final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
         path = os.path.join(config.run, STUDENT)
         export_onnx(final, path + ".tmp.onnx",
-                    f"tabula distill: {config.student_arch} taught by {os.path.basename(config.teacher)}"
-                    f"{f' at {config.visits} visits' if config.visits else ''}, {step} steps x {config.batch}")
+                    f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
+                    f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
+                    f"{step} steps x {config.batch}"
+                    + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
+                       if config.zero_planes else ""))
         os.replace(path + ".tmp.onnx", path)
         log(f"tabula distill: exported {path}")
     return {"step": step, "chunk": chunk, "reason": reason, **record}
@@ -514,7 +567,8 @@ def make_selfplay(config: DistillConfig, teacher: teaching.Teacher, log) -> teac
 def make_teacher(config: DistillConfig, log) -> teaching.Teacher:
     return teaching.Teacher(config.teacher, visits=config.visits, provider=config.provider,
                             threads=config.teacher_threads, batch=config.label_batch, symmetry=config.symmetry,
-                            seed=config.seed, log=log, search_parallel=config.search_parallel)
+                            seed=config.seed, log=log, search_parallel=config.search_parallel,
+                            student_encoding=config.student_encoding)
 
 
 # The self-play labeller of a worker process (label_workers): its own teacher, and player where there is one
@@ -566,7 +620,8 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
             joined["ownership_known"] = np.concatenate([a.get("ownership_known", np.ones(len(a["value"]), np.uint8))
                                                         for a in arrays])
         path = os.path.join(directory, f"chunk-{chunk:06d}-{size}x{size}.npz")
-        written += teaching.write_labels(path, size, joined, os.path.basename(config.teacher))
+        written += teaching.write_labels(path, size, joined, os.path.basename(config.teacher),
+                                         config.student_encoding)
         paths.append(path)
         count = len(joined["value"])
         total += count

@@ -14,14 +14,19 @@ Positions come from two sources, each a pure function of (seed, chunk) with a cu
   for: the positions a player meets, with the game's Tromp-Taylor count where it ended by two passes.
 
 Storage (``write_labels``, ``read_labels``): one compressed npz file per chunk and board size. The student's own
-input (the 16 history planes of ``leelaz-18``, bit-packed; the side to move; the komi) rather than the game, so
-that training reads positions without replaying them; the policy as its 32 likeliest moves with uint8
-probabilities; the ownership as int8; the rest float16. Compressed, that is a few hundred bytes a position.
+input planes, in the encoding the student reads (``leelaz-18+komi``, ``katago-v7`` or ``tabula-v2``), rather than
+the game, so that training reads positions without replaying them: the planes that are 0 or 1 at each point
+bit-packed, the constant ones (side to move, komi, rules: ``Encoding.constant_planes``) one float16 number each, in
+twentieths (``CONSTANT_SCALE``: every komi of half points, and its KataGo global, exactly); the file names its
+encoding and which planes are which. The policy as its 32 likeliest moves with uint8 probabilities; the ownership
+as int8; the rest float16. Compressed, that is a few hundred bytes a position. Files of the first format (the 16
+history planes, the side to move and the komi) still read, as ``leelaz-18+komi``.
 
 Layer: a tool (numpy, onnxruntime through the evaluator, the search); no torch.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import time
@@ -31,22 +36,30 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from tabula.engine.net import features
+from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator, katago_onnx
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tabula.engine.rules.game import GameState, Rules, handicap_points
 
 POLICY_TOP = 32  # moves kept of each policy target
-HISTORY_PLANES = 16  # leelaz-18's stone planes; planes 16 and 17 are the side to move, kept as one flag
+HISTORY_PLANES = 16  # leelaz-18's stone planes (the first label format's ``stones``)
 NO_MOVE = 65535  # an unused slot of the stored policy
 OWNERSHIP_LEVELS = 16  # ownership stored as int8 in sixteenths: within 1/32 of the teacher's, a third of the bytes
-LABEL_FORMAT = 1  # the layout of a label file, written into it
+CONSTANT_SCALE = 20.0  # constant planes stored as float16 of value x 20: komi / 20 of any half-point komi exact
+LABEL_FORMAT = 2  # the layout of a label file, written into it (1: leelaz-18+komi's planes only, still read)
+STUDENT_ENCODINGS = (features.KOMI_INPUT_ENCODING, "katago-v7", "tabula-v2")
+DEFAULT_STUDENT_ENCODING = features.KOMI_INPUT_ENCODING
 SOURCES = ("records", "selfplay")
-LABEL_FIELDS = ("stones", "black_to_move", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
+LABEL_FIELDS = ("planes_bits", "planes_constant", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
                 "score_mean", "score_stdev", "ownership", "outcome", "outcome_weight", "margin", "source", "visits")
 
 
 class LabelError(ValueError):
     """A label file that cannot be read, or a teacher that cannot label."""
+
+
+class LabelEncodingError(LabelError):
+    """A label file of another student encoding than the one asked for."""
 
 
 @dataclass
@@ -75,11 +88,13 @@ class Teacher:
         symmetry: ``identity`` (cheapest, reproducible), ``random`` or ``average`` (8 times the work).
         search_parallel: searches run at once, their network calls merged into batches (``BatchingEvaluator``):
             a GPU's way to label with a search; 1 searches one position after another.
+        student_encoding: the input encoding whose planes the labels store (``STUDENT_ENCODINGS``).
     """
 
     def __init__(self, path: str, visits: int = 0, provider: str = "cpu", threads: int = 0, batch: int = 256,
                  symmetry: str = "identity", seed: int = 0, log: Callable[[str], None] | None = None,
-                 search_parallel: int = 1):
+                 search_parallel: int = 1, student_encoding: str = DEFAULT_STUDENT_ENCODING):
+        self.student = student_encoding_named(student_encoding)
         if visits < 0:
             raise LabelError("visits must be at least 0")
         if batch < 1:
@@ -95,6 +110,10 @@ class Teacher:
         self.board_sizes = self.evaluator.board_sizes
         self.has_ownership = bool(getattr(self.evaluator, "has_score_and_ownership", False))
         self._seed = seed
+        # The student's planes begin with the teacher's (a KataGo teacher, a tabula-v2 student): encoded once, for
+        # both, where the teacher sees the positions as they are
+        teacher_encoding = self.evaluator.encoding.name
+        self.shares_planes = symmetry == "identity" and teacher_encoding in (self.student.name, self.student.extends)
 
     def describe(self) -> str:
         return f"{os.path.basename(self.path)} ({self.evaluator.describe()} on {self.evaluator.provider})" + (
@@ -120,8 +139,13 @@ class Teacher:
         size = states[0].size
         if any(s.size != size for s in states):
             raise LabelError("a label batch holds one board size")
+        planes = None
         if self.visits == 0:
-            raw = evaluation if evaluation is not None else self.evaluate(states)
+            if evaluation is None and self.shares_planes:
+                planes = self.student.encode_batch(states, None)
+                raw = self._evaluate_encoded(states, planes)
+            else:
+                raw = evaluation if evaluation is not None else self.evaluate(states)
             policy, value, score, ownership = raw.policy, raw.value, raw.score, raw.ownership
             wdl = raw.wdl if raw.wdl is not None else _wdl_of(raw.value)
             score_mean = raw.score_mean if raw.score_mean is not None else score
@@ -138,7 +162,7 @@ class Teacher:
             score_stdev = np.full(count, np.nan, np.float32)
         if ownership is None:
             ownership = np.zeros((count, points), np.float32)
-        labels = {**encode_positions(states), **sparse_policy(policy)}
+        labels = {**encode_positions(states, self.student.name, planes), **sparse_policy(policy)}
         labels.update({
             "value": np.asarray(value, np.float16),
             "wdl": quantize_unit(np.asarray(wdl, np.float32)),
@@ -156,6 +180,13 @@ class Teacher:
         if not self.has_ownership:
             labels["ownership_known"] = np.zeros(count, np.uint8)
         return labels
+
+    def _evaluate_encoded(self, states: Sequence[GameState], planes: np.ndarray) -> Evaluation:
+        """``evaluate`` of positions whose student planes are ``planes``, the teacher's planes their first."""
+        width = self.evaluator.encoding.planes
+        parts = [self.evaluator.evaluate_encoded(states[i:i + self.batch], planes[i:i + self.batch, :width])
+                 for i in range(0, len(states), self.batch)]
+        return parts[0] if len(parts) == 1 else join_evaluations(parts)
 
     def _searched(self, states: Sequence[GameState]):
         """(policy, value, score, ownership, wdl, score mean, score stdev) of an N-visit search from each state:
@@ -219,27 +250,56 @@ def _wdl_of(value: np.ndarray) -> np.ndarray:
 # -- encoding and storage -------------------------------------------------------------------------------------------
 
 
-def encode_positions(states: Sequence[GameState]) -> dict[str, np.ndarray]:
-    """The student's input of each position, compactly: ``stones`` uint8 [B, 16, ⌈N·N/8⌉] (leelaz-18's history
-    planes, each bit-packed from a byte boundary, so that compression finds the history's repeated boards),
-    ``black_to_move`` uint8 [B], ``komi`` float16 [B] (the side to move's komi in points)."""
-    planes = features.encode_batch(states, None)
+def student_encoding_named(name: str) -> Encoding:
+    """The student encoding ``name`` (one of ``STUDENT_ENCODINGS``); LabelError naming them otherwise, or saying why
+    a known one cannot be used here."""
+    if name not in STUDENT_ENCODINGS:
+        raise LabelError(f"unknown student encoding {name!r} (known: {', '.join(STUDENT_ENCODINGS)})")
+    try:
+        return encoding_named(name)
+    except ValueError as error:
+        raise LabelError(str(error)) from None
+
+
+def plane_layout(encoding: Encoding) -> tuple[list[int], list[int]]:
+    """(the planes stored bit-packed, the constant planes stored as numbers) of ``encoding``."""
+    constant = list(encoding.constant_planes)
+    return [p for p in range(encoding.planes) if p not in constant], constant
+
+
+def encode_positions(states: Sequence[GameState], encoding: str = DEFAULT_STUDENT_ENCODING,
+                     planes: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The student's input of each position under ``encoding``, compactly: ``planes_bits`` uint8 [B, S, ⌈N·N/8⌉]
+    (the 0/1 planes, each bit-packed from a byte boundary, so that compression finds the history's repeated boards),
+    ``planes_constant`` float16 [B, G] (each constant plane's value x ``CONSTANT_SCALE``), ``komi`` float16 [B] (the
+    side to move's komi in points). ``planes``: the positions' planes where the caller has them already."""
+    student = encoding_named(encoding)
+    if planes is None:
+        planes = student.encode_batch(states, None)
     count = len(states)
-    stones = np.packbits(planes[:, :HISTORY_PLANES].astype(np.uint8).reshape(count, HISTORY_PLANES, -1), axis=-1)
-    return {"stones": stones, "black_to_move": planes[:, 16, 0, 0].astype(np.uint8),
+    spatial, constant = plane_layout(student)
+    bits = planes[:, spatial]
+    if not np.all((bits == 0.0) | (bits == 1.0)):
+        raise LabelError(f"{student.name}: a plane it does not declare constant holds values other than 0 and 1")
+    values = planes[:, constant]
+    if values.size and not np.all(values == values[:, :, :1, :1]):
+        raise LabelError(f"{student.name}: a plane it declares constant varies over the board")
+    return {"planes_bits": np.packbits(bits.astype(np.uint8).reshape(count, len(spatial), -1), axis=-1),
+            "planes_constant": (values[:, :, 0, 0] * np.float32(CONSTANT_SCALE)).astype(np.float16),
             "komi": np.array([features.komi_points(s) for s in states], np.float16)}
 
 
-def decode_planes(labels: dict[str, np.ndarray], size: int, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
-    """float32 [B, 18, N, N]: leelaz-18's planes of the stored positions ``rows``."""
-    stones = labels["stones"][rows]
-    count = len(stones)
-    bits = np.unpackbits(stones, axis=-1, count=size * size)
-    planes = np.zeros((count, features.NUM_PLANES, size, size), np.float32)
-    planes[:, :HISTORY_PLANES] = bits.reshape(count, HISTORY_PLANES, size, size)
-    black = labels["black_to_move"][rows].astype(bool)
-    planes[black, 16] = 1.0
-    planes[~black, 17] = 1.0
+def decode_planes(labels: dict[str, np.ndarray], size: int, rows: np.ndarray | slice = slice(None),
+                  encoding: str = DEFAULT_STUDENT_ENCODING) -> np.ndarray:
+    """float32 [B, C, N, N]: ``encoding``'s planes of the stored positions ``rows`` (of a file of that encoding)."""
+    student = encoding_named(encoding)
+    spatial, constant = plane_layout(student)
+    packed = labels["planes_bits"][rows]
+    count = len(packed)
+    planes = np.empty((count, student.planes, size, size), np.float32)
+    planes[:, spatial] = np.unpackbits(packed, axis=-1, count=size * size).reshape(count, len(spatial), size, size)
+    values = labels["planes_constant"][rows].astype(np.float32) / np.float32(CONSTANT_SCALE)
+    planes[:, constant] = values[:, :, None, None]
     return planes
 
 
@@ -275,33 +335,73 @@ def quantize_unit(x: np.ndarray) -> np.ndarray:
     return np.round(np.clip(x, 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
-def write_labels(path: str, size: int, labels: dict[str, np.ndarray], teacher: str = "") -> int:
-    """Write one label file (atomically: a kill leaves the old file or none); returns its bytes."""
+# a label file's entries that describe the file, not its positions
+FILE_ENTRIES = ("size", "format", "teacher", "layout")
+
+
+def write_labels(path: str, size: int, labels: dict[str, np.ndarray], teacher: str = "",
+                 encoding: str = DEFAULT_STUDENT_ENCODING) -> int:
+    """Write one label file (atomically: a kill leaves the old file or none) of positions whose planes are
+    ``encoding``'s; returns its bytes."""
     counts = {len(v) for v in labels.values()}
     if len(counts) != 1:
         raise LabelError("label arrays of different lengths")
+    spatial, constant = plane_layout(encoding_named(encoding))
+    # one entry (each costs a zip and an npy header): the encoding, and which stored planes are which of its planes
+    layout = json.dumps({"encoding": encoding, "bits": spatial, "constant": constant}, separators=(",", ":"))
     tmp = f"{path}.tmp{os.getpid()}.npz"
     np.savez_compressed(tmp, size=np.array(size, np.int16), format=np.array(LABEL_FORMAT, np.int16),
-                        teacher=np.array(teacher), **labels)
+                        teacher=np.array(teacher), layout=np.array(layout), **labels)
     os.replace(tmp, path)
     return os.path.getsize(path)
 
 
-def read_labels(path: str) -> tuple[int, dict[str, np.ndarray]]:
-    """(board size, label arrays) of a file of ``write_labels``; LabelError for a file that is not one."""
+def read_labels(path: str, encoding: str | None = None) -> tuple[int, dict[str, np.ndarray]]:
+    """(board size, label arrays) of a file of ``write_labels``; LabelError for a file that is not one, and
+    LabelEncodingError for one whose planes are not ``encoding``'s (None: any encoding's)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             size = int(data["size"])
             layout = int(data["format"]) if "format" in data.files else 0
-            labels = {name: data[name] for name in data.files if name not in ("size", "format", "teacher")}
-    except (OSError, ValueError, KeyError, EOFError) as error:
+            layout_entry = json.loads(str(data["layout"])) if "layout" in data.files else {}
+            stored = str(layout_entry.get("encoding", features.KOMI_INPUT_ENCODING))
+            planes = [layout_entry.get("bits"), layout_entry.get("constant")]
+            labels = {name: data[name] for name in data.files if name not in FILE_ENTRIES}
+    except (OSError, ValueError, KeyError, EOFError, AttributeError) as error:
         raise LabelError(f"{path}: not a label file ({error})") from None
-    missing = [name for name in LABEL_FIELDS if name not in labels]
-    if layout != LABEL_FORMAT:
+    if layout == 1:
+        labels = _first_format(labels)
+    elif layout != LABEL_FORMAT:
         raise LabelError(f"{path}: label format {layout}, not {LABEL_FORMAT}: label it again")
+    missing = [name for name in LABEL_FIELDS if name not in labels]
     if missing or not 2 <= size <= 25:
         raise LabelError(f"{path}: not a label file (missing {', '.join(missing) or 'a board size'})")
+    if encoding is not None and stored != encoding:
+        raise LabelEncodingError(f"{path}: labels of the {stored} encoding, and this student reads {encoding}: "
+                                 "use another run directory, or move the file out of it")
+    if layout == LABEL_FORMAT:
+        try:
+            current = plane_layout(encoding_named(stored))
+        except ValueError as error:
+            raise LabelError(f"{path}: {error}") from None
+        if [list(p) for p in current] != planes:
+            raise LabelError(f"{path}: {stored}'s planes are not what they were when it was labelled: label it again")
     return size, labels
+
+
+def _first_format(labels: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A first-format file's arrays (``stones``, ``black_to_move``, ``komi``) in today's layout of
+    ``leelaz-18+komi``: the history planes packed as they were, the side to move and the komi as constants."""
+    black = labels.pop("black_to_move", None)
+    stones = labels.pop("stones", None)
+    if black is None or stones is None or "komi" not in labels:
+        return labels  # missing fields, reported as such
+    black = black.astype(np.float32)
+    constant = np.stack([black, 1.0 - black, labels["komi"].astype(np.float32) / np.float32(features.KOMI_SCALE)],
+                        axis=1)
+    labels["planes_bits"] = stones
+    labels["planes_constant"] = (constant * np.float32(CONSTANT_SCALE)).astype(np.float16)
+    return labels
 
 
 # -- positions ------------------------------------------------------------------------------------------------------
@@ -533,8 +633,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 __all__ = ["Teacher", "Position", "RecordPositions", "SelfPlayPositions", "SelfPlaySettings", "LabelError",
-           "write_labels", "read_labels", "encode_positions", "decode_planes", "sparse_policy", "dense_policy",
-           "LABEL_FIELDS", "SOURCES", "group_by_size", "join_evaluations", "throughput", "iter_label_files"]
+           "LabelEncodingError", "write_labels", "read_labels", "encode_positions", "decode_planes", "plane_layout",
+           "student_encoding_named", "sparse_policy", "dense_policy", "LABEL_FIELDS", "STUDENT_ENCODINGS",
+           "DEFAULT_STUDENT_ENCODING", "CONSTANT_SCALE", "SOURCES", "group_by_size", "join_evaluations",
+           "throughput", "iter_label_files"]
 
 
 if __name__ == "__main__":
