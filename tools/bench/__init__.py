@@ -13,6 +13,7 @@ KINDS = {
     "movetime": "tabula.tools.bench.movetime",  # an engine's moves against a byo-yomi period, timed as a server would
     "analysis": "tabula.tools.bench.analysis",  # a game reviewed in one analysis query against one search at a time
     "katago-features": "tabula.tools.bench.katago_features",  # KataGo's V7 inputs: ms per position and leaf
+    "reading-features": "tabula.tools.bench.reading_features",  # AlphaGo's reading planes beside V7's cost
 }
 
 
