@@ -48,7 +48,7 @@ import numpy as np
 from tabula.engine.net import katago_features
 from tabula.engine.net.features import transform_planes
 from tabula.engine.rules.board import Board, Geometry
-from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
+from tabula.engine.rules.coords import EMPTY
 from tabula.engine.rules.game import GameState
 
 PLANES: tuple[str, ...] = (
@@ -152,51 +152,49 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
     moves = moves[keep]
     move_flat = move_flat[keep]
 
-    # Strings: one row of stones and one of stones plus their neighbours (the dilation) per string, and a last, empty
-    # row that stands for "no string".
-    stones = np.flatnonzero((colors == BLACK) | (colors == WHITE))
-    if len(stones):
-        roots = np.asarray(board.root, dtype=np.int64)[stones]
-        heads, label = np.unique(roots, return_inverse=True)
-    else:
-        heads = label = np.zeros(0, dtype=np.int64)
-    count = len(heads)
-    string_of = np.full(length, count, dtype=np.int64)
-    string_of[stones] = label
-    member = np.zeros((count + 1, length), dtype=bool)
-    member[label, stones] = True
-    grown = member.copy()
-    grown[:, 1:] |= member[:, :-1]
-    grown[:, :-1] |= member[:, 1:]
-    grown[:, width:] |= member[:, :-width]
-    grown[:, :-width] |= member[:, width:]
-    liberties = np.count_nonzero(grown & empty, axis=1)  # [count + 1]; 0 for the empty row
-    member_bits = np.packbits(member, axis=1)
-    grown_bits = np.packbits(grown, axis=1)
-    empty_bits = np.packbits(empty)
+    # Strings, numbered as Board.liberties (keyed by their roots) lists them; number ``count`` stands for "none".
+    strings = board.liberties
+    count = len(strings)
+    heads = np.fromiter(strings.keys(), dtype=np.int64, count=count)
+    liberties = np.zeros(count + 1, dtype=np.int64)
+    liberties[:count] = np.fromiter(map(len, strings.values()), dtype=np.int64, count=count)
+    number = np.full(length, count, dtype=np.int64)
+    number[heads] = np.arange(count)
+    string_of = number[np.fromiter(board.root, dtype=np.int64, count=length)]  # root NO_POINT: on the border
 
-    # For each move: its neighbours' strings, own (joined) and opponent's in atari (captured). A move with neither
-    # makes a lone stone whose liberties are its empty neighbours; only the others need the bit rows.
-    around = moves[:, None] + layout.offsets[None, :]
+    # A move beside neither an own stone nor an opponent string in atari makes a lone stone whose liberties are its
+    # empty neighbours. Neighbour counts of the whole padded grid by shifting it (as legal_masks does).
+    near = (colors == pla) | ((colors == opp) & (liberties[string_of] == 1))
+    touches = _neighbors_any(near, width)[moves]
+    after = _neighbors_sum(empty, width)[moves]
+    group = np.ones(len(moves), dtype=np.int64)
+    capture = np.zeros(len(moves), dtype=np.int64)
+    hard = np.flatnonzero(touches)
+    around = moves[hard, None] + layout.offsets[None, :]
     around_color = colors[around]
     around_string = string_of[around]
     is_own = around_color == pla
-    is_taken = (around_color == opp) & (liberties[around_string] == 1)
-    after = np.count_nonzero(around_color == EMPTY, axis=1)
-    group = np.ones(len(moves), dtype=np.int64)
-    capture = np.zeros(len(moves), dtype=np.int64)
-    hard = np.flatnonzero((is_own | is_taken).any(axis=1))
-    own = np.where(is_own[hard], around_string[hard], count)
+    own = np.where(is_own, around_string, count)
     if len(hard):
-        taken = np.where(is_taken[hard], around_string[hard], count)
-        joined = _any_of(grown_bits[own])
+        taken = np.where((around_color == opp) & (liberties[around_string] == 1), around_string, count)
+        # One row of stones and one of stones and their neighbours (the dilation) per string, and an empty last row.
+        stones = np.flatnonzero(string_of < count)
+        member = np.zeros((count + 1, length), dtype=bool)
+        member[string_of[stones], stones] = True
+        grown = member.copy()
+        grown[:, 1:] |= member[:, :-1]
+        grown[:, :-1] |= member[:, 1:]
+        grown[:, width:] |= member[:, :-width]
+        grown[:, :-width] |= member[:, width:]
+        member_bits = np.packbits(member, axis=1)
+        joined = _any_of(np.packbits(grown, axis=1)[own])
         joined_stones = _any_of(member_bits[own])
         captured = _any_of(member_bits[taken])
         # The new string's liberties: empty points (the captured stones among them) next to the move or to a string
         # it joins; a joined string's dilation holds the move itself, counted out again.
         reach = joined | layout.neighbor_bits[moves[hard]]
-        joins = is_own[hard].any(axis=1)
-        after[hard] = np.bitwise_count(reach & (empty_bits | captured)).sum(axis=1, dtype=np.int64) - joins
+        joins = is_own.any(axis=1)
+        after[hard] = np.bitwise_count(reach & (np.packbits(empty) | captured)).sum(axis=1, dtype=np.int64) - joins
         group[hard] = 1 + np.bitwise_count(joined_stones).sum(axis=1, dtype=np.int64)
         capture[hard] = np.bitwise_count(captured).sum(axis=1, dtype=np.int64)
 
@@ -226,6 +224,21 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
 
     eyes = board.own_eye_mask(pla)
     planes[OWN_EYE] = eyes & legal
+
+
+def _neighbors_any(grid: np.ndarray, width: int) -> np.ndarray:
+    """bool [padded]: whether any of each point's four neighbours is set in ``grid`` (bool [padded])."""
+    out = np.zeros_like(grid)
+    out[width:-width] = grid[:-2 * width] | grid[2 * width:] | grid[width - 1:-width - 1] | grid[width + 1:-width + 1]
+    return out
+
+
+def _neighbors_sum(grid: np.ndarray, width: int) -> np.ndarray:
+    """int64 [padded]: how many of each point's four neighbours are set in ``grid`` (bool [padded])."""
+    ones = grid.view(np.int8)
+    out = np.zeros(len(grid), dtype=np.int64)
+    out[width:-width] = ones[:-2 * width] + ones[2 * width:] + ones[width - 1:-width - 1] + ones[width + 1:-width + 1]
+    return out
 
 
 def _any_of(rows: np.ndarray) -> np.ndarray:
