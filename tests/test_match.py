@@ -445,3 +445,37 @@ def test_the_shipped_settings_files_name_only_options_that_exist():
         for name, options in load_sets(path).items():
             args = parser.parse_args(["--out", "x"] + settings_argv(parser, options))
             assert len(args.engines) == 2 and options["about"], (path, name)
+
+
+# -- openings -------------------------------------------------------------------------------------------------------
+
+
+def test_openings_are_played_out_once_with_each_colour(tmp_path):
+    book = tmp_path / "openings.txt"
+    book.write_text("# balanced lines\nE5 C3\n\nc7, g3 E3  # a comment\n")
+    out = tmp_path / "m"
+    run(out, f"{FAKE} --seed 1", f"{FAKE} --seed 2", games=4, extra=("--openings", str(book)))
+    records = results(out)
+    assert [r["opening"] for r in records] == [0, 0, 1, 1]
+    assert [(r["black"], r["white"]) for r in records] == [(0, 1), (1, 0), (0, 1), (1, 0)]
+    assert json.loads((out / "config.json").read_text())["openings"] == ["E5 C3", "C7 G3 E3"]
+    for record, line in zip(records, (["e5", "c3"], ["e5", "c3"], ["c7", "g3", "e3"], ["c7", "g3", "e3"])):
+        assert record["fault"] is None and record["winner"] in ("B", "W")
+        sequence = sgf.Sgf_game.from_bytes((out / record["sgf"]).read_bytes()).get_main_sequence()[1:]
+        colours = [node.get_move()[0] for node in sequence[:len(line)]]
+        assert colours == ["bw"[i % 2] for i in range(len(line))]
+        assert [node.get("C") for node in sequence[:len(line)]] == ["opening"] * len(line)
+        assert sequence[len(line)].get("C").endswith(" s")  # the engines' own moves after it
+        assert record["timed_moves"]["black"] + record["timed_moves"]["white"] == record["moves"] - len(line)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("E5 E5\n", "line 1: white E5 is illegal"), ("E5 Z9\n", "'Z9' is not a vertex"),
+    ("E5 pass\n", "no pass or resign"), ("# nothing\n", "no opening lines")])
+def test_bad_openings_are_refused_before_any_game(tmp_path, capsys, text, message):
+    book = tmp_path / "openings.txt"
+    book.write_text(text)
+    with pytest.raises(SystemExit):
+        run(tmp_path / "m", FAKE, FAKE, games=2, extra=("--openings", str(book)))
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "m" / "results.jsonl").exists()

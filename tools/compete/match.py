@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Callable
 
 from tabula.engine.rules.coords import BLACK, WHITE
-from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, handicap_points
+from tabula.engine.rules.game import POSITIONAL, SIMPLE_KO, SITUATIONAL, GameState, Rules, handicap_points
 from tabula.tools.compete.gtp_client import EngineError, GtpEngine
-from tabula.tools.compete.referee import EnginePool, Game, GameSpec
+from tabula.tools.compete.referee import EnginePool, Game, GameSpec, opening_moves
 from tabula.tools.compete.results import ResultsWriter, parse_anchor, read_results, summarise, write_atomic
 from tabula.tools.compete.settings import (
     ABSOLUTE,
@@ -52,7 +52,8 @@ from tabula.tools.compete.settings import (
 
 def schedule(config: MatchConfig) -> list[GameSpec]:
     """Every game of the match, in order: pairs (round robin, or the first engine against each other in a
-    gauntlet), ``games`` per pair, colours alternating unless fixed."""
+    gauntlet), ``games`` per pair, colours alternating unless fixed. With openings, rounds 2k and 2k+1 play opening
+    k (cycling through them), one with each colour assignment; with fixed colours round k plays opening k."""
     count = len(config.engines)
     if config.gauntlet:
         pairs = [(0, j) for j in range(1, count)]
@@ -62,7 +63,10 @@ def schedule(config: MatchConfig) -> list[GameSpec]:
     for round_ in range(config.games):
         for i, j in pairs:
             black, white = (i, j) if config.fixed_colors or round_ % 2 == 0 else (j, i)
-            specs.append(GameSpec(f"{i}-{j}-{round_:04d}", (i, j), round_, black, white))
+            opening = -1
+            if config.openings:
+                opening = (round_ if config.fixed_colors else round_ // 2) % len(config.openings)
+            specs.append(GameSpec(f"{i}-{j}-{round_:04d}", (i, j), round_, black, white, opening))
     return specs
 
 
@@ -215,6 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--untimed", type=int, action="append", default=[], metavar="INDEX",
                         help="an engine (0 = the first; repeat for more) that plays without the clock, e.g. GNU Go "
                              "at a fixed --level in a timed match: it is told no time settings, never loses on time")
+    parser.add_argument("--openings", metavar="FILE",
+                        help="opening lines, one a line (GTP vertices, black first; white first after handicap "
+                             "stones; # starts a comment): each is played out before the engines move, once with "
+                             "each engine as black, so that a board size and komi one colour always wins still "
+                             "measures the engines")
     parser.add_argument("--summary", action="store_true", help="print the summary of --out and play nothing")
     parser.add_argument("--settings", metavar="FILE",
                         help="a settings file of named sets of matches (JSON; a bare name is one that comes with "
@@ -238,6 +247,8 @@ def config_from_args(args: argparse.Namespace) -> MatchConfig:
     untimed = tuple(sorted(set(args.untimed)))
     if any(not 0 <= index < len(engines) for index in untimed):
         raise ValueError(f"--untimed {' '.join(map(str, args.untimed))}: engines are numbered 0 to {len(engines) - 1}")
+    openings = read_openings(args.openings, args.size, args.komi, args.handicap,
+                             args.handicap_mode) if args.openings else ()
     scoring = args.scoring or ("referee" if args.referee else "engines")
     if scoring == "referee" and not args.referee:
         raise ValueError("--scoring referee needs --referee")
@@ -247,13 +258,40 @@ def config_from_args(args: argparse.Namespace) -> MatchConfig:
                        command_timeout_s=args.command_timeout, startup_timeout_s=args.startup_timeout,
                        scoring=scoring, referee=args.referee, engine_scores=args.engine_scores, superko=args.superko,
                        parallel=args.parallel, gauntlet=args.gauntlet, fixed_colors=args.fixed_colors,
-                       anchor=args.anchor, untimed=untimed)
+                       anchor=args.anchor, untimed=untimed, openings=openings)
+
+
+def read_openings(path: str, size: int, komi: float, handicap: int, handicap_mode: str) -> tuple[str, ...]:
+    """The opening lines of a file, each checked on the match's board (ValueError naming the line)."""
+    if handicap and handicap_mode == "free":
+        raise ValueError("--openings cannot follow free handicap stones, which the engine places only in the game")
+    try:
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError) as error:
+        raise ValueError(f"--openings {path}: {error}") from None
+    start = GameState(size, Rules(komi=komi))
+    if handicap:
+        start.place_handicap(handicap_points(size, handicap))
+    openings = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = " ".join(raw.split("#", 1)[0].replace(",", " ").split())
+        if not line:
+            continue
+        try:
+            opening_moves(line, start)
+        except ValueError as error:
+            raise ValueError(f"--openings {path}, line {number}: {error}") from None
+        openings.append(line.upper())
+    if not openings:
+        raise ValueError(f"--openings {path}: no opening lines")
+    return tuple(openings)
 
 
 def load_config(path: Path) -> MatchConfig:
     data = json.loads(path.read_text(encoding="utf-8"))
     data["time"] = TimeControl(**data["time"])
-    for key in ("engines", "names", "untimed"):
+    for key in ("engines", "names", "untimed", "openings"):
         if key in data:  # a match from before --untimed has none
             data[key] = tuple(data[key])
     return MatchConfig(**data)

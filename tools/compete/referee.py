@@ -91,6 +91,28 @@ def moves_fingerprint(handicap: Sequence[int], moves: Sequence[tuple[int, int]],
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 
+def opening_moves(line: str, state: GameState) -> list[tuple[int, int]]:
+    """The (colour, move) pairs of an opening line (GTP vertices separated by spaces or commas) played from
+    ``state``, colours alternating from its side to move. ValueError, naming the move, for a word that is no
+    vertex of the board, a pass or resignation, or an illegal move; ``state`` is not changed."""
+    trial = state.copy()
+    moves = []
+    for word in line.replace(",", " ").split():
+        try:
+            move = parse_vertex(word, trial.size)
+        except CoordinateError as error:
+            raise ValueError(f"{word!r} is not a vertex of a {trial.size}x{trial.size} board") from error
+        if move < 0:
+            raise ValueError(f"{word!r}: an opening holds stones only (no pass or resign)")
+        color = trial.to_move
+        try:
+            trial.play(move, color)
+        except IllegalMoveError as error:
+            raise ValueError(f"{color_name(color)} {word} is illegal there ({error.reason})") from error
+        moves.append((color, move))
+    return moves
+
+
 def parse_score(text: str | None) -> float | None:
     """A GTP final_score reply (``B+3.5``, ``W+2``, ``0``) as a score from black's view, or None."""
     if text is None:
@@ -176,6 +198,7 @@ class GameSpec:
     round: int
     black: int
     white: int
+    opening: int = -1  # index into the match's openings; -1: none
 
 
 class GameOver(Exception):
@@ -207,6 +230,7 @@ class Game:
         # per move: (colour, move, seconds, clock left or None, stones/periods left or None)
         self.log: list[tuple[int, int, float, float | None, int | None]] = []
         self.handicap_stones: list[int] = []
+        self.opening_moves: list[tuple[int, int]] = []  # (colour, move) played out before the engines' own
         self.scores: dict[str, float | str | None] = {}
         self.notes: list[str] = []
 
@@ -264,6 +288,8 @@ class Game:
             self.send(color, f"komi {config.komi:g}")
         if config.handicap >= 2:
             self.place_handicap()
+        if self.spec.opening >= 0:
+            self.play_opening(config.openings[self.spec.opening])
         for color in (BLACK, WHITE):
             if self.clocks[color].active:
                 self.send_time_settings(color)
@@ -302,6 +328,15 @@ class Game:
                     self.send(color, "clear_board")
                     self.send(color, "set_free_handicap " + " ".join(format_vertex(p, config.size) for p in points))
         self.handicap_stones = list(points)
+
+    def play_opening(self, line: str) -> None:
+        """The opening's moves, told to both engines as ``play``; an engine that refuses one forfeits."""
+        for color, move in opening_moves(line, self.state):
+            self.state.play(move, color)  # opening_moves checked it on this very position
+            vertex = format_vertex(move, self.config.size)
+            for side in (BLACK, WHITE):
+                self.send(side, f"play {color_name(color)} {vertex}")
+            self.opening_moves.append((color, move))
 
     def send_time_settings(self, color: int) -> None:
         control = self.config.time
@@ -486,6 +521,7 @@ class Game:
             "black_name": identities["black"], "white_name": identities["white"],
             "winner": winner, "result": result, "reason": reason, "fault": fault,
             "moves": len(self.state.moves), "handicap": len(self.handicap_stones),
+            "opening": spec.opening if spec.opening >= 0 else None,
             "moves_sha1": moves_fingerprint(self.handicap_stones, self.state.moves, result),
             "scores": self.scores, "disagreement": any(n.startswith(("disagreement", "scorers disagree"))
                                                      for n in self.notes),
@@ -513,7 +549,9 @@ class Game:
             root["TM"] = config.time.main_s
             if config.time.sgf_overtime():
                 root["OT"] = config.time.sgf_overtime()
-        moves, per_move, notes = [], [], []
+        moves: list[tuple[int, int]] = list(self.opening_moves)
+        per_move: list[dict[str, object]] = [{"C": "opening"} for _ in moves]
+        notes: list[str] = []
         for color, move, seconds, left, stones in self.log:
             if move == RESIGN:
                 notes.append(f"{color_name(color)} resigns after {seconds:.2f} s")

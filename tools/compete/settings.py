@@ -20,7 +20,7 @@ FAULT_KINDS = (ILLEGAL, CRASH, HANG, MALFORMED, REFUSED, TIME_LOSS)
 
 # Settings that define what a game is: a rerun in the same directory must agree on all of these to resume.
 IDENTITY_FIELDS = ("engines", "names", "size", "komi", "handicap", "handicap_mode", "max_moves", "time", "scoring",
-                   "referee", "superko", "gauntlet", "fixed_colors", "untimed")
+                   "referee", "superko", "gauntlet", "fixed_colors", "untimed", "openings")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,9 @@ class MatchConfig:
     # Engines (by index) that play without a clock: no time_settings, no time_left, never lost on time (a hang
     # still is). GNU Go plays its --level whatever the clock says, so a clock only makes it lose on time.
     untimed: tuple[int, ...] = ()
+    # Opening lines, each the GTP vertices of the first moves in order (black first, white after handicap
+    # stones): each line is played out before the engines move, once with each colour assignment.
+    openings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
