@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tabula.tools.bench", "benchmarks: board, net, search, visits, rollout, movetime"),
     "export": ("tabula.tools.learn.export", "convert networks: Leela Zero text weights <-> ONNX, random networks"),
     "match": ("tabula.tools.compete.match", "play matches between GTP engines and rate them"),
+    "openings": ("tabula.tools.compete.openings", "balanced opening lines for tabula match --openings, by a network"),
     "arena": ("tabula.tools.compete.arena", "games between in-process players of gomoku: networks, pure MCTS, random"),
     "resign": ("tabula.tools.compete.resign_calibration",
                "calibrate the resignation threshold from matches played with resignation off"),
