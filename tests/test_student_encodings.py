@@ -105,7 +105,8 @@ def test_first_format_files_read_as_leelaz_komi_and_changed_layouts_are_refused(
     old["black_to_move"] = planes[:, 16, 0, 0].astype(np.uint8)
     np.savez_compressed(tmp_path / "old.npz", size=np.array(9), format=np.array(1), **old)
     _, back = teacher.read_labels(str(tmp_path / "old.npz"), features.KOMI_INPUT_ENCODING)
-    assert np.array_equal(teacher.decode_planes(back, 9), features.encode_batch_with_komi(states))
+    assert np.array_equal(teacher.decode_planes(back, 9, encoding=features.KOMI_INPUT_ENCODING),
+                          features.encode_batch_with_komi(states))
     with pytest.raises(teacher.LabelEncodingError):
         teacher.read_labels(str(tmp_path / "old.npz"), "katago-v7")
     path = str(tmp_path / "new.npz")
@@ -207,7 +208,7 @@ def test_zeroed_planes_are_named_or_numbered_and_never_the_boards_size(tiny_aux_
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--student-encoding",
                             "leelaz-18"])
     parsed = distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r")])
-    assert parsed.student_encoding == "leelaz-18+komi" and distill.student_spec(parsed).encoding.komi_plane == 18
+    assert parsed.student_encoding == TABULA_V2 and distill.student_spec(parsed).encoding.komi_plane is None
 
 
 def test_a_tabula_network_of_katago_v7_is_not_taken_for_katagos(katago_teacher, tmp_path):
@@ -247,3 +248,16 @@ def test_a_tabula_network_of_katago_v7_is_not_taken_for_katagos(katago_teacher, 
     assert not runner.katago and runner.aux
     for ours_out, theirs in zip(runner.run(planes), student._run_session(planes)):
         assert np.allclose(ours_out, theirs, atol=1e-4)
+
+
+def test_a_run_begun_before_student_encodings_is_told_its_encoding(tiny_aux_onnx, tmp_path):
+    run = tmp_path / "old"
+    distill.distill(run_config(tiny_aux_onnx, run, student_encoding="leelaz-18+komi", selfplay_games=1), **QUIET)
+    saved = json.loads((run / "config.json").read_text())
+    for name in ("student_encoding", "zero_planes"):  # what such a run's settings lack
+        del saved[name]
+    (run / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(SystemExit, match=r"reads leelaz-18\+komi: go on with --student-encoding leelaz-18\+komi"):
+        distill.distill(run_config(tiny_aux_onnx, run, chunks=2, selfplay_games=1), **QUIET)
+    assert distill.distill(run_config(tiny_aux_onnx, run, chunks=2, selfplay_games=1,
+                                      student_encoding="leelaz-18+komi"), **QUIET)["step"] == 4

@@ -353,6 +353,13 @@ def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
 
 
 def _settle_config(config: DistillConfig) -> None:
+    path = os.path.join(config.run, CONFIG)
+    if os.path.exists(path) and config.student_encoding != features.KOMI_INPUT_ENCODING:
+        with open(path) as handle:
+            saved = json.load(handle)
+        if "student_encoding" not in saved:  # begun before there was a choice: its student reads leelaz-18+komi
+            raise SystemExit(f"tabula distill: {config.run}'s student reads {features.KOMI_INPUT_ENCODING}: go on "
+                             f"with --student-encoding {features.KOMI_INPUT_ENCODING}")
     settle_run_config(config.run, config, FIXED_ON_RESUME, "tabula distill", "--run", CONFIG)
 
 
@@ -378,7 +385,11 @@ def distill(config: DistillConfig, log=print) -> dict:
     step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
     if os.path.exists(checkpoint_path):
         state = trainer.load_training_checkpoint(checkpoint_path)
-        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
+        saved = NetSpec.from_dict(state["spec"])
+        if saved.input_encoding != spec.input_encoding:  # a run begun before --student-encoding had its default
+            raise SystemExit(f"tabula distill: {checkpoint_path}'s student reads {saved.input_encoding}: go on with "
+                             f"--student-encoding {saved.input_encoding}")
+        if not saved.same_weights(spec):
             raise SystemExit(f"tabula distill: {checkpoint_path} holds another architecture")
         model.load_state_dict(state["state_dict"])
         optimizer.load_state_dict(state["optimizer"])

@@ -48,7 +48,7 @@ OWNERSHIP_LEVELS = 16  # ownership stored as int8 in sixteenths: within 1/32 of 
 CONSTANT_SCALE = 20.0  # constant planes stored as float16 of value x 20: komi / 20 of any half-point komi exact
 LABEL_FORMAT = 2  # the layout of a label file, written into it (1: leelaz-18+komi's planes only, still read)
 STUDENT_ENCODINGS = (features.KOMI_INPUT_ENCODING, "katago-v7", "tabula-v2")
-DEFAULT_STUDENT_ENCODING = features.KOMI_INPUT_ENCODING
+DEFAULT_STUDENT_ENCODING = "tabula-v2"  # the next architecture's inputs (leelaz-18+komi: the student before it)
 SOURCES = ("records", "selfplay")
 LABEL_FIELDS = ("planes_bits", "planes_constant", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
                 "score_mean", "score_stdev", "ownership", "outcome", "outcome_weight", "margin", "source", "visits")
