@@ -406,7 +406,8 @@ class OnnxEvaluator:
         if states[0].size not in self.board_sizes:
             raise UnsupportedBoardSizeError(f"{os.path.basename(self.path)} does not play {states[0].size}x"
                                             f"{states[0].size}")
-        prepared = _Prepared(planes, batch_legal_masks(states), None, len(states), "identity")
+        prepared = _Prepared(np.ascontiguousarray(planes, dtype=np.float32), batch_legal_masks(states), None,
+                             len(states), "identity")
         return self._finish(prepared, *self._run(prepared.planes))
 
     def evaluate_averaged(self, states: Sequence[GameState]) -> Evaluation:
