@@ -114,11 +114,11 @@ def test_first_format_files_read_as_leelaz_komi_and_changed_layouts_are_refused(
     with np.load(path) as data:
         entries = {name: data[name] for name in data.files}
     layout = json.loads(str(entries["layout"]))
-    layout["constant"] = layout["constant"][:-1]  # an encoding whose planes changed since
-    entries["layout"] = np.array(json.dumps(layout))
-    np.savez_compressed(path, **entries)
-    with pytest.raises(teacher.LabelError, match="label it again"):
-        teacher.read_labels(path, "katago-v7")
+    for key, changed in (("constant", layout["constant"][:-1]), ("names", layout["names"][::-1])):
+        entries["layout"] = np.array(json.dumps({**layout, key: changed}))  # an encoding whose planes changed since
+        np.savez_compressed(path, **entries)
+        with pytest.raises(teacher.LabelError, match="label it again"):
+            teacher.read_labels(path, "katago-v7")
 
 
 def test_a_katago_teacher_encodes_once_for_itself_and_a_tabula_v2_student(katago_teacher):
@@ -230,6 +230,18 @@ def test_a_tabula_network_of_katago_v7_is_not_taken_for_katagos(katago_teacher, 
     export_onnx(model, path, "tests: random seed 4", board_sizes=[9])
     student = OnnxEvaluator(path, provider="cpu", log=None)
     assert not student.katago_network and OnnxEvaluator(katago_teacher, provider="cpu", log=None).katago_network
+    import onnx
+
+    from tabula.engine.net.netfile import NetworkFileError
+    from tabula.engine.net.network import set_metadata
+
+    proto = onnx.load(str(path))
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    assert metadata["input_planes"].split(",") == list(encoding.plane_names)
+    set_metadata(proto, {**metadata, "input_planes": metadata["input_planes"].replace("ko_ban", "ko")})
+    onnx.save(proto, str(tmp_path / "other.onnx"))
+    with pytest.raises(NetworkFileError, match="another version of the encoding"):  # planes renamed since
+        OnnxEvaluator(tmp_path / "other.onnx", provider="cpu", log=None)
     load_extensions()
     config = EngineConfig(board_size=9, player="search", seed=5, net=NetConfig(weights=(str(path),), threads=1))
     session = Session(player=Player.from_config(config), config=config)

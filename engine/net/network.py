@@ -526,6 +526,8 @@ def onnx_metadata(model: TabulaNet, board_sizes: Sequence[int], provenance: str,
         "architecture": json.dumps(model.spec.to_dict(), sort_keys=True),
         "board_sizes": ",".join(str(s) for s in board_sizes),
         "input_encoding": encoding.name,
+        # the planes by name, which the evaluator checks against the encoding it computes (one whose planes changed)
+        **({"input_planes": ",".join(encoding.plane_names)} if encoding.plane_names else {}),
         "input": f"planes float32 [batch, {encoding.planes}, N, N], y = 0 the bottom row"
                  + (f"; plane {encoding.komi_plane}: the side to move's komi / {KOMI_SCALE:g}, white to move +, black -"
                     if encoding.komi_plane is not None else ""),

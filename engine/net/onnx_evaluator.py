@@ -324,6 +324,10 @@ class OnnxEvaluator:
             self.encoding = encoding_named(meta.get("input_encoding", INPUT_ENCODING))
         except ValueError as e:
             raise self._fail(str(e)) from None
+        declared = meta.get("input_planes")
+        if declared is not None and self.encoding.plane_names and declared != ",".join(self.encoding.plane_names):
+            raise self._fail(f"it reads {self.encoding.name} planes {declared}, and this version of Tabula computes "
+                             f"{','.join(self.encoding.plane_names)}: a network of another version of the encoding")
         if len(shape) != 4 or shape[1] != self.encoding.planes:
             raise self._fail(f"input shape {shape}, expected [batch, {self.encoding.planes}, N, N]")
         outputs = {o.name for o in session.get_outputs()}

@@ -346,9 +346,12 @@ def write_labels(path: str, size: int, labels: dict[str, np.ndarray], teacher: s
     counts = {len(v) for v in labels.values()}
     if len(counts) != 1:
         raise LabelError("label arrays of different lengths")
-    spatial, constant = plane_layout(encoding_named(encoding))
-    # one entry (each costs a zip and an npy header): the encoding, and which stored planes are which of its planes
-    layout = json.dumps({"encoding": encoding, "bits": spatial, "constant": constant}, separators=(",", ":"))
+    student = encoding_named(encoding)
+    spatial, constant = plane_layout(student)
+    # one entry (each costs a zip and an npy header): the encoding, which stored planes are which of its planes, and
+    # their names (an encoding whose planes changed since is refused, not misread)
+    layout = json.dumps({"encoding": encoding, "bits": spatial, "constant": constant,
+                         "names": list(student.plane_names)}, separators=(",", ":"))
     tmp = f"{path}.tmp{os.getpid()}.npz"
     np.savez_compressed(tmp, size=np.array(size, np.int16), format=np.array(LABEL_FORMAT, np.int16),
                         teacher=np.array(teacher), layout=np.array(layout), **labels)
@@ -365,7 +368,7 @@ def read_labels(path: str, encoding: str | None = None) -> tuple[int, dict[str, 
             layout = int(data["format"]) if "format" in data.files else 0
             layout_entry = json.loads(str(data["layout"])) if "layout" in data.files else {}
             stored = str(layout_entry.get("encoding", features.KOMI_INPUT_ENCODING))
-            planes = [layout_entry.get("bits"), layout_entry.get("constant")]
+            planes = [layout_entry.get("bits"), layout_entry.get("constant"), layout_entry.get("names")]
             labels = {name: data[name] for name in data.files if name not in FILE_ENTRIES}
     except (OSError, ValueError, KeyError, EOFError, AttributeError) as error:
         raise LabelError(f"{path}: not a label file ({error})") from None
@@ -381,10 +384,10 @@ def read_labels(path: str, encoding: str | None = None) -> tuple[int, dict[str, 
                                  "use another run directory, or move the file out of it")
     if layout == LABEL_FORMAT:
         try:
-            current = plane_layout(encoding_named(stored))
+            known = encoding_named(stored)
         except ValueError as error:
             raise LabelError(f"{path}: {error}") from None
-        if [list(p) for p in current] != planes:
+        if [*plane_layout(known), list(known.plane_names)] != planes:
             raise LabelError(f"{path}: {stored}'s planes are not what they were when it was labelled: label it again")
     return size, labels
 
