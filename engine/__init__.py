@@ -29,6 +29,7 @@
 | | `katago_model.py` | KataGo's model files: the reader and the writer (numpy); their cached ONNX conversion |
 | | `katago_network.py` | KataGo's networks as torch modules and their ONNX export (conversion only) |
 | | `katago_features.py` | `GameState` -> KataGo's V7 inputs (`katago-v7`): ladders, pass-alive areas, rules globals |
+| | `reading_features.py` | AlphaGo's reading planes V7 lacks: liberties after a move, captures, self-atari, ladders |
 | | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
 | | `encodings.py` | the input encodings by name (`leelaz-18`, `katago-v7`, `tabula-v2`, `gomoku-4`): planes, policy, encoder |
 | `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances, for many boards at once |
