@@ -3,6 +3,7 @@ copy of the position and looks at the result, over random games of 5x5 to 19x19 
 for each plane; symmetries and the batch."""
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -14,6 +15,7 @@ from tabula.engine.net.features import symmetric_point, transform_planes
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, EMPTY, PASS, WHITE, parse_vertex
 from tabula.engine.rules.game import GameState, Rules, parse_rules
+from tests.test_katago_features import GOLDEN, from_gtp
 
 PLANE = {name: index for index, name in enumerate(rf.PLANES)}
 
@@ -221,3 +223,27 @@ def test_the_batch_refuses_mixed_sizes_and_no_positions():
         rf.encode_batch([])
     empty = rf.encode_batch([GameState(5)])
     assert empty.shape == (1, rf.NUM_PLANES, 5, 5) and np.array_equal(empty[0, :6].sum(axis=0), np.ones((5, 5)))
+
+
+def test_the_katago_reference_positions_for_either_colour_and_v7s_laddered_strings_never_escape():
+    """KataGo's golden positions (hand ladders, kos and superko, handicaps, the reference positions, random and KGS
+    games): the planes equal the reference's for both colours to move; and an own string in atari that V7's feature
+    14 marks as taken by a ladder (KataGo's search, the defender first) has no escaping extension."""
+    with open(GOLDEN) as handle:
+        cases = json.load(handle)["cases"]
+    rf.clear_caches()
+    kf.clear_caches()
+    laddered_atari = 0
+    for case in cases:
+        for color in (BLACK, WHITE):
+            state = from_gtp(case["commands"]).with_to_move(color)
+            planes = rf.encode(state)
+            assert np.array_equal(planes, reference(state)), (case["name"], color)
+            laddered = kf.features(state)[0][14].reshape(-1)
+            board = state.board
+            for root, libs in board.liberties.items():
+                if board.color[root] == color and len(libs) == 1 and laddered[board.geometry.flat[root]]:
+                    laddered_atari += 1
+                    (liberty,) = libs
+                    assert not planes[PLANE["ladder_escape"]].reshape(-1)[board.geometry.flat[liberty]], case["name"]
+    assert laddered_atari > 0
