@@ -247,3 +247,23 @@ def test_the_katago_reference_positions_for_either_colour_and_v7s_laddered_strin
                     (liberty,) = libs
                     assert not planes[PLANE["ladder_escape"]].reshape(-1)[board.geometry.flat[liberty]], case["name"]
     assert laddered_atari > 0
+
+
+def test_the_bench_reads_an_archive_and_prints_both_encoders_costs(tmp_path, capsys):
+    import io
+    import tarfile
+
+    from tabula.engine.rules.sgf import write_sgf
+    from tabula.tools.bench import reading_features as bench
+
+    game = random_games(19, Rules(), 7, 170)[0]  # 170 moves: the bench takes games of 160 moves and more
+    data = write_sgf(game)
+    with tarfile.open(tmp_path / "games.tar.gz", "w:gz") as archive:
+        member = tarfile.TarInfo("games/one.sgf")
+        member.size = len(data)
+        archive.addfile(member, io.BytesIO(data))
+    assert bench.main(["--sgf", str(tmp_path / "games.tar.gz"), "--rounds", "1", "--children", "2"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    assert row[:4] == ["19x19", "1", "2", "|"] and row.count("ms") == 4
+    with pytest.raises(SystemExit):
+        bench.main(["--sgf", str(tmp_path / "missing-*.tar.gz")])
