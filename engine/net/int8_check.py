@@ -1,6 +1,11 @@
 """The int8 check: an int8 network file runs on the CPU only where it computes what its fp32 file beside it does
 (``NAME-int8.onnx`` beside ``NAME.onnx``), and that fp32 file is what a GPU backend rebuilds.
 
+An int8 file says in its metadata how it was quantized (``int8_kernels``, written by ``tabula export --quantize``):
+``any``, 7-bit weights, which every CPU's int8 kernels compute as the file means; ``vnni``, or nothing (files from
+before the key), 8-bit weights, which CPUs without VNNI get wrong. Both are checked at the start all the same; the
+mark says why a file that disagrees does.
+
 Layer: net; numpy and onnxruntime only.
 """
 from __future__ import annotations
@@ -18,6 +23,21 @@ from tabula.engine.net.providers import PROVIDERS, first_line
 # (int8_disagreement): well below what a faithful int8 file reaches and well above what saturating int8 kernels give
 # (docs/BENCHMARKS.md, "int8 on a CPU without VNNI").
 INT8_AGREEMENT = {"positions": 64, "top1": 0.6, "value": 0.1}
+
+
+def quantized_for_every_cpu(metadata: dict[str, str]) -> bool:
+    """Whether an int8 file's weights fit every CPU's int8 kernels (``int8_kernels`` ``any``: 7-bit weights)."""
+    return metadata.get("int8_kernels") == "any"
+
+
+def fallback_note(metadata: dict[str, str], sibling: str, top1: float) -> str:
+    """The log's note when an int8 file (its ``metadata``) disagreed with its fp32 file ``sibling``, which runs
+    instead; ``top1``: the share of positions where the two picked the same move."""
+    name = os.path.basename(sibling)
+    why = ("its int8 file disagrees with it on this CPU although its 7-bit weights fit every CPU's int8 kernels"
+           if quantized_for_every_cpu(metadata) else "this CPU has no VNNI")
+    return (f"{why}, so the network runs from its fp32 file {name}: the same network at full precision (int8 here "
+            f"would pick the same move in {top1:.0%} of positions)")
 
 
 def _fp32_name(path: str) -> str | None:
@@ -74,8 +94,9 @@ def int8_disagreement(path: str, metadata: dict[str, str], board_sizes: tuple[in
     share of positions where both pick the same move), so that the caller runs the fp32 file instead.
 
     Why: onnxruntime's int8 convolutions on a CPU without VNNI (AVX2, or AVX-512 without VNNI) multiply u8 by s8
-    with a saturating instruction, and the shipped network's outputs come out wrong there (docs/BENCHMARKS.md,
-    "int8 on a CPU without VNNI"). A wrong network plays on without a sign, so it is measured, once, at the start."""
+    with a saturating instruction, and a file of 8-bit weights comes out wrong there (docs/BENCHMARKS.md, "int8 on
+    every CPU"); a file of 7-bit weights (``quantized_for_every_cpu``) should agree everywhere, and is measured all
+    the same. A wrong network plays on without a sign, so it is measured, once, at the start."""
     key = (_file_key(path), _file_key(_fp32_name(path)))
     if key in _INT8_AGREED:
         return None  # checked in this process already, the same two files on disk
@@ -95,4 +116,4 @@ def int8_disagreement(path: str, metadata: dict[str, str], board_sizes: tuple[in
     return sibling, reference, top1
 
 
-__all__ = ["INT8_AGREEMENT", "fp32_sibling", "int8_disagreement"]
+__all__ = ["INT8_AGREEMENT", "fallback_note", "fp32_sibling", "int8_disagreement", "quantized_for_every_cpu"]

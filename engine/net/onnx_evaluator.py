@@ -37,7 +37,7 @@ from tabula.engine.net.features import (
     inverse_transform_planes,
     transform_planes,
 )
-from tabula.engine.net.int8_check import fp32_sibling, int8_disagreement
+from tabula.engine.net.int8_check import fallback_note, fp32_sibling, int8_disagreement
 from tabula.engine.net.netfile import METADATA_FORMAT_VERSION, NetworkFileError, is_katago_network
 from tabula.engine.net.providers import (
     PROVIDERS,
@@ -270,8 +270,7 @@ class OnnxEvaluator:
         metadata = self.metadata
         self._use_session(reference)
         self.metadata = {**metadata, "precision": "fp32"}  # what runs; the int8 file's thresholds still rule
-        return (f"this CPU has no VNNI, so the network runs from its fp32 file {os.path.basename(sibling)}: the "
-                f"same network at full precision (int8 here would pick the same move in {top1:.0%} of positions)")
+        return fallback_note(metadata, sibling, top1)
 
     @property
     def on_gpu(self) -> bool:

@@ -5,7 +5,8 @@ networks; quantize ONNX to int8.
     tabula export --from-leelaz WEIGHTS.txt[.gz] OUT.onnx
     tabula export --to-leelaz IN.onnx|IN.pt OUT.txt[.gz]
     tabula export IN.pt OUT.onnx
-    tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms)
+    tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms;
+        7-bit weights, right on every CPU; --quantize int8-vnni: 8-bit weights, right only where the CPU has VNNI)
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
     tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
@@ -177,13 +178,29 @@ def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
     return nodes
 
 
+# The int8 formats (the ``int8_kernels`` metadata of the file written, which int8_check reads):
+# - "any": weights of 7 bits (-64 to 64, onnxruntime's reduce_range), right on every CPU. Where a CPU has no VNNI
+#   (AVX2, or AVX-512 without it) onnxruntime multiplies uint8 activations by int8 weights with vpmaddubsw, which
+#   adds two products in 16 bits and saturates: 255 x 127 x 2 does not fit, 255 x 64 x 2 = 32,640 does. Min-max
+#   calibration: percentile's clipped ranges left the 7-bit default network's values on random positions 0.10 off,
+#   the start-up check's limit (docs/BENCHMARKS.md, "int8 on a CPU without VNNI").
+# - "vnni": weights of 8 bits, percentile calibration, a little closer to the fp32 file where the CPU has VNNI
+#   (AVX-512 VNNI or AVX-VNNI: 32-bit sums) and wrong elsewhere.
+INT8_FORMATS = {"any": {"reduce_range": True, "method": "minmax"},
+                "vnni": {"reduce_range": False, "method": "percentile"}}
+DEFAULT_INT8_FORMAT = "any"
+
+
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
-                  also_exclude=None, op_types: list[str] | None = None, method: str = "percentile") -> None:
+                  also_exclude=None, op_types: list[str] | None = None, method: str | None = None,
+                  kernels: str = DEFAULT_INT8_FORMAT) -> None:
     """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (board size
-    -> its planes: one size for ``percentile``), keeping the metadata with ``precision`` set to int8.
-    ``also_exclude``: graph -> names of further nodes to keep in fp32; ``op_types``: the operators to quantize
-    (default: onnxruntime's); ``method``: the calibration, ``percentile`` (99.999%) or ``minmax`` (any number of
-    board sizes; it keeps each batch's extremes only, where percentile keeps every activation)."""
+    -> its planes: one size for ``percentile``), keeping the metadata with ``precision`` set to int8 and
+    ``int8_kernels`` to ``kernels``: the format (``INT8_FORMATS``), ``any`` (7-bit weights, right on every CPU) or
+    ``vnni`` (8-bit weights, right only where the CPU has VNNI). ``also_exclude``: graph -> names of further nodes to
+    keep in fp32; ``op_types``: the operators to quantize (default: onnxruntime's); ``method``: the calibration
+    (default: the format's), ``percentile`` (99.999%) or ``minmax`` (any number of board sizes; it keeps each
+    batch's extremes only, where percentile keeps every activation)."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -196,6 +213,9 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
 
     from tabula.engine.net.network import set_metadata
 
+    if kernels not in INT8_FORMATS:
+        raise ValueError(f"no int8 format {kernels!r} (known: {', '.join(INT8_FORMATS)})")
+    method = method or INT8_FORMATS[kernels]["method"]
     if len(calibration) != 1 and method == "percentile":
         raise ValueError("percentile int8 calibration takes positions of one board size (calibration_size)")
 
@@ -221,8 +241,8 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
         quant_pre_process(source, prepared, skip_symbolic_shape=True)
         # The heads are a sliver of the work but most of the error: they stay fp32, and so does everything after
         # them (the score's scaling Mul was quantized once, which clipped the score to its calibrated range,
-        # -17.4 to +11.2 points). Percentile calibration (99.999%) measured slightly more accurate than min-max on
-        # real positions (docs/BENCHMARKS.md).
+        # -17.4 to +11.2 points). With 8-bit weights percentile calibration (99.999%) measured slightly more
+        # accurate than min-max on real positions (docs/BENCHMARKS.md); with 7-bit weights, min-max (INT8_FORMATS).
         graph = onnx.load(prepared).graph
         heads = after_heads(graph) + (also_exclude(graph) if also_exclude is not None else [])
         with contextlib.redirect_stdout(sys.stderr):  # the calibrators print progress on stdout
@@ -231,12 +251,14 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
                             calibrate_method={"percentile": CalibrationMethod.Percentile,
                                               "minmax": CalibrationMethod.MinMax}[method],
                             nodes_to_exclude=heads,
-                            op_types_to_quantize=op_types,
+                            op_types_to_quantize=op_types, reduce_range=INT8_FORMATS[kernels]["reduce_range"],
                             extra_options={"ActivationSymmetric": False, "WeightSymmetric": True})
     proto = onnx.load(target)
     metadata["precision"] = "int8"
+    metadata["int8_kernels"] = kernels
+    bits = "7-bit weights" if INT8_FORMATS[kernels]["reduce_range"] else "8-bit weights"
     metadata["provenance"] = (metadata.get("provenance", "")
-                              + "; int8 static quantization of the trunk (QDQ, per channel)")
+                              + f"; int8 static quantization of the trunk (QDQ, per channel, {bits}, {method})")
     set_metadata(proto, metadata)
     onnx.save(proto, target)
 
@@ -272,7 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--leelaz-out", help="with --random: also write the same net as LZ weights")
     parser.add_argument("--checkpoint-out", help="with --random or --from-leelaz: also write a torch checkpoint")
-    parser.add_argument("--quantize", choices=("none", "int8"), default="none")
+    parser.add_argument("--quantize", choices=("none", "int8", "int8-vnni"), default="none",
+                        help="int8: 7-bit weights, right on every CPU; int8-vnni: 8-bit weights, a little closer to "
+                             "fp32 where the CPU has VNNI and wrong where it has not (the engine then runs the fp32 "
+                             "file beside it)")
     parser.add_argument("--add-small-board-value", action="store_true",
                         help="IN OUT: add the pooled value head's small-board term, zero (the same outputs until "
                              "self-play trains it: tabula rl --start-from OUT --train-only head.value_small_boards)")
@@ -354,7 +379,7 @@ def _komi_terms(args: argparse.Namespace) -> bool:
 def _only_thresholds(args: argparse.Namespace) -> bool:
     """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
     converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value or _komi_terms(args)
-                  or args.quantize == "int8" or args.leelaz_out or args.checkpoint_out)
+                  or args.quantize != "none" or args.leelaz_out or args.checkpoint_out)
     return (args.resign_winrate is not None and not converting and len(args.paths) == 1
             and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
 
@@ -403,7 +428,7 @@ def _export(args: argparse.Namespace) -> int:
         if len(paths) != 2:
             raise SystemExit("tabula export IN OUT.onnx")
         source = paths[0]
-        if source.endswith(".onnx") and args.quantize == "int8" and not (args.add_small_board_value or komi_terms):
+        if source.endswith(".onnx") and args.quantize != "none" and not (args.add_small_board_value or komi_terms):
             _write_quantized(source, out, args)
             return 0
         model = _load_any(source)
@@ -434,7 +459,7 @@ def _export(args: argparse.Namespace) -> int:
         write_leelaz(network.to_leelaz(model), args.leelaz_out)
     if args.checkpoint_out:
         network.save_checkpoint(model, args.checkpoint_out)
-    if args.quantize == "int8":
+    if args.quantize != "none":
         with tempfile.TemporaryDirectory() as scratch:
             fp32 = os.path.join(scratch, "fp32.onnx")
             network.export_onnx(model, fp32, provenance, sizes)
@@ -508,8 +533,10 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     scratch = target + ".tmp"
     try:
         blocks = int(json.loads(_metadata(fp32)["architecture"])["blocks"])
+        # 8-bit weights ("vnni"), as KATAGO_INT8_TOP1 was measured with: a CPU without VNNI runs the fp32 file
+        # (int8_check)
         quantize_int8(fp32, scratch, calibration, also_exclude=katago_fp32_nodes(blocks),
-                      op_types=["Conv", "MatMul"], method="minmax")
+                      op_types=["Conv", "MatMul"], method="minmax", kernels="vnni")
         options = ort.SessionOptions()
         options.log_severity_level = 3
         sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
@@ -589,7 +616,7 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
                                             args.calibration_games, metadata.get("input_encoding", INPUT_ENCODING))}
-    quantize_int8(source, out, calibration)
+    quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any")
 
 
 def _load_any(path: str):

@@ -1,0 +1,143 @@
+"""int8 files that are right on every CPU: ``tabula export --quantize int8`` writes 7-bit weights (which
+onnxruntime's saturating int8 kernels on CPUs without VNNI compute exactly) and says so in the metadata; the
+start-up check accepts them; ``tools/check/int8_cpu`` shows what a CPU, or an emulated one, computes."""
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tabula.engine.net.int8_check import fallback_note, quantized_for_every_cpu
+from tabula.tools.check.int8_cpu import cpu_features, int8_kernels
+
+
+def _weights_and_metadata(path) -> tuple[list[np.ndarray], dict[str, str]]:
+    """The int8 weight tensors (convolution kernels) of an ONNX file, and its metadata."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(path))
+    weights = [numpy_helper.to_array(t) for t in proto.graph.initializer
+               if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 4]
+    return weights, {p.key: p.value for p in proto.metadata_props}
+
+
+@pytest.fixture(scope="module")
+def int8_files(tiny_onnx, tmp_path_factory):
+    """The tiny network as net.onnx and, quantized by ``tabula export`` in both formats, net-int8.onnx (the
+    default) and vnni-int8.onnx (``--quantize int8-vnni``)."""
+    from tabula.tools.learn.export import main
+
+    folder = tmp_path_factory.mktemp("int8")
+    shutil.copy(tiny_onnx, folder / "net.onnx")
+    assert main(["--quantize", "int8", "--calibration", "4", str(folder / "net.onnx"),
+                 str(folder / "net-int8.onnx")]) == 0
+    assert main(["--quantize", "int8-vnni", "--calibration", "4", str(folder / "net.onnx"),
+                 str(folder / "vnni-int8.onnx")]) == 0
+    return folder
+
+
+def test_export_quantize_int8_writes_7_bit_weights_and_says_so(int8_files):
+    weights, metadata = _weights_and_metadata(int8_files / "net-int8.onnx")
+    assert weights and max(int(np.abs(w.astype(np.int32)).max()) for w in weights) <= 64
+    assert metadata["precision"] == "int8" and metadata["int8_kernels"] == "any"
+    assert "7-bit weights" in metadata["provenance"] and quantized_for_every_cpu(metadata)
+
+
+def test_export_quantize_int8_vnni_writes_the_8_bit_weights(int8_files):
+    weights, metadata = _weights_and_metadata(int8_files / "vnni-int8.onnx")
+    assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 127
+    assert metadata["int8_kernels"] == "vnni" and not quantized_for_every_cpu(metadata)
+
+
+def test_the_start_up_check_accepts_a_7_bit_file(int8_files):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    lines = []
+    evaluator = OnnxEvaluator(int8_files / "net-int8.onnx", symmetry="identity", log=lines.append)
+    assert evaluator.metadata["precision"] == "int8" and len(lines) == 1
+    assert "fp32 file" not in lines[0] and "int8" in lines[0], lines
+
+
+def test_a_disagreeing_file_is_explained_by_its_format():
+    assert "no VNNI" in fallback_note({}, "/w/net.onnx", 0.44)
+    assert "no VNNI" in fallback_note({"int8_kernels": "vnni"}, "/w/net.onnx", 0.44)
+    note = fallback_note({"int8_kernels": "any"}, "/w/net.onnx", 0.44)
+    assert "no VNNI" not in note and "7-bit" in note and "net.onnx" in note and "44%" in note
+
+
+def test_unknown_int8_format_is_refused(tiny_onnx, tmp_path):
+    from tabula.tools.learn.export import quantize_int8
+
+    with pytest.raises(ValueError, match="no int8 format"):
+        quantize_int8(str(tiny_onnx), str(tmp_path / "x.onnx"), {19: np.zeros((4, 18, 19, 19), np.float32)},
+                      kernels="int4")
+
+
+def test_int8_kernels_follow_the_order_onnxruntime_picks_them_in():
+    none = dict(fma=True, avx2=True, avx512f=False, avx512bw_dq_vl=False, avx512_vnni=False, avx_vnni=False)
+    assert int8_kernels(none).startswith("AVX2") and "saturate" in int8_kernels(none)
+    assert int8_kernels({**none, "avx_vnni": True}).startswith("AVX-VNNI")
+    avx512 = {**none, "avx512f": True, "avx512bw_dq_vl": True}
+    assert int8_kernels(avx512).startswith("AVX-512 core") and "saturate" in int8_kernels(avx512)
+    # AVX-512 core overrides AVX-VNNI, as in onnxruntime's platform setup
+    assert int8_kernels({**avx512, "avx_vnni": True}).startswith("AVX-512 core")
+    assert int8_kernels({**avx512, "avx512_vnni": True}).startswith("AVX-512 VNNI")
+    assert int8_kernels({**none, "avx2": False}).startswith("SSE") and int8_kernels(None).startswith("unknown")
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="cpuid is x86-64's")
+def test_cpu_features_reads_this_cpu():
+    features = cpu_features()
+    assert features is not None and set(features) == {"fma", "avx2", "avx512f", "avx512bw_dq_vl", "avx512_vnni",
+                                                      "avx_vnni"}
+    flags = open("/proc/cpuinfo").read().split("\nflags", 2)[1].split("\n")[0].split() \
+        if os.path.exists("/proc/cpuinfo") else None
+    if flags:
+        assert features["avx2"] == ("avx2" in flags) and features["avx512_vnni"] == ("avx512_vnni" in flags)
+
+
+def test_int8_cpu_compares_each_int8_file_with_the_fp32_file(int8_files, capsys):
+    from tabula.tools.check.int8_cpu import main
+
+    files = [str(int8_files / n) for n in ("net.onnx", "net-int8.onnx", "vnni-int8.onnx")]
+    assert main([*files, "--positions", "0", "--seconds", "0.2", "--batch", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "# CPU (native): int8 kernels" in out and out.count("random: top-1") == 2
+    assert "x fp32" in out and "positions/s" in out
+    with pytest.raises(SystemExit, match="no such file"):
+        main([files[0], str(int8_files / "missing-int8.onnx")])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-x86_64") is None or platform.machine().lower() != "x86_64",
+                    reason="needs qemu-user (apt-get install qemu-user) on x86-64")
+def test_under_an_emulated_avx2_cpu_the_default_format_passes_the_check_and_the_vnni_one_does_not(tmp_path):
+    """The shipped fp32 file quantized both ways (few calibration positions), each loaded by the engine under
+    qemu's Haswell (AVX2, FMA, no AVX-512, no VNNI): the 8-bit file hands over to its fp32 file, the 7-bit one
+    plays."""
+    from tabula.tools.learn.export import main
+
+    fp32 = os.path.abspath("weights/tabula-6x64-komi-lead.onnx")
+    for name, quantize in (("any", "int8"), ("vnni", "int8-vnni")):
+        os.mkdir(tmp_path / name)
+        os.symlink(fp32, tmp_path / name / "net.onnx")
+        assert main(["--quantize", quantize, "--calibration", "64", fp32, str(tmp_path / name / "net-int8.onnx")]) == 0
+    script = ("import sys\nfrom tabula.engine.net.evaluator import OnnxEvaluator\n"
+              "from tabula.tools.check.int8_cpu import cpu_features, int8_kernels\n"
+              "print(int8_kernels(cpu_features()))\n"
+              "OnnxEvaluator(sys.argv[1], symmetry='identity', threads=1, log=print)\n")
+    notes = {}
+    for name in ("any", "vnni"):
+        done = subprocess.run(["qemu-x86_64", "-cpu", "Haswell-v4", sys.executable, "-c", script,
+                               str(tmp_path / name / "net-int8.onnx")], capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+        notes[name] = done.stdout
+    assert all(note.startswith("AVX2 (vpmaddubsw") for note in notes.values()), notes
+    assert "no VNNI, so the network runs from its fp32 file net.onnx" in notes["vnni"], notes
+    assert "fp32 file" not in notes["any"] and ", int8)" in notes["any"], notes
