@@ -273,3 +273,26 @@ def test_a_run_begun_before_student_encodings_is_told_its_encoding(tiny_aux_onnx
         distill.distill(run_config(tiny_aux_onnx, run, chunks=2, selfplay_games=1), **QUIET)
     assert distill.distill(run_config(tiny_aux_onnx, run, chunks=2, selfplay_games=1,
                                       student_encoding="leelaz-18+komi"), **QUIET)["step"] == 4
+
+
+def test_labels_from_another_run_repeat_its_training_and_serve_an_ablation(tiny_aux_onnx, tmp_path):
+    source = tmp_path / "a" / "labels"
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "a", chunks=2), **QUIET)
+    again = distill.distill(run_config(tiny_aux_onnx, tmp_path / "b", chunks=3, labels_from=str(source)), **QUIET)
+    assert again["step"] == 4 and again["chunk"] == 2 and again["reason"] == "no positions left"
+    assert sorted(p.name for p in (tmp_path / "b" / "labels").iterdir()) == sorted(p.name for p in source.iterdir())
+    states = [torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["state_dict"] for run in "ab"]
+    assert all(torch.equal(states[0][name], states[1][name]) for name in states[0])  # the same training, bit for bit
+    ablated = distill.distill(run_config(tiny_aux_onnx, tmp_path / "c", chunks=2, labels_from=str(source),
+                                         zero_planes="own_eye,ladder_escape"), **QUIET)
+    assert ablated["step"] == 4 and math.isfinite(ablated["fresh_policy_kl"])
+    zeroed = torch.load(tmp_path / "c" / "checkpoint.pt", weights_only=True)["state_dict"]
+    assert not torch.equal(zeroed["input.conv.weight"], states[0]["input.conv.weight"])
+    with pytest.raises(SystemExit, match="labels of the tabula-v2 encoding, and this student reads katago-v7"):
+        distill.distill(run_config(tiny_aux_onnx, tmp_path / "d", labels_from=str(source),
+                                   student_encoding="katago-v7"), **QUIET)
+    assert not list((tmp_path / "d" / "labels").iterdir())  # refused before anything was copied
+    with pytest.raises(ValueError, match="no such directory"):
+        distill.check(run_config(tiny_aux_onnx, tmp_path / "e", labels_from=str(tmp_path / "missing")))
+    with pytest.raises(ValueError, match="another run's"):
+        distill.check(run_config(tiny_aux_onnx, tmp_path / "a", labels_from=str(source)))

@@ -22,6 +22,9 @@ student's own planes, so a run keeps one encoding; its label window refuses file
 ``--zero-planes`` zeroes chosen input planes in training and in the fresh losses: an ablation, to measure what a
 feature is worth (accuracy and value error at equal steps on the same labels). A network trained so is for that
 measurement, not for play: it was never taught to read those planes, and the engine gives them their values.
+``--labels-from DIR`` takes each chunk's labels from another run's label directory instead of labelling (the
+teacher is not loaded): with the same settings, the other run's training repeated on its own labels, bit for bit,
+so that an ablation costs no labelling and sees exactly the labels the run it is compared with saw.
 
 The model, optimizer, learning rate, weight average, checkpoint writing and auxiliary losses are ``tabula train``'s;
 the batches are a pure function of (seed, step) and the window, so a resumed run trains exactly as an uninterrupted
@@ -66,6 +69,7 @@ class DistillConfig:
     student_arch: str = "6x64"  # BLOCKSxFILTERS of the student (pooled head, score and ownership, komi input)
     student_encoding: str = teaching.DEFAULT_STUDENT_ENCODING  # the student's input planes, which the labels store
     zero_planes: str = ""  # planes zeroed in training and the fresh losses (names or indices): ablations only
+    labels_from: str = ""  # another run's label directory whose chunks are taken in place of labelling ("": label)
     init: str = ""  # start the student from this Tabula checkpoint's weights (same architecture)
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
@@ -153,6 +157,10 @@ def check(config: DistillConfig) -> None:
         path = getattr(config, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name} {path}: no such file")
+    if config.labels_from and not os.path.isdir(config.labels_from):
+        raise ValueError(f"--labels-from {config.labels_from}: no such directory")
+    if config.labels_from and os.path.abspath(config.labels_from) == os.path.abspath(os.path.join(config.run, LABELS)):
+        raise ValueError("--labels-from is another run's label directory, not this run's")
     if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
         raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
     if not config.records and config.selfplay_games <= 0:
@@ -416,14 +424,18 @@ def distill(config: DistillConfig, log=print) -> dict:
 
     from tabula.engine.net.netfile import NetworkFileError
 
+    teacher, selfplay, records = None, None, None
     try:
-        teacher = make_teacher(config, log)
-        log(f"tabula distill: teacher {teacher.describe()}; student {config.student_arch} of {config.student_encoding}"
+        if not config.labels_from:
+            teacher = make_teacher(config, log)
+        log("tabula distill: " + (f"teacher {teacher.describe()}" if teacher is not None else
+                                  f"labels from {config.labels_from}")
+            + f"; student {config.student_arch} of {config.student_encoding}"
             + (f", planes {config.zero_planes} zeroed" if config.zero_planes else ""))
         # made here even where worker processes play (--label-workers): a player that cannot play fails here, once
-        selfplay = make_selfplay(config, teacher, log) if config.selfplay_games > 0 else None
-        records = None
-        if config.records:
+        if config.selfplay_games > 0 and teacher is not None:
+            selfplay = make_selfplay(config, teacher, log)
+        if config.records and teacher is not None:
             records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
                                                seed=config.seed, cursor=cursor)
     except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
@@ -431,7 +443,7 @@ def distill(config: DistillConfig, log=print) -> dict:
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
     pool = None
-    if config.label_workers > 0 and config.selfplay_games > 0:
+    if config.label_workers > 0 and config.selfplay_games > 0 and teacher is not None:
         import multiprocessing
 
         pool = multiprocessing.get_context("spawn").Pool(config.label_workers, initializer=_start_worker,
@@ -479,7 +491,10 @@ def distill(config: DistillConfig, log=print) -> dict:
                 label_started = time.time()
                 # labelling stops at 80% of the time limit, so that the chunk still trains
                 deadline = started + 48 * config.max_minutes if config.max_minutes > 0 else math.inf
-                labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool)
+                if teacher is None:
+                    labelled = taken_chunk(chunk, config.labels_from, label_dir, config.student_encoding)
+                else:
+                    labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool)
                 label_seconds = time.time() - label_started
                 chunk += 1
                 try:
@@ -600,6 +615,30 @@ def _label_games(chunk: int, games: list[int], deadline: float) -> dict[int, dic
         joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
         out[size] = teacher.label(positions, joined)
     return out
+
+
+def taken_chunk(chunk: int, source: str, directory: str, encoding: str) -> dict:
+    """Chunk ``chunk``'s label files copied from another run's label directory ``source`` (``--labels-from``), as
+    ``label_chunk`` returns labelled ones; none once that run's chunks run out."""
+    import shutil
+
+    total, written, by_size, paths = 0, 0, {}, []
+    for path in teaching.iter_label_files(source):
+        name = os.path.basename(path)
+        if _chunk_of(path) != f"{chunk:06d}":
+            continue
+        try:
+            size, labels = teaching.read_labels(path, encoding)
+        except teaching.LabelError as error:
+            raise SystemExit(f"tabula distill: --labels-from: {error}") from None
+        target = os.path.join(directory, name)
+        shutil.copyfile(path, target + ".tmp.npz")
+        os.replace(target + ".tmp.npz", target)
+        count = len(labels["value"])
+        total, written = total + count, written + os.path.getsize(target)
+        by_size[str(size)] = by_size.get(str(size), 0) + count
+        paths.append(target)
+    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths}
 
 
 def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
