@@ -31,7 +31,7 @@
 | | `katago_features.py` | `GameState` -> KataGo's V7 inputs (`katago-v7`): ladders, pass-alive areas, rules globals |
 | | `reading_features.py` | AlphaGo's reading planes V7 lacks: liberties after a move, captures, self-atari, ladders |
 | | `gomoku_features.py` | `GomokuState` -> the 4 "gomoku-4" planes; dihedral transforms of a pass-less policy |
-| | `encodings.py` | the input encodings by name (`leelaz-18`, `katago-v7`, `tabula-v2`, `gomoku-4`): planes, policy, encoder |
+| | `encodings.py` | input encodings by name (`leelaz-18`, `katago-v7`, `tabula-v2`, `gomoku-4`): planes, policy |
 | `rollout/` | `patterns.py` | 3×3 and response patterns, self-/save-atari, distances, for many boards at once |
 | | `policy.py` | the rollout policy: a linear softmax over the patterns, its .npz weights file |
 | | `rollout.py` | rollouts: many positions played out in lockstep with the policy, scored by area; their ownership |
