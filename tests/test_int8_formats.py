@@ -46,12 +46,15 @@ def test_export_quantize_int8_writes_7_bit_weights_and_says_so(int8_files):
     weights, metadata = _weights_and_metadata(int8_files / "net-int8.onnx")
     assert weights and max(int(np.abs(w.astype(np.int32)).max()) for w in weights) <= 64
     assert metadata["precision"] == "int8" and metadata["int8_kernels"] == "any"
-    assert "7-bit weights" in metadata["provenance"] and quantized_for_every_cpu(metadata)
+    assert "7-bit weights, the input convolutions fp32" in metadata["provenance"]
+    assert quantized_for_every_cpu(metadata)
 
 
 def test_export_quantize_int8_vnni_writes_the_8_bit_weights(int8_files):
     weights, metadata = _weights_and_metadata(int8_files / "vnni-int8.onnx")
     assert max(int(np.abs(w.astype(np.int32)).max()) for w in weights) == 127
+    # every convolution of the trunk; the default format keeps the one that reads the input planes fp32
+    assert len(weights) == 3 and len(_weights_and_metadata(int8_files / "net-int8.onnx")[0]) == 2
     assert metadata["int8_kernels"] == "vnni" and not quantized_for_every_cpu(metadata)
 
 

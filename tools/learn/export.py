@@ -181,26 +181,42 @@ def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
 # The int8 formats (the ``int8_kernels`` metadata of the file written, which int8_check reads):
 # - "any": weights of 7 bits (-64 to 64, onnxruntime's reduce_range), right on every CPU. Where a CPU has no VNNI
 #   (AVX2, or AVX-512 without it) onnxruntime multiplies uint8 activations by int8 weights with vpmaddubsw, which
-#   adds two products in 16 bits and saturates: 255 x 127 x 2 does not fit, 255 x 64 x 2 = 32,640 does. Min-max
-#   calibration: percentile's clipped ranges left the 7-bit default network's values on random positions 0.10 off,
-#   the start-up check's limit (docs/BENCHMARKS.md, "int8 on a CPU without VNNI").
-# - "vnni": weights of 8 bits, percentile calibration, a little closer to the fp32 file where the CPU has VNNI
-#   (AVX-512 VNNI or AVX-VNNI: 32-bit sums) and wrong elsewhere.
-INT8_FORMATS = {"any": {"reduce_range": True, "method": "minmax"},
-                "vnni": {"reduce_range": False, "method": "percentile"}}
+#   adds two products in 16 bits and saturates: 255 x 127 x 2 does not fit, 255 x 64 x 2 = 32,640 does. The
+#   convolutions that read the input planes stay fp32 (``input_convolutions``, a few per cent of the work): at 7
+#   bits they held most of the value's error, and without them the default network agrees with its fp32 file as
+#   closely as with 8-bit weights (docs/BENCHMARKS.md, "int8 on a CPU without VNNI").
+# - "vnni": weights of 8 bits, every convolution of the trunk, right only where the CPU has VNNI (AVX-512 VNNI or
+#   AVX-VNNI: 32-bit sums); the format of the int8 files written before "any".
+INT8_FORMATS = {"any": {"reduce_range": True, "input_convolutions": False},
+                "vnni": {"reduce_range": False, "input_convolutions": True}}
 DEFAULT_INT8_FORMAT = "any"
 
 
+def input_convolutions(graph) -> list[str]:
+    """Names of the convolutions that read the graph's inputs (directly or through operators that are not
+    convolutions, such as the Slice that splits off a komi plane). ONNX keeps a graph's nodes in topological order."""
+    before = {value.name for value in graph.input}  # tensors computed from the inputs without a convolution
+    names = []
+    for node in graph.node:
+        if not any(t in before for t in node.input):
+            continue
+        if node.op_type == "Conv":
+            names.append(node.name)
+        else:
+            before.update(node.output)
+    return names
+
+
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
-                  also_exclude=None, op_types: list[str] | None = None, method: str | None = None,
+                  also_exclude=None, op_types: list[str] | None = None, method: str = "percentile",
                   kernels: str = DEFAULT_INT8_FORMAT) -> None:
     """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (board size
     -> its planes: one size for ``percentile``), keeping the metadata with ``precision`` set to int8 and
     ``int8_kernels`` to ``kernels``: the format (``INT8_FORMATS``), ``any`` (7-bit weights, right on every CPU) or
     ``vnni`` (8-bit weights, right only where the CPU has VNNI). ``also_exclude``: graph -> names of further nodes to
-    keep in fp32; ``op_types``: the operators to quantize (default: onnxruntime's); ``method``: the calibration
-    (default: the format's), ``percentile`` (99.999%) or ``minmax`` (any number of board sizes; it keeps each
-    batch's extremes only, where percentile keeps every activation)."""
+    keep in fp32; ``op_types``: the operators to quantize (default: onnxruntime's); ``method``: the calibration,
+    ``percentile`` (99.999%) or ``minmax`` (any number of board sizes; it keeps each batch's extremes only, where
+    percentile keeps every activation)."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -215,7 +231,6 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
 
     if kernels not in INT8_FORMATS:
         raise ValueError(f"no int8 format {kernels!r} (known: {', '.join(INT8_FORMATS)})")
-    method = method or INT8_FORMATS[kernels]["method"]
     if len(calibration) != 1 and method == "percentile":
         raise ValueError("percentile int8 calibration takes positions of one board size (calibration_size)")
 
@@ -241,10 +256,12 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
         quant_pre_process(source, prepared, skip_symbolic_shape=True)
         # The heads are a sliver of the work but most of the error: they stay fp32, and so does everything after
         # them (the score's scaling Mul was quantized once, which clipped the score to its calibrated range,
-        # -17.4 to +11.2 points). With 8-bit weights percentile calibration (99.999%) measured slightly more
-        # accurate than min-max on real positions (docs/BENCHMARKS.md); with 7-bit weights, min-max (INT8_FORMATS).
+        # -17.4 to +11.2 points). Percentile calibration (99.999%) measured slightly more accurate than min-max on
+        # real positions (docs/BENCHMARKS.md).
         graph = onnx.load(prepared).graph
         heads = after_heads(graph) + (also_exclude(graph) if also_exclude is not None else [])
+        if not INT8_FORMATS[kernels]["input_convolutions"]:
+            heads += input_convolutions(graph)
         with contextlib.redirect_stdout(sys.stderr):  # the calibrators print progress on stdout
             quantize_static(prepared, target, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
@@ -256,9 +273,9 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
     proto = onnx.load(target)
     metadata["precision"] = "int8"
     metadata["int8_kernels"] = kernels
-    bits = "7-bit weights" if INT8_FORMATS[kernels]["reduce_range"] else "8-bit weights"
+    form = ("7-bit weights, the input convolutions fp32" if kernels == "any" else "8-bit weights")
     metadata["provenance"] = (metadata.get("provenance", "")
-                              + f"; int8 static quantization of the trunk (QDQ, per channel, {bits}, {method})")
+                              + f"; int8 static quantization of the trunk (QDQ, per channel, {form})")
     set_metadata(proto, metadata)
     onnx.save(proto, target)
 
