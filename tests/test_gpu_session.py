@@ -1,12 +1,15 @@
-"""tools/gpu_session.sh, the one script a session with a GPU runs, and what it relies on: it still runs every step
-on tiny networks (QUICK=1) as on the lent machine without sgfmill (the GPU paths report themselves unavailable on
-a machine without a GPU), what it measured stays when its budget cuts it short, `tabula train --synthetic` trains
-without shards, and the FLOP count and peaks that MFU is computed from."""
+"""tools/gpu_session.sh, the one script a session with a GPU runs: mostly `tabula distill` (a teacher packed for the
+trip and unpacked there, a tabula-v2 student trained and brought back, going on from the kept run), then a short
+bench of the student. Checked with QUICK=1 on this machine (a tiny random teacher, the GPU paths reporting
+themselves unavailable), also without sgfmill as on the lent machine, and cut short by its budget; that what
+travels fits the device tool's 64 MiB. Also what earlier sessions measured with it: `tabula train --synthetic`,
+the FLOP count and peaks that MFU is computed from."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,17 +21,22 @@ torch = pytest.importorskip("torch")
 
 from tabula.engine.net.network import NetSpec, TabulaNet  # noqa: E402
 from tabula.tools.bench.net import bf16_peak_tflops, forward_flops  # noqa: E402
+from tabula.tools.learn import distill  # noqa: E402
 from tabula.tools.learn import train as train_module  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "gpu_session.sh"
+TRAVEL_LIMIT = 64 * 2 ** 20  # the device tool's: tracked files, untracked ones not ignored, and what is carried
+PACKED_TEACHER = 20_000_000  # g170e-b15c192 as fp16_pack writes it, rounded up
+KEPT_RUN = 8_000_000  # a kept 6x64 run: its checkpoint (with AdamW's state), ONNX and metrics, rounded up
 
 
-def run_session(tmp_path: Path, sgfmill: bool = True, **env_changes: str) -> tuple[str, list[dict]]:
+def run_session(tmp_path: Path, out: str = "out", sgfmill: bool = True, **env_changes: str) -> tuple[str, list[dict]]:
     """Run the script with QUICK=1 (without sgfmill, as on the lent machine when no wheel is carried); returns its
     log and results."""
-    env = {**os.environ, "QUICK": "1", "TIME_SCALE": "5",  # limits are for a GPU machine; this one may be busy
-           "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"),
+    env = {**os.environ, "QUICK": "1", "TIME_SCALE": "3",  # limits are for a GPU machine; this one may be busy
+           "OUT": str(tmp_path / out), "WORK": str(tmp_path / "work"),
+           "KEPT": str(tmp_path / "no-kept-run"),  # whatever this checkout's weights/training/distill holds
            "WHEELS": str(tmp_path / "no-wheels"),  # none carried, whatever this checkout's .whl/ holds
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **env_changes}
     if not sgfmill:
@@ -37,61 +45,73 @@ def run_session(tmp_path: Path, sgfmill: bool = True, **env_changes: str) -> tup
         (no_sgfmill / "__init__.py").write_text("raise ImportError('no sgfmill on the lent GPU machine')\n")
         env["PYTHONPATH"] = str(no_sgfmill.parent)
     subprocess.run(["bash", str(SCRIPT)], env=env, check=True, timeout=3000, capture_output=True)
-    log = (tmp_path / "out" / "gpu_session.log").read_text()
-    results = [json.loads(line) for line in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
+    log = (tmp_path / out / "gpu_session.log").read_text()
+    results = [json.loads(line) for line in (tmp_path / out / "results.jsonl").read_text().splitlines()]
     return log, results
 
 
-def needs_sgfmill(step: str) -> bool:
-    """tabula gtp and tabula train import it (through the game records), and the MFU step reads the training's
-    figures: without the wheel these steps fail, and only these."""
-    command = step.split("\n")[0]
-    return command.startswith(("python3 -m tabula.tools.cli gtp", "python3 -m tabula.tools.cli train",
-                               "python3 -m tabula.tools.cli distill")) \
-        or (command.startswith("python3 - ") and command.split()[2].endswith("/train"))
+def python_steps(log: str) -> list[str]:
+    return [s for s in re.split(r"^\$ ", log, flags=re.M)[1:] if s.startswith("python3 ")]
+
+
+def metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sgfmill", [True, False], ids=["with-sgfmill", "without-sgfmill"])
-def test_the_gpu_session_runs_every_step_in_one_part(tmp_path, sgfmill):
-    log, results = run_session(tmp_path, sgfmill=sgfmill)
-    steps = re.split(r"^\$ ", log, flags=re.M)[1:]
-    python_steps = [s for s in steps if s.startswith("python3 ")]
-    # env, the distill teacher's export and distill, bench net x3, search x2 + the default network's + 2 + 2 and the
-    # instant network's, export x2, train and its MFU, gtp x2, pytest
-    assert len(python_steps) == 21
-    for step in python_steps:
-        assert "# skipped" not in step, step
-        if not sgfmill and needs_sgfmill(step):
-            assert "# exit status 1" in step and ("ImportError" in step or "no training figures" in step), step
-        else:
-            assert "# exit status" not in step, step
+def test_the_gpu_session_trains_a_student_and_goes_on_from_the_kept_run(tmp_path):
+    log, results = run_session(tmp_path)
+    steps = python_steps(log)
+    # env, the random teacher's export, its packing and unpacking, distill, bench net, bench search twice
+    assert len(steps) == 8
+    for step in steps:
+        assert "# exit status" not in step and "# skipped" not in step, step
     assert re.search(r"# done in \d+ s\n$", log)
-    if not sgfmill:
-        assert "# no sgfmill (carry .whl)" in log
-        return
-    kinds = [r["what"] for r in results]
-    env = results[kinds.index("env")]
-    if not env["cuda"]:  # this machine: every GPU path says so, in one line each
-        for path in ("torch-cuda-fp16", "torch-cuda-bf16", "torch-cuda-fp32", "onnx-tensorrt", "onnx-cuda"):
-            assert f"# {path}: not available here" in log
-    net = {r["path"]: r for r in results if r["what"] == "net"}
-    assert {"onnx-fp32", "onnx-int8"} <= set(net) and net["onnx-int8"]["best_positions_per_s"] > 0
-    assert net["onnx-int8"]["gflop_per_position"] > 0.3  # the shipped 6x64 on 19x19
-    searches = [r for r in results if r["what"] == "search"]
-    assert len(searches) == 7 and any(r["weights"].endswith("-int8.onnx") for r in searches)  # the default's too
-    assert kinds.count("search-instant") == 1 and kinds.count("net-accuracy") >= 1
-    assert all(r["playouts_per_s"] > 0 for r in results if r["what"] == "search")
-    (trained,) = [r for r in results if r["what"] == "train"]
-    assert trained["samples_per_s"] > 0 and trained["gflop_per_sample"] > 0 and trained["device"] == "cpu"
+    assert "fp16_pack unpack" in log and "--student-encoding tabula-v2" in log and "--label-workers 2" in log
+    env = next(r for r in results if r["what"] == "env")
+    if not env["cuda"]:
+        assert "# torch-cuda-fp16: not available here" in log
+    (distilled,) = [r for r in results if r["what"] == "distill"]
+    assert distilled["teacher"] == "teacher-random.onnx" and distilled["resumed"] is False
+    assert distilled["last_chunk"]["labelled"] > 0 and distilled["last_chunk"]["step"] > 0
+    out = tmp_path / "out"
+    for name in ("checkpoint.pt", "model.onnx", "metrics.jsonl", "config.json"):
+        assert (out / f"distill-{name}").exists()
+    config = json.loads((out / "distill-config.json").read_text())
+    assert config["student_encoding"] == "tabula-v2" and config["label_workers"] == 2
+    assert {r["what"] for r in results} >= {"net", "search", "search-instant"}
+    assert all(r["weights"].endswith("distill/model.onnx") for r in results if r["what"] in ("net", "search"))
     failed = {r["command"].split()[0] for r in results if r["what"] == "step" and r["rc"] != 0}
     assert failed <= {"nvidia-smi"}  # absent from a machine without a GPU
-    assert (tmp_path / "out" / "train-metrics.jsonl").exists()
+    assert len(list(out.iterdir())) <= 8  # the device tool brings back 8 files at most
+
+    # The next CPU session keeps what came back; the next GPU session goes on from it, with its settings.
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name in ("checkpoint.pt", "config.json", "metrics.jsonl"):
+        shutil.copyfile(out / f"distill-{name}", kept / name)
+    before = metrics(kept / "metrics.jsonl")
+    log, results = run_session(tmp_path, out="out2", KEPT=str(kept))
+    assert "# going on from the kept run" in log and "--steps-per-chunk 3" in log
+    assert f"resuming {tmp_path / 'work' / 'distill'} at chunk {before[-1]['chunk']}, step {before[-1]['step']}" \
+        in log
+    after = metrics(tmp_path / "out2" / "distill-metrics.jsonl")
+    assert after[: len(before)] == before and after[-1]["chunk"] > before[-1]["chunk"]
+    assert after[len(before)]["step"] > before[-1]["step"]
     (distilled,) = [r for r in results if r["what"] == "distill"]
-    assert distilled["last_chunk"]["labelled"] > 0 and distilled["last_chunk"]["step"] > 0
-    for name in ("checkpoint.pt", "metrics.jsonl", "model.onnx"):
-        assert (tmp_path / "out" / f"distill-{name}").exists()
-    assert len(list((tmp_path / "out").iterdir())) <= 8  # the device tool brings back 8 files at most
+    assert distilled["resumed"] is True
+
+
+@pytest.mark.slow
+def test_the_gpu_session_without_sgfmill_fails_only_the_distill_step(tmp_path):
+    log, results = run_session(tmp_path, sgfmill=False)
+    assert "# no sgfmill (carry .whl)" in log and re.search(r"# done in \d+ s\n$", log)
+    for step in python_steps(log):
+        if step.startswith("python3 -m tabula.tools.cli distill"):
+            assert "# exit status 1" in step and "ImportError" in step, step
+        else:
+            assert "# exit status" not in step, step
+    assert not [r for r in results if r["what"] == "distill"]
 
 
 @pytest.mark.slow
@@ -103,14 +123,33 @@ def test_a_session_cut_short_by_its_budget_keeps_what_it_measured(tmp_path):
     assert skipped and all(r["what"] == "step" for r in skipped)
 
 
-def test_the_session_is_one_part_with_its_steps_in_order_of_importance():
+def test_the_session_is_one_part_with_distill_first_and_the_bench_after():
     script = SCRIPT.read_text()
-    assert "BUDGET:-480" in script and "usage:" not in script  # one part: nothing to choose
-    order = ["nvidia-smi -L", "distill --teacher", "bench net \"$net6\"", "search \"$search6\"",
-             "export_net \"${mid[@]}\"", '"${cli[@]}" train --synthetic', "search \"$net\" $core_big",
-             "gtp --weights", "pytest -m gpu", "grid[@]"]
+    assert "BUDGET:-530" in script and "usage:" not in script  # one part: nothing to choose
+    order = ["step 20 nvidia-smi -L", 'fp16_pack unpack "$packed"', '"${cli[@]}" distill', '"${cli[@]}" bench net',
+             '"${cli[@]}" bench search']
     positions = [script.index(marker) for marker in order]
     assert positions == sorted(positions)
+    assert "timeout_s 580" in script and 'carry [".whl", "runs/teacher"]' in script
+
+
+def test_a_resumed_gpu_run_takes_every_fixed_setting_of_the_kept_run_but_the_teacher():
+    script = SCRIPT.read_text()
+    taken = re.search(r'for name in \(("student_arch".*?)\):', script, flags=re.S).group(1)
+    names = set(re.findall(r'"(\w+)"', taken))
+    fields = set(distill.DistillConfig.__dataclass_fields__)
+    assert names <= fields
+    assert set(distill.FIXED_ON_RESUME) - names == {"teacher", "init"}  # init: only a run without a checkpoint reads it
+
+
+def test_what_travels_to_the_gpu_machine_fits_with_the_packed_teacher():
+    """The tracked tree, the packed b15c192 teacher and a kept run fit the device tool's 64 MiB."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    tracked = sum(os.path.getsize(ROOT / name) for name in names.decode().split("\0")
+                  if name and os.path.isfile(ROOT / name))
+    assert tracked + PACKED_TEACHER + KEPT_RUN < TRAVEL_LIMIT, f"the tracked tree is {tracked:,} bytes"
 
 
 def test_synthetic_training_needs_no_shards(tmp_path):

@@ -1,71 +1,64 @@
 #!/usr/bin/env bash
-# The GPU measurements of docs/BENCHMARKS.md ("To measure on a GPU machine"), in ONE call of the device tool
-# (10 minutes a command, 15 minutes of device time a session with the machine's start, a fresh machine each time):
+# What a session lent a GPU runs, in ONE call of the device tool (10 minutes a command, 15 minutes of device time a
+# session with the machine's start, a fresh machine each time): mostly `tabula distill`, the student network taught
+# by KataGo's g170e-b15c192, the one thing here that only a GPU does at scale (docs/TRAINING.md, "Teacher labels").
+# The GPU figures of earlier sessions are in docs/BENCHMARKS.md ("GPU") and are not measured again.
 #
-#   OUT=$OUT bash tools/gpu_session.sh          # the device tool's run, timeout_s 540, carry [".whl"]
-#   ... carry [".whl", "runs/teacher"]        # with a teacher for `tabula distill` in runs/teacher/ (step 2)
+# Before the call, here (once a checkout; both paths are git-ignored):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux2014_x86_64 -d .whl sgfmill==1.1.1
+#   tabula export --from-katago /work/katago-models/g170e-b15c192-s1672170752-d466197061.bin.gz /tmp/b15.onnx
+#   python3 -m tabula.tools.learn.fp16_pack pack /tmp/b15.onnx runs/teacher/   # float16 weights: 64 MiB travel
+# The call: the device tool's run, command `bash tools/gpu_session.sh`, timeout_s 580, carry [".whl", "runs/teacher"]
+# (then give_back). Inside BUDGET seconds (default 530), each step under its own time limit:
+#   1. nvidia-smi, and the environment line (versions, the GPU, its measured bf16 matmul rate);
+#   2. tabula distill for about 7 minutes (--max-minutes; labelling stops at 80% of it, the chunk then trains, and
+#      the checkpoint and the student's ONNX are written before the step's limit): self-play of the teacher on 9x9,
+#      13x13 and 19x19 (even and handicap games, komi drawn around 7), every position labelled, played and labelled in
+#      one process a core, the teacher on the GPU (--provider auto: the torch backend there), a 6x64 tabula-v2 student
+#      trained on the GPU, 100 steps of 256 a chunk. It STARTS from the kept run, weights/training/distill/ (KEPT)
+#      where that has a checkpoint of the same teacher, with the kept run's training settings, else from scratch;
+#   3. while time is left: tabula bench net and bench search of the student just trained (a tabula-v2 network's
+#      throughput and playouts/s on the GPU, its features computed in Python).
+# What comes back in $OUT, written as it comes: gpu_session.log (every command, its output, exit status and
+# seconds), results.jsonl (one JSON line per figure and per step), and distill-checkpoint.pt, distill-model.onnx,
+# distill-metrics.jsonl (the kept run's lines, then this session's chunks), distill-config.json. The next CPU session
+# commits them as the kept run (docs/TRAINING.md says how) and goes on from there.
 #
-# The steps run in order of importance, each under its own time limit and all inside BUDGET seconds (default 480),
-# so that a cut-short run still brings back what matters most: the environment and the GPU's bf16 matmul ceiling;
-# a few minutes of `tabula distill` (a teacher's labels and a student trained on them, brought back as distill-*);
-# raw network throughput of the shipped 6x64 (fp16/bf16/fp32 on the GPU, int8 and fp32 on the CPU); bench search at
-# the likeliest best settings; raw throughput of random 10x128 and 20x256 networks; two minutes of `tabula train` on
-# a 10x128 network (samples/s and MFU); bench search of the larger networks and the Python side's bound; tabula
-# gtp's start on the GPU; the GPU tests; then a wider search grid while time is left.
-#
-# Everything goes to $OUT as it comes: gpu_session.log (every command and its output) and results.jsonl (one JSON
-# line per figure, appended the moment it is measured, and one per step with its exit status and seconds), plus
-# train-metrics.jsonl. The lent machine has no sgfmill (carried as a wheel in .whl; WHEELS names another folder)
-# and no game archives: random networks are calibrated on random positions and the training reads random batches
-# (tabula train --synthetic). QUICK=1 runs the same steps on tiny networks and budgets, to check the script on a
-# CPU machine: the GPU paths then report themselves unavailable and the training runs on the CPU.
+# The lent machine has no sgfmill (carried as a wheel in .whl; WHEELS names another folder) and no game records:
+# the positions are self-play. QUICK=1 runs the same steps with a tiny random teacher (packed and unpacked as the
+# real one is) and a tiny student on a CPU machine; TIME_SCALE (a whole number) stretches every limit there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tabula-gpu-out}
-work=${WORK:-/tmp/tabula-gpu-work}  # networks and the training run: not under $OUT (8 files come back at most)
+work=${WORK:-/tmp/tabula-gpu-work}  # the teacher and the run: not under $OUT (8 files come back at most)
 mkdir -p "$out" "$work"
 log=$out/gpu_session.log
 results=$out/results.jsonl
 export PYTHONUNBUFFERED=1
-# TIME_SCALE (a whole number, default 1) stretches every limit: the CPU tests run QUICK=1 on a machine that may be
-# busy, where a limit sized for a GPU machine would fail a step that is only slow.
 scale=${TIME_SCALE:-1}
-budget=$(( ${BUDGET:-480} * scale ))
+budget=$(( ${BUDGET:-530} * scale ))
 deadline=$((SECONDS + budget))
 cores=$(nproc)
 cli=(python3 -m tabula.tools.cli)
+kept=${KEPT:-weights/training/distill}  # the kept run the GPU goes on from: checkpoint.pt, config.json, metrics.jsonl
+teachers=${TEACHERS:-runs/teacher}
 
-net6=weights/tabula-6x64-anysize.onnx  # the shipped network, fp32 (the GPU runs it in fp16 or bf16)
-int8_6=weights/tabula-6x64-anysize-int8.onnx  # its int8 file, tabula gtp's default, which runs on the CPU only
-search6=weights/tabula-6x64-sl.onnx  # the same tower with a 19x19-only head: one board size of CUDA graphs to start
-int8_default=weights/$(cat weights/DEFAULT)  # tabula gtp's default: int8, run on a GPU through its fp32 file
-gpu_paths=torch-cuda-fp16,torch-cuda-bf16,torch-cuda-fp32,onnx-tensorrt,onnx-cuda
 if [ "${QUICK:-0}" = 1 ]; then
-  mid=(1 8); big=(1 16); net_batches=1,8; big_batches=1,8; net_seconds=0.1; accuracy=32
-  playouts=48; search_seconds=0.1; limit_search=60
-  core6=("1 2 8" "2 1 8"); core_big="1 2 8"; grid=("$search6 1 3 16" "BIG 1 2 16")
-  train=(1 8 32); train_seconds=6
-  # student, sizes, self-play games a chunk, label batch, training batch, steps a chunk, label processes; the
-  # random teacher
-  distill=(1x8 9 4 16 16 3 0); distill_teacher=(1 8); distill_seconds=5
+  # the student, board sizes, self-play games a chunk, label workers, label batch; training batch, steps a chunk
+  student=(1x8 9,13,19 4 2 16); training=(16 3)
+  distill_minutes=$(awk "BEGIN { print 0.4 * $scale }"); after=20  # seconds kept for the bench after it
+  playouts=48
 else
-  mid=(10 128); big=(20 256); net_batches=1,8,16,32,64,128,256; big_batches=1,16,64,128,256; net_seconds=0.5
-  accuracy=256; playouts=1600; search_seconds=1; limit_search=75
-  # threads, batches in flight, batch: 1 2 64 is tabula gtp's GPU default (ON_GPU, chosen from the H200 run of
-  # 2026-11-28, docs/BENCHMARKS.md), 2 2 8 the CPU's shape that a GPU had before it.
-  core6=("1 2 64" "1 2 32" "2 2 8"); core_big="1 2 64"
-  grid=("$search6 1 1 32" "$search6 1 3 64" "$search6 1 2 16" "$search6 1 2 128" "BIG 1 2 128" "BIG 1 3 128"
-        "$search6 2 2 32" "BIG 1 2 32" "MID 1 2 128" "$search6 2 2 64")
-  train=(10 128 256); train_seconds=120  # two minutes of training, or what the budget leaves
-  # 64 games a chunk in 6 processes: their moves are played and KataGo's input features computed in Python, a few
-  # ms a 19x19 position, so a chunk of more games would outlast the step before its first training step
-  distill=(6x64 9,13,19,19 64 256 1024 20 6); distill_teacher=(10 128); distill_seconds=150
+  # one label worker a core (the games' moves and the student's planes are Python); a worker plays 8 of the 128
+  # games a chunk in lockstep, so its teacher calls hold up to 8 positions of a size: the CUDA graphs go to 16
+  student=(6x64 9,13,19,19 128 "$cores" 16); training=(256 100)
+  distill_minutes=7; after=30
+  playouts=1600
 fi
-r_mid=$work/r${mid[0]}x${mid[1]}.onnx
-r_big=$work/r${big[0]}x${big[1]}.onnx
 
-# sgfmill, which tabula gtp and tabula train import (through the game records), is not on the lent machine:
-# installed from the carried wheel, outside the system's packages.
+# sgfmill, which tabula distill imports (through the game records), is not on the lent machine: installed from the
+# carried wheel, outside the system's packages.
 wheels=${WHEELS:-.whl}
 if ! python3 -c "import sgfmill" 2>/dev/null && ls "$wheels"/sgfmill-*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --target "$work/site" "$wheels"/sgfmill-*.whl \
@@ -91,20 +84,12 @@ step() {  # step SECONDS COMMAND...: run and log one command under a time limit 
   record "{\"what\": \"step\", \"command\": $quoted, \"rc\": $rc, \"seconds\": $((SECONDS - started))}"
   return "$rc"
 }
-search() {  # search NET THREADS IN_FLIGHT BATCH: one bench search as tabula gtp would run it (--provider auto)
-  step "$limit_search" "${cli[@]}" bench search "$1" --provider auto --threads "$2" --batches-in-flight "$3" \
-      --batch-size "$4" --moves 2 --playouts "$playouts" --rounds 2 --seconds "$search_seconds" --results "$results"
-}
-export_net() {  # export_net BLOCKS FILTERS FILE: a random network, unless this machine still has it
-  [ -f "$3" ] || step 90 "${cli[@]}" export --random --blocks "$1" --filters "$2" --seed "$1" \
-      --calibration-source random "$3"
-}
 note "tabula GPU session: budget $budget s, QUICK=${QUICK:-0}, $(date -u +%FT%TZ)"
-python3 -c "import sgfmill" 2>/dev/null || note "no sgfmill (carry .whl): tabula gtp and tabula train will fail"
+python3 -c "import sgfmill" 2>/dev/null || note "no sgfmill (carry .whl): tabula distill will fail"
 
-# 1. What the machine is, and the GPU's bf16 matmul ceiling (MFU is also given against it).
+# 1. What the machine is, and the GPU's bf16 matmul ceiling.
 step 20 nvidia-smi -L
-step 90 python3 - "$results" "$work/cuda" <<'EOF'
+step 60 python3 - "$results" "$work/cuda" <<'EOF'
 import json, os, platform, sys
 record = {"what": "env", "python": platform.python_version(), "cores": os.cpu_count()}
 import numpy, onnxruntime
@@ -117,7 +102,8 @@ except ImportError:
 record.update(torch=torch and torch.__version__, cuda=bool(torch and torch.cuda.is_available()))
 if record["cuda"]:
     from tabula.tools.bench.net import bf16_peak_tflops
-    record.update(gpu=torch.cuda.get_device_name(), bf16_peak_tflops=bf16_peak_tflops(torch.cuda.get_device_name()))
+    record.update(gpu=torch.cuda.get_device_name(), bf16_peak_tflops=bf16_peak_tflops(torch.cuda.get_device_name()),
+                  gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1))
     n = 8192
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     for _ in range(3):
@@ -133,134 +119,110 @@ print(json.dumps(record, sort_keys=True))
 open(sys.argv[1], "a").write(json.dumps(record, sort_keys=True) + "\n")
 open(sys.argv[2], "w").write("1" if record["cuda"] else "0")
 if not record["cuda"]:
-    print("# no CUDA device that torch can use here: the GPU paths below report themselves unavailable")
+    print("# no CUDA device that torch can use here: the teacher and the student run on the CPU")
 EOF
 cuda=$(cat "$work/cuda" 2>/dev/null || echo 0)
 
-# 2. Teacher labels (docs/TRAINING.md, "Teacher labels"): tabula distill labels self-play positions (every one of
-# the games, which the teacher plays) with a teacher network on the GPU (the torch backend) and trains a 6x64
-# student on them for a fixed few minutes; the student's checkpoint and ONNX and the run's metrics come back
-# (distill-*). The teacher: $TEACHER, else the first file of runs/teacher/ (carry it:
-# the device tool's carry [".whl", "runs/teacher"], with a KataGo network's ONNX conversion there, under 64 MiB),
-# else a random network with score and ownership heads, which measures the speed and teaches nothing (QUICK=1
-# always, unless TEACHER is set).
+# 2. tabula distill. The teacher: $TEACHER, else the first packed file of runs/teacher/ (TEACHERS), unpacked here to
+# float32 ONNX, else the first ONNX or KataGo model file there, else a random network with score and ownership heads
+# (1x8 with QUICK=1, packed and unpacked as a real one is; 10x128 on a GPU: the labelling's speed only, its student
+# taught nothing and not to be kept).
 teacher=${TEACHER:-}
-[ -z "$teacher" ] && [ "${QUICK:-0}" != 1 ] \
-  && teacher=$(ls runs/teacher/*.onnx runs/teacher/*.bin.gz 2>/dev/null | head -1)
+random_teacher=$work/random/teacher-random.onnx
+if [ -z "$teacher" ] && [ "${QUICK:-0}" = 1 ]; then
+  mkdir -p "$work/random"
+  [ -f "$random_teacher" ] || step 90 "${cli[@]}" export --random --head pooled --aux --blocks 1 --filters 8 \
+      --seed 54 --calibration-source random "$random_teacher"
+  step 30 python3 -m tabula.tools.learn.fp16_pack pack "$random_teacher" "$work/packed/"
+  teachers=$work/packed
+fi
 if [ -z "$teacher" ]; then
-  teacher=$work/teacher-random.onnx
-  note "no teacher carried (runs/teacher/): a random ${distill_teacher[0]}x${distill_teacher[1]} one, for speed only"
-  [ -f "$teacher" ] || step 90 "${cli[@]}" export --random --head pooled --aux --blocks "${distill_teacher[0]}" \
-      --filters "${distill_teacher[1]}" --seed 54 --calibration-source random "$teacher"
-fi
-if [ -f "$teacher" ]; then
-  distill_device=$([ "$cuda" = 1 ] && echo cuda || echo cpu)
-  rm -rf "$work/distill"
-  step $((distill_seconds + 120)) "${cli[@]}" distill --teacher "$teacher" --run "$work/distill" \
-      --student-arch "${distill[0]}" --provider "$([ "$cuda" = 1 ] && echo torch || echo cpu)" \
-      --device "$distill_device" --sizes "${distill[1]}" --selfplay-games "${distill[2]}" \
-      --label-batch "${distill[3]}" --batch "${distill[4]}" --steps-per-chunk "${distill[5]}" \
-      --label-workers "${distill[6]}" --keep 1 --window-positions 2000000 --lr 0.002 --warmup-steps 20 \
-      --max-minutes "$(awk "BEGIN { print $distill_seconds / 60 }")"
-  for name in checkpoint.pt metrics.jsonl model.onnx; do
-    cp "$work/distill/$name" "$out/distill-$name" 2>/dev/null
-  done
-  [ -s "$work/distill/metrics.jsonl" ] && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \
-\"last_chunk\": $(tail -1 "$work/distill/metrics.jsonl")}"
-fi
-
-# 3. Raw throughput of the shipped 6x64: every GPU path (fp16 also without CUDA graphs, to see what they save), and
-# the CPU's int8 and fp32 on all cores for comparison.
-step 150 "${cli[@]}" bench net "$net6" --int8 "$int8_6" --size 19 --threads "$cores" --batches "$net_batches" \
-    --seconds "$net_seconds" --rounds 2 --accuracy-positions "$accuracy" --paths "onnx-fp32,onnx-int8,$gpu_paths,torch-cuda-fp16-eager" \
-    --results "$results"
-
-# 4. bench search of the 6x64 at the likeliest best settings, then of the default network (through its fp32 file
-# beside the int8 one, with its score and ownership heads) at tabula gtp's GPU default.
-for setting in "${core6[@]}"; do search "$search6" $setting; done
-search "$int8_default" ${core6[0]}
-
-# 5. Raw throughput of 10x128 and 20x256 (random weights: speed only) on the GPU paths.
-export_net "${mid[@]}" "$r_mid"
-export_net "${big[@]}" "$r_big"
-for net in "$r_mid" "$r_big"; do
-  [ -f "$net" ] && step 120 "${cli[@]}" bench net "$net" --threads 1 --batches "$big_batches" \
-      --seconds "$net_seconds" --rounds 2 --accuracy-positions 64 --paths "$gpu_paths" --results "$results"
-done
-
-# 6. Training: tabula train on random batches of a 10x128 network for two minutes (or what the budget leaves):
-# samples/s, and the share of the GPU's bf16 peak the convolutions reach (MFU).
-if [ "$cuda" = 1 ] || [ "${QUICK:-0}" = 1 ]; then
-  device=$([ "$cuda" = 1 ] && echo cuda || echo cpu)
-  left=$((deadline - SECONDS - 45))  # the MFU step and some slack stay inside the budget
-  [ "$left" -lt "$train_seconds" ] && train_seconds=$left
-  if [ "$train_seconds" -ge 10 ] || { [ "${QUICK:-0}" = 1 ] && [ "$train_seconds" -ge 3 ]; }; then
-    rm -rf "$work/train"
-    step $((train_seconds + 60)) "${cli[@]}" train --synthetic 19 --out "$work/train" --blocks "${train[0]}" \
-        --filters "${train[1]}" --batch "${train[2]}" --steps 100000000 --device "$device" \
-        --precision "$([ "$device" = cuda ] && echo bf16 || echo auto)" --workers "$((cores > 8 ? 6 : 1))" \
-        --max-minutes "$(awk "BEGIN { print $train_seconds / 60 }")" --log-every "$([ "$device" = cuda ] && echo 50 || echo 5)" \
-        --val-positions 0 --no-export --checkpoint-every 100000000 --checkpoint-minutes 1000
-    cp "$work/train/metrics.jsonl" "$out/train-metrics.jsonl" 2>/dev/null
-    step 60 python3 - "$work/train" "$results" <<'EOF'
-import json, sys
-from tabula.engine.net.network import NetSpec, TabulaNet
-from tabula.tools.bench.net import forward_flops
-run, results = sys.argv[1:3]
-try:
-    config = json.load(open(f"{run}/config.json"))
-    rows = [r for r in map(json.loads, open(f"{run}/metrics.jsonl")) if r.get("kind") == "train"]
-except OSError as error:
-    sys.exit(f"no training figures: {error}")
-if not rows:
-    sys.exit("no training figures: the run logged no window")
-env = [r for r in map(json.loads, open(results)) if r.get("what") == "env"][-1]
-measured = rows[1:] or rows  # the first window holds cuDNN's tuning and the workers' start
-# samples/s over the windows together: every window is log_every steps of one batch, so the harmonic mean
-rate = len(measured) / sum(1 / r["samples_per_s"] for r in measured)
-flops = 3 * forward_flops(TabulaNet(NetSpec(blocks=config["blocks"], filters=config["filters"])).eval(),
-                          config["synthetic"])  # per sample: forward, and backward as twice the forward
-record = {"what": "train", "device": config["device"], "gpu": env.get("gpu"), "blocks": config["blocks"],
-          "filters": config["filters"], "batch": config["batch"], "size": config["synthetic"],
-          "steps": rows[-1]["step"] if rows else 0, "windows": len(measured), "samples_per_s": round(rate, 1),
-          "best_window_samples_per_s": round(max(r["samples_per_s"] for r in measured), 1),
-          "gflop_per_sample": round(flops / 1e9, 3), "tflop_s": round(rate * flops / 1e12, 3)}
-if env.get("bf16_peak_tflops"):
-    record["mfu"] = round(record["tflop_s"] / env["bf16_peak_tflops"], 4)
-    record["bf16_peak_tflops"] = env["bf16_peak_tflops"]
-if env.get("matmul_bf16_tflops"):
-    record["share_of_measured_matmul"] = round(record["tflop_s"] / env["matmul_bf16_tflops"], 4)
-print(json.dumps(record, sort_keys=True))
-open(results, "a").write(json.dumps(record, sort_keys=True) + "\n")
-EOF
+  packed=$(ls "$teachers"/*.onnx16 2>/dev/null | head -1)
+  if [ -n "$packed" ]; then
+    rm -rf "$work/teacher"
+    step 30 python3 -m tabula.tools.learn.fp16_pack unpack "$packed" "$work/teacher/" \
+      && teacher=$(ls "$work"/teacher/*.onnx | head -1)
   else
-    note "training skipped: $train_seconds s left for it"
+    teacher=$(ls "$teachers"/*.onnx "$teachers"/*.bin.gz 2>/dev/null | head -1)
+  fi
+fi
+if [ -z "$teacher" ]; then
+  note "no teacher carried (runs/teacher/): a random 10x128 one, for the labelling's speed only"
+  mkdir -p "$work/random"
+  step 90 "${cli[@]}" export --random --head pooled --aux --blocks 10 --filters 128 --seed 54 \
+      --calibration-source random "$random_teacher" && teacher=$random_teacher
+fi
+run=$work/distill
+rm -rf "$run"
+mkdir -p "$run"
+resume=()
+if [ -n "$teacher" ] && [ -f "$kept/checkpoint.pt" ] && [ -f "$kept/config.json" ]; then
+  # The kept run's settings that a resumed run must share (distill's FIXED_ON_RESUME but the teacher's path, which
+  # is this machine's) and its other training settings, as options after this script's own (the last one counts).
+  # Its config.json stays behind: it names the teacher by the CPU machine's path.
+  if python3 - "$kept/config.json" "$teacher" > "$work/resume-options" 2> "$work/resume-refused" <<'EOF'
+import json, os, sys
+config = json.load(open(sys.argv[1]))
+def stem(path):
+    name = os.path.basename(path)
+    for end in (".bin.gz", ".onnx16", ".onnx"):
+        name = name[: -len(end)] if name.endswith(end) else name
+    return name
+kept, here = stem(config["teacher"]), stem(sys.argv[2])
+if not (here.startswith(kept) or kept.startswith(here)):  # a KataGo model file's name begins its conversion's
+    sys.exit(f"the kept run's teacher is {os.path.basename(config['teacher'])}, this one "
+             f"{os.path.basename(sys.argv[2])}: a new run")
+for name in ("student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch", "optimizer", "lr",
+             "weight_decay", "warmup_steps", "ema_decay", "policy_weight", "value_weight", "score_weight",
+             "ownership_weight", "outcome_mix"):
+    if name in config:
+        print("--" + name.replace("_", "-"))
+        print(config[name])
+if "student_encoding" not in config:  # begun before the choice: its student reads leelaz-18+komi
+    print("--student-encoding")
+    print("leelaz-18+komi")
+EOF
+  then
+    mapfile -t resume < "$work/resume-options"
+    cp "$kept/checkpoint.pt" "$run/checkpoint.pt"
+    [ -f "$kept/metrics.jsonl" ] && cp "$kept/metrics.jsonl" "$run/metrics.jsonl"
+    note "going on from the kept run $kept: ${resume[*]}"
+  else
+    note "not going on from $kept: $(tail -1 "$work/resume-refused")"
+  fi
+fi
+if [ -n "$teacher" ]; then
+  left=$((deadline - SECONDS - 45 * scale - after))  # the step's slack past --max-minutes, and the bench after it
+  minutes=$(awk "BEGIN { m = $left / 60; print (m < $distill_minutes ? m : $distill_minutes) }")
+  if awk "BEGIN { exit !($minutes >= 0.2) }"; then
+    step "$(awk "BEGIN { print int(($minutes * 60 + 45 * $scale) / $scale) + 1 }")" "${cli[@]}" distill \
+        --teacher "$teacher" --run "$run" --student-arch "${student[0]}" --student-encoding tabula-v2 \
+        --sizes "${student[1]}" --selfplay-games "${student[2]}" --keep 1 --komi 7 --komi-spread 1.5 \
+        --handicap-fraction 0.2 --max-handicap 9 --label-workers "${student[3]}" --label-batch "${student[4]}" \
+        --provider auto --teacher-threads 1 --device "$([ "$cuda" = 1 ] && echo cuda || echo cpu)" \
+        --window-positions 2000000 --batch "${training[0]}" --steps-per-chunk "${training[1]}" --lr 0.001 \
+        --warmup-steps 100 --max-minutes "$minutes" "${resume[@]}"
+    for name in checkpoint.pt model.onnx metrics.jsonl config.json; do
+      cp "$run/$name" "$out/distill-$name" 2>/dev/null
+    done
+    [ -s "$run/metrics.jsonl" ] && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \
+\"resumed\": $([ ${#resume[@]} -gt 0 ] && echo true || echo false), \"last_chunk\": $(tail -1 "$run/metrics.jsonl")}"
+  else
+    note "distill skipped: $left s left for it"
   fi
 else
-  note "training skipped: no CUDA device here"
+  note "distill skipped: no teacher"
 fi
 
-# 7. bench search of the larger networks.
-for net in "$r_mid" "$r_big"; do [ -f "$net" ] && search "$net" $core_big; done
-
-# The Python side's bound on this machine's cores (an instant network), against which the searches above compare.
-step 60 "${cli[@]}" bench search "$search6" --provider auto --instant-network --threads 1 --batch-size 32 --moves 2 \
-    --playouts "$playouts" --rounds 2 --results "$results"
-
-# 8. tabula gtp on the GPU by itself: which backend its stderr line names, and how long it takes to its first move,
-# with the default (int8) network and with the shipped fp32 file (24 board sizes to check and capture graphs for).
-printf 'name\nboardsize 19\ngenmove b\nquit\n' > "$work/gtp-input"
-note "tabula gtp's input: name, boardsize 19, genmove b, quit"
-step 90 "${cli[@]}" gtp --playouts $((playouts / 2)) --seed 1 < "$work/gtp-input"
-step 120 "${cli[@]}" gtp --weights "$net6" --playouts $((playouts / 2)) --seed 1 < "$work/gtp-input"
-
-# 9. The GPU backends against the CPU (tests marked gpu; they skip where there is no GPU).
-step 150 python3 -m pytest -m gpu tests/test_gpu_backends.py -q -p no:cacheprovider
-
-# 10. The wider search grid, while the budget lasts.
-for entry in "${grid[@]}"; do
-  set -- $entry
-  net=${1/#MID/$r_mid}; net=${net/#BIG/$r_big}
-  [ -f "$net" ] && search "$net" "$2" "$3" "$4"
-done
+# 3. While time is left: the student's raw throughput on every GPU path and the CPU's fp32, and its search at
+# tabula gtp's GPU default (1 thread, 2 batches in flight of 64), then the Python side's bound for its planes.
+student_net=$run/model.onnx
+if [ -f "$student_net" ]; then
+  step 45 "${cli[@]}" bench net "$student_net" --size 19 --threads "$cores" --batches 1,64,256 --seconds 0.5 \
+      --rounds 2 --accuracy-positions 64 --paths onnx-fp32,torch-cuda-fp16,torch-cuda-bf16 --results "$results"
+  for instant in "" --instant-network; do
+    step 45 "${cli[@]}" bench search "$student_net" --provider auto $instant --threads 1 --batches-in-flight 2 \
+        --batch-size 64 --moves 2 --playouts "$playouts" --rounds 2 --results "$results"
+  done
+fi
 note "done in $SECONDS s"
