@@ -67,6 +67,14 @@ def test_the_start_up_check_accepts_a_7_bit_file(int8_files):
     assert "fp32 file" not in lines[0] and "int8" in lines[0], lines
 
 
+def test_the_shipped_int8_default_is_quantized_for_every_cpu():
+    default = os.path.join("weights", open("weights/DEFAULT").read().split()[0])
+    weights, metadata = _weights_and_metadata(default)
+    if metadata.get("precision") != "int8":
+        pytest.skip(f"the default {default} is not int8")
+    assert metadata["int8_kernels"] == "any" and max(int(np.abs(w.astype(np.int32)).max()) for w in weights) <= 64
+
+
 def test_a_disagreeing_file_is_explained_by_its_format():
     assert "no VNNI" in fallback_note({}, "/w/net.onnx", 0.44)
     assert "no VNNI" in fallback_note({"int8_kernels": "vnni"}, "/w/net.onnx", 0.44)
