@@ -7,7 +7,7 @@
 # Before the call, here (once a checkout; both paths are git-ignored):
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 -d .whl sgfmill==1.1.1
-#   tabula export --from-katago /work/katago-models/g170e-b15c192-s1672170752-d466197061.bin.gz /tmp/b15.onnx
+#   tabula export --from-katago /work/katago-models/g170e-b15c192-s1672170752-d466197061.bin.gz /tmp/b15.onnx --no-int8
 #   python3 -m tabula.tools.learn.fp16_pack pack /tmp/b15.onnx runs/teacher/   # float16 weights: 64 MiB travel
 # The call: the device tool's run, command `bash tools/gpu_session.sh`, timeout_s 580, carry [".whl", "runs/teacher"]
 # (then give_back). Inside BUDGET seconds (default 530), each step under its own time limit:
