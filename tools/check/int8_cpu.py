@@ -11,10 +11,11 @@ measures; random games where there are none). Then the positions/s of every file
 interleaved rounds (the best round counts). And which int8 kernels onnxruntime's MLAS picks on the CPU the files
 ran on, from that CPU's own cpuid.
 
-``--emulate CPU`` runs the int8 files (and the speed rounds) under ``qemu-x86_64 -cpu CPU`` (Debian's qemu-user:
-``apt-get install qemu-user``), e.g. ``Haswell-v4``, an AVX2 CPU without AVX-512 or VNNI: what onnxruntime computes
-there, seen on a machine that has VNNI. The fp32 reference is computed natively. Times under emulation are no speed
-figures: they are printed as ratios to the fp32 file and labelled emulated.
+``--emulate CPU`` runs the int8 files and the speed rounds (the fp32 file's too) under ``qemu-x86_64 -cpu CPU``
+(Debian's qemu-user: ``apt-get install qemu-user``), e.g. ``Haswell-v4``, an AVX2 CPU without AVX-512 or VNNI: what
+onnxruntime computes there, seen on a machine that has VNNI. The fp32 reference is computed natively. Times under
+emulation are no speed figures: they are printed as ratios to the fp32 file and labelled emulated. Emulation is
+slow, many times slower than the CPU itself: try few positions first.
 """
 from __future__ import annotations
 
@@ -107,12 +108,12 @@ def _outputs(session, planes: np.ndarray, batch: int = 64) -> tuple[np.ndarray, 
 
 def run_files(files: list[str], sets: dict[str, np.ndarray], threads: int, batch: int, seconds: float,
               rounds: int = 3) -> dict:
-    """On this CPU: each file's outputs on each set of planes, then positions/s of every file at ``batch``
-    (interleaved rounds of ``seconds / rounds`` each, the best round counts) on the first set's planes, and the
-    CPU's features."""
+    """On this CPU: the outputs of each file but the first (the reference, computed elsewhere) on each set of
+    planes, then positions/s of every file at ``batch`` (interleaved rounds of ``seconds / rounds`` each, the best
+    round counts) on the first set's planes, and the CPU's features."""
     sessions = [_session(path, threads) for path in files]
-    outputs = {f"{i}/{name}/{part}": array for i, session in enumerate(sessions) for name, planes in sets.items()
-               for part, array in zip(("policy", "value"), _outputs(session, planes))}
+    outputs = {f"{i}/{name}/{part}": array for i, session in enumerate(sessions) if i > 0
+               for name, planes in sets.items() for part, array in zip(("policy", "value"), _outputs(session, planes))}
     planes = next(iter(sets.values()))[:batch]
     speeds = [0.0] * len(files)
     if seconds > 0:
@@ -232,8 +233,8 @@ def main(argv: list[str]) -> int:
         found = run_files(files, sets, args.threads, args.batch, args.seconds)
     print(f"# CPU ({where}): int8 kernels {int8_kernels(found['features'])}; features {found['features']}")
     source = f"real games ({args.games})" if args.games else "random games"
-    print(f"# random: the {len(sets['random'])} random 19x19 positions of the start-up check; real: "
-          f"{args.positions} positions of {source}")
+    real = f"; real: {args.positions} positions of {source}" if args.positions else ""
+    print(f"# random: the {len(sets['random'])} random 19x19 positions of the start-up check{real}")
     for index, path in enumerate(args.int8, start=1):
         parts = []
         for name in sets:
