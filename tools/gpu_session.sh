@@ -9,6 +9,8 @@
 #       --platform manylinux2014_x86_64 -d .whl sgfmill==1.1.1
 #   tabula export --from-katago /work/katago-models/g170e-b15c192-s1672170752-d466197061.bin.gz /tmp/b15.onnx --no-int8
 #   python3 -m tabula.tools.learn.fp16_pack pack /tmp/b15.onnx runs/teacher/   # float16 weights: 64 MiB travel
+#   { git ls-files -z; git ls-files -z -o --exclude-standard; printf '%s\0' .whl runs/teacher; } \
+#       | du -cb --files0-from=- | tail -1      # what travels: under 67108864 bytes (64 MiB)
 # The call: the device tool's run, command `bash tools/gpu_session.sh`, timeout_s 580, carry [".whl", "runs/teacher"]
 # (then give_back). Inside BUDGET seconds (default 530), each step under its own time limit:
 #   1. nvidia-smi, and the environment line (versions, the GPU, its measured bf16 matmul rate);
