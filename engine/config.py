@@ -97,6 +97,14 @@ class SearchConfig:
     cpuct_utility_stdev_prior_weight: float = 2.0
     fpu_reduction: float = 0.5  # unvisited child's value = parent's net value - this · √(visited prior mass)
     fpu_root_reduction: float = 0.5  # the same at the root (0 with noise, as in self-play)
+    # KataGo's exploration that grows with a node's visits: c becomes c_puct + cpuct_log·ln((N + base) / base), N the
+    # visits of the node's children (KataGo's GTP default: 1.0 + 0.45·ln((N + 500) / 500)). 0: c_puct alone.
+    cpuct_log: float = 0.0
+    cpuct_log_base: float = 500.0
+    # KataGo's fpuParentWeightByVisitedPolicy: the first-play urgency starts from m²·(the mean utility of the node's
+    # visits) + (1 - m²)·(the network's utility of the node), m the prior mass of its visited children, rather than
+    # from the network's alone: once most of the policy has been tried, what the search found there counts.
+    fpu_search_mean: bool = False
     virtual_loss: int = 3  # losses added per in-flight leaf on every edge of its path
     # The most visited move, unless another one's lower confidence bound is above the most visited one's mean: only
     # then does the bound separate the moves (LCB over close values ranks them by noise).
@@ -159,6 +167,8 @@ class SearchConfig:
                  "from 0.01 to 100")
         _require(self, "dynamic_score_scale", _finite(self.dynamic_score_scale) and self.dynamic_score_scale > 0,
                  "above 0")
+        _at_least(self, 0, "cpuct_log")
+        _require(self, "cpuct_log_base", _finite(self.cpuct_log_base) and self.cpuct_log_base >= 1, "1 or more")
 
     def visits_for(self, state: Any) -> int:
         """The visits a move in ``state`` (a game state with a ``size``) stops at (0: no limit): ``visits``, or with

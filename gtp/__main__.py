@@ -137,6 +137,17 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
                                      "move is equally lost the search still ranks them (default %(default)s)",
         "cpuct_utility_stdev_prior": "the spread σ counts as at first (default %(default)s)",
         "cpuct_utility_stdev_prior_weight": "how many visits that prior counts for (default %(default)s)",
+        "c_puct": "the exploration weight c in Q + c·P·√N/(1+n), utilities in [-1, 1] (KataGo's: 1.0; "
+                  "default %(default)s)",
+        "cpuct_log": "c grows with a node's visits N: c + this·ln((N + base) / base) (KataGo's: 0.45; 0: constant; "
+                     "default %(default)s)",
+        "cpuct_log_base": "the base of --cpuct-log (KataGo's: 500; default %(default)s)",
+        "fpu_reduction": "an unvisited move's utility is its parent's less this·√(the prior mass visited) "
+                         "(KataGo's: 0.2; default %(default)s)",
+        "fpu_root_reduction": "the same at the root (KataGo's: 0.1; default %(default)s)",
+        "fpu_search_mean": "the unvisited moves' utility starts from the parent's search mean, weighted by the "
+                           "square of the prior mass visited, rather than the network's utility alone (KataGo's "
+                           "fpuParentWeightByVisitedPolicy)",
     })
     add_flags(group["network"], defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "

@@ -520,15 +520,21 @@ class Tree:
         pass_index = state.size * state.size  # never a child in a game without a pass
         path: Path = []
         c_puct = config.c_puct
+        c_log, c_base = config.cpuct_log, config.cpuct_log_base
         stdev_scale = config.cpuct_utility_stdev_scale
+        fpu_mean = config.fpu_search_mean
         update = self.update
         rescore, epoch = self.keeps_values, self.epoch
         while node.status == EXPANDED:
             if rescore and node.epoch != epoch:
                 self._rescore(node, 1.0 if len(path) % 2 == 0 else -1.0)
+            if fpu_mean and node.visits > 1:
+                self._refresh_urgency(node)  # the mean it starts from moves with every visit
             at_root = node is root
             # Q + c·P·√N/(1+n): q and pu are kept up to date by update.
-            explore = c_puct * self._spread_factor(node) if stdev_scale else c_puct
+            explore = c_puct + c_log * math.log((node.n_sum + c_base) / c_base) if c_log else c_puct
+            if stdev_scale:
+                explore *= self._spread_factor(node)
             score = node.pu * (explore * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
             score += node.q
             if node.blocked is not None:
@@ -622,10 +628,15 @@ class Tree:
 
     def _refresh_urgency(self, node: Node) -> None:
         """First-play urgency of the unvisited children: the node's value less a reduction that grows with the
-        prior mass already visited (Leela Zero's FPU)."""
+        prior mass already visited (Leela Zero's FPU); with ``fpu_search_mean`` the value moves towards the mean
+        utility of the node's visits by the square of that mass (KataGo's)."""
         config = self.config
         reduction = config.fpu_root_reduction if node is self.root else config.fpu_reduction
-        node.q[node.n == 0] = node.utility - reduction * math.sqrt(max(node.visited_prior, 0.0))
+        visited = max(node.visited_prior, 0.0)
+        base = node.utility
+        if config.fpu_search_mean and node.visits > 1:
+            base += min(1.0, visited * visited) * (node.u_sum / node.visits - node.utility)
+        node.q[node.n == 0] = base - reduction * math.sqrt(visited)
 
     def refresh(self, node: Node) -> None:
         """Recompute what depends on the priors or on being the root (after noise, or a new root)."""

@@ -1,0 +1,149 @@
+"""KataGo's exploration terms as options of the PUCT search, off by default: c_puct growing with a node's visits
+(``cpuct_log``), and the first-play urgency starting from the search's mean rather than the network's utility
+(``fpu_search_mean``). Small trees whose statistics are set by hand show each one changing the move selection
+the way it should; a whole search with them on keeps the tree's invariants."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from tabula.engine.config import ConfigError, SearchConfig
+from tabula.engine.play.search import Search
+from tabula.engine.play.tree import Expansion, Tree
+from tabula.engine.rules.game import GameState
+from tests.test_search import ScoreEvaluator, check_tree
+
+A, B = 0, 12  # two points of a 5×5 board: the root's only moves besides the pass
+PLAIN = {"cpuct_utility_stdev_scale": 0.0, "static_score_utility": 0.0, "dynamic_score_utility": 0.0}
+
+
+def root_of(config: SearchConfig, priors: tuple[float, float], utility: float = 0.0) -> Tree:
+    """A tree at an empty 5×5 board whose root is expanded with moves A and B (and a pass of prior 0) and the
+    network's utility ``utility``."""
+    tree = Tree(config)
+    tree.set_position(GameState(5))
+    moves = np.array([A, B, 25], dtype=np.int16)
+    prior = np.array([priors[0], priors[1], 0.0], dtype=np.float32)
+    tree.expand(tree.root, Expansion(moves, prior, utility))
+    tree.root.visits = 1
+    tree.root.u_sum, tree.root.u_sq = utility, utility * utility
+    tree.root_pending = np.zeros(3, dtype=np.int32)
+    tree.refresh(tree.root)
+    return tree
+
+
+def visit(tree: Tree, idx: int, visits: int, mean: float) -> None:
+    """Give the root's edge ``idx`` ``visits`` visits of mean utility ``mean`` (the root's view)."""
+    root = tree.root
+    tree.update(root, idx, visits, visits * mean)
+    root.w2[idx] += visits * mean * mean
+    root.visits += visits
+    root.u_sum += visits * mean
+    root.u_sq += visits * mean * mean
+
+
+def chosen(tree: Tree) -> int:
+    """The root move the next descent takes."""
+    _, path, _ = tree.descend(None)
+    tree.undo(path)
+    return int(tree.root.moves[path[0][1]])
+
+
+# -- cpuct_log -----------------------------------------------------------------------------------------------------
+
+def well_visited_a(**changes) -> Tree:
+    """A: 400 visits at 0.5; B (as likely by the policy): 30 visits at 0.1."""
+    tree = root_of(SearchConfig(c_puct=1.0, **PLAIN, **changes), (0.5, 0.5))
+    visit(tree, 0, 400, 0.5)
+    visit(tree, 1, 30, 0.1)
+    return tree
+
+
+def test_a_constant_cpuct_keeps_to_the_better_move():
+    # A: 0.5 + 0.5·√430/401 ≈ 0.53; B: 0.1 + 0.5·√430/31 ≈ 0.43
+    assert chosen(well_visited_a()) == A
+
+
+def test_a_cpuct_growing_with_the_visits_explores_the_other_move():
+    # c = 1 + ln((430 + 100) / 100) ≈ 2.67: B ≈ 0.1 + 2.67·0.33 ≈ 0.99 is above A ≈ 0.57
+    assert chosen(well_visited_a(cpuct_log=1.0, cpuct_log_base=100.0)) == B
+    # KataGo's own terms barely move c at 430 visits (1.0 → 1.27): A stays
+    assert chosen(well_visited_a(cpuct_log=0.45, cpuct_log_base=500.0)) == A
+
+
+def test_the_growing_cpuct_is_katagos_formula():
+    """The exploration term of B is c·P·√N/(1+n) with KataGo's c = c_puct + log·ln((N + base) / base)."""
+    tree = well_visited_a(cpuct_log=0.45, cpuct_log_base=500.0)
+    root = tree.root
+    n = root.n_sum
+    c = 1.0 + 0.45 * math.log((n + 500.0) / 500.0)
+    expected = c * 0.5 * math.sqrt(n) / 31.0 + 0.1
+    assert float(root.pu[1] * c * math.sqrt(n) + root.q[1]) == pytest.approx(expected, rel=1e-5)
+
+
+# -- fpu_search_mean -----------------------------------------------------------------------------------------------
+
+def searched_a(**changes) -> Tree:
+    """The network rates the root 0.0; A (prior 0.9) has 50 visits at 0.8: the search found the position better
+    than the network thought. B (prior 0.1) is unvisited."""
+    tree = root_of(SearchConfig(**PLAIN, **changes), (0.9, 0.1))
+    visit(tree, 0, 50, 0.8)
+    return tree
+
+
+def test_the_first_play_urgency_starts_from_the_networks_utility_by_default():
+    tree = searched_a()
+    # 0.0 - 0.5·√0.9: B ≈ -0.47 + 1.5·0.1·√50 ≈ 0.59 below A ≈ 0.8 + 0.19
+    assert float(tree.root.q[1]) == pytest.approx(-0.5 * math.sqrt(0.9), rel=1e-5)
+    assert chosen(tree) == A
+
+
+def test_with_the_search_mean_an_unvisited_move_starts_from_what_the_search_found():
+    tree = searched_a(fpu_search_mean=True)
+    root = tree.root
+    assert chosen(tree) == B  # B ≈ 0.16 + 1.06 is above A ≈ 0.99
+    mean = root.u_sum / root.visits  # (0 + 50·0.8) / 51
+    # what descend saw: the network's 0.0 moved 0.9² of the way to the mean, less the reduction
+    assert float(root.q[1]) == pytest.approx(0.81 * mean - 0.5 * math.sqrt(0.9), rel=1e-5)
+
+
+def test_the_search_mean_counts_by_the_square_of_the_prior_mass_visited():
+    """With little of the policy visited the network's utility still dominates: A of prior 0.1 visited, mass²
+    0.01."""
+    tree = root_of(SearchConfig(**PLAIN, fpu_search_mean=True), (0.1, 0.9))
+    visit(tree, 0, 50, 0.8)
+    tree._refresh_urgency(tree.root)
+    mean = tree.root.u_sum / tree.root.visits
+    assert float(tree.root.q[1]) == pytest.approx(0.01 * mean - 0.5 * math.sqrt(0.1), rel=1e-5)
+
+
+# -- the options -------------------------------------------------------------------------------------------------
+
+def test_the_options_are_off_by_default_range_checked_and_flags():
+    config = SearchConfig()
+    assert (config.c_puct, config.fpu_reduction, config.fpu_root_reduction) == (1.5, 0.5, 0.5)
+    assert config.cpuct_log == 0.0 and not config.fpu_search_mean
+    for bad in ({"cpuct_log": -0.1}, {"cpuct_log_base": 0.5}, {"cpuct_log_base": math.inf}, {"c_puct": -1.0}):
+        with pytest.raises(ConfigError):
+            SearchConfig(**bad)
+    from tabula.gtp.__main__ import build_config, parse_args
+
+    katago = build_config(parse_args(["--c-puct", "1.0", "--cpuct-log", "0.45", "--cpuct-log-base", "500",
+                                      "--fpu-reduction", "0.2", "--fpu-root-reduction", "0.1",
+                                      "--fpu-search-mean"])).search
+    assert (katago.c_puct, katago.cpuct_log, katago.cpuct_log_base) == (1.0, 0.45, 500.0)
+    assert (katago.fpu_reduction, katago.fpu_root_reduction, katago.fpu_search_mean) == (0.2, 0.1, True)
+    with pytest.raises(SystemExit):
+        parse_args(["--cpuct-log", "-1"])
+
+
+@pytest.mark.parametrize("threads, batch", [(1, 1), (2, 4)])
+def test_a_search_with_katagos_terms_keeps_the_trees_invariants(threads, batch):
+    config = SearchConfig(threads=threads, batch_size=batch, visits=200, early_stop=False, c_puct=1.0,
+                          cpuct_log=0.45, fpu_reduction=0.2, fpu_root_reduction=0.1, fpu_search_mean=True)
+    search = Search(ScoreEvaluator(), config, rng=np.random.default_rng(5))
+    result = search.run(GameState(5))
+    assert result.root_visits == 200
+    check_tree(search)
