@@ -148,6 +148,11 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "fpu_search_mean": "the unvisited moves' utility starts from the parent's search mean, weighted by the "
                            "square of the prior mass visited, rather than the network's utility alone (KataGo's "
                            "fpuParentWeightByVisitedPolicy)",
+        "subtree_value_bias": "KataGo's subtree value bias correction, in [0, 1]: each evaluation is corrected by "
+                              "this share of how far the search ended from the network after the same local move "
+                              "pattern elsewhere in the tree (KataGo's: 0.45; 0: off; default %(default)s)",
+        "subtree_value_bias_exponent": "the weight of a node in its pattern's mean: its children's visits to this "
+                                       "power (KataGo's: 0.85; default %(default)s)",
     })
     add_flags(group["network"], defaults.net, {
         "rollout_weights": Flag("the rollout policy (.npz) of --rollout-mix and of the dead-stone judgement "

@@ -11,9 +11,9 @@ import pytest
 
 from tabula.engine.config import ConfigError, SearchConfig
 from tabula.engine.play.search import Search
-from tabula.engine.play.tree import Expansion, Tree
+from tabula.engine.play.tree import EXPANDED, TERMINAL, Expansion, Tree
 from tabula.engine.rules.game import GameState
-from tests.test_search import ScoreEvaluator, check_tree
+from tests.test_search import ScoreEvaluator, check_tree, walk
 
 A, B = 0, 12  # two points of a 5×5 board: the root's only moves besides the pass
 PLAIN = {"cpuct_utility_stdev_scale": 0.0, "static_score_utility": 0.0, "dynamic_score_utility": 0.0}
@@ -147,3 +147,122 @@ def test_a_search_with_katagos_terms_keeps_the_trees_invariants(threads, batch):
     result = search.run(GameState(5))
     assert result.root_visits == 200
     check_tree(search)
+
+
+# -- subtree_value_bias ------------------------------------------------------------------------------------------
+
+def test_a_bucket_is_the_local_sequence_and_pattern_not_the_whole_board():
+    from tabula.engine.play.value_bias import bucket
+    from tabula.engine.rules.coords import parse_vertex
+
+    def after(*vertices: str) -> GameState:
+        state = GameState(9)
+        for vertex in vertices:
+            state.play(parse_vertex(vertex, 9))
+        return state
+
+    move = parse_vertex("C4", 9)
+    here = bucket(after("C3", "G7", "D3"), move)
+    assert here is not None
+    assert bucket(after("C3", "H8", "D3"), move) == here  # a stone far from the move changes nothing
+    assert bucket(after("C3", "D5", "D3"), move) != here  # one inside its 5×5 pattern does
+    assert bucket(after("C3", "G7", "E3"), move) != here  # ... and so does the move before it
+    assert bucket(after("C3", "G7", "D3"), parse_vertex("C5", 9)) != here
+    # the same stones, C3 now in atari: a different bucket
+    assert bucket(after("C3", "G7", "D3", "B3", "C2"), move) != bucket(after("C3", "G7", "D3", "B3", "A1"), move)
+    assert bucket(after("C3"), PASS_MOVE) is None and bucket(GameState(9), move) is None
+
+
+PASS_MOVE = -1  # tabula.engine.rules.coords.PASS
+assert PASS_MOVE == __import__("tabula.engine.rules.coords", fromlist=["PASS"]).PASS
+
+
+def biased_root(bias: float, entry_mean: float | None) -> Tree:
+    """A root with moves A and B of equal prior, each visited once: A's position in a bucket whose table says the
+    search ends ``entry_mean`` above the network's utility there (its side to move's view), B's in none. Both
+    positions are worth -0.1 to their side to move by the network."""
+    tree = root_of(SearchConfig(**PLAIN, subtree_value_bias=bias, fpu_root_reduction=0.0), (0.5, 0.5))
+    if entry_mean is not None:
+        tree.bias_table[("A",)] = [entry_mean * 10.0, 10.0]
+    for expected, key in ((A, ("A",)), (B, None)):
+        node, path, _ = tree.descend(None)
+        assert int(tree.root.moves[path[0][1]]) == expected  # equal priors: A first, then the unvisited B
+        node.bias_key = key
+        tree.expand(node, Expansion(np.array([25], dtype=np.int16), np.array([1.0], dtype=np.float32), -0.1), 1)
+        tree.backup(path, node, -0.1)
+    return tree
+
+
+def test_a_new_evaluation_carries_its_buckets_correction():
+    plain = biased_root(0.0, 0.4)
+    assert float(plain.root.q[0]) == pytest.approx(0.1) and float(plain.root.q[1]) == pytest.approx(0.1)
+    corrected = biased_root(0.5, 0.4)
+    # A's side to move does 0.4 better than its network says in that bucket: A is worth 0.1 - 0.5·0.4 to the root
+    assert float(corrected.root.q[0]) == pytest.approx(-0.1, abs=1e-6)
+    assert float(corrected.root.q[1]) == pytest.approx(0.1)
+    assert corrected.root.children[0].bias == pytest.approx(0.2)
+
+
+def test_the_correction_moves_the_next_visit_to_the_other_move():
+    assert chosen(biased_root(0.0, 0.4)) == A  # a tie: the first
+    assert chosen(biased_root(0.5, 0.4)) == B
+    assert chosen(biased_root(0.5, -0.4)) == A  # the bucket's positions turn out worse for their side: A better
+
+
+def check_biased_sums(search: Search) -> None:
+    """Every edge sums the utilities of the playouts through it, corrections included: an edge's sum is its
+    child's (negated), a node's own term is the network's utility plus its correction, and the table holds exactly
+    what the nodes say they added to it."""
+    tree = search.tree
+    totals: dict[tuple, list[float]] = {}
+    for node in walk(tree.root):
+        if node.status != EXPANDED:
+            continue
+        tolerance = 1e-3 * max(1, node.visits)
+        own = node.u_sum - float(node.w.sum())
+        assert own == pytest.approx(node.utility + node.bias, abs=tolerance)
+        assert node.u_sq - float(node.w2.sum()) == pytest.approx(own * own, abs=10 * tolerance)
+        assert node.visits == 1 + round(float(node.n.sum()))
+        for idx, child in node.children.items():
+            if child.status in (EXPANDED, TERMINAL):
+                assert float(node.w[idx]) == pytest.approx(-child.u_sum, abs=tolerance)
+        if node.bias_weight:
+            total = totals.setdefault(node.bias_key, [0.0, 0.0])
+            total[0] += node.bias_delta
+            total[1] += node.bias_weight
+    assert totals, "no node added to the table"
+    for key, (delta, weight) in totals.items():
+        assert tree.bias_table[key] == pytest.approx([delta, weight], abs=1e-6)
+
+
+@pytest.mark.parametrize("threads, batch", [(1, 1), (2, 4)])
+def test_a_search_with_the_correction_keeps_every_sum_consistent(threads, batch):
+    config = SearchConfig(threads=threads, batch_size=batch, visits=300, early_stop=False, subtree_value_bias=0.45)
+    search = Search(ScoreEvaluator(), config, rng=np.random.default_rng(2))
+    state = GameState(7)
+    state.play(24)
+    result = search.run(state)
+    assert result.root_visits == 300
+    check_biased_sums(search)
+    assert any(abs(node.bias) > 0 for node in walk(search.tree.root))
+    # the reported values stay the network's alone: the root's is the mean of the value sums, corrections left out
+    root = search.tree.root
+    assert search.root_value() == pytest.approx((root.value + float(root.v.sum())) / root.visits, abs=1e-6)
+    # the next move: a new run starts its table afresh, and kept nodes drop their corrections when reached
+    state.play(result.move)
+    state.play(10)
+    search.run(state, visits=0, playouts=100)
+    check_biased_sums(search)
+
+
+def test_with_a_score_utility_the_correction_keeps_the_sums_and_the_reported_values_apart():
+    from tests.test_score_utility import FlatValueEvaluator
+
+    config = SearchConfig(threads=1, visits=200, early_stop=False, subtree_value_bias=0.45)
+    search = Search(FlatValueEvaluator(), config, rng=np.random.default_rng(4))
+    state = GameState(5)
+    state.play(12)
+    search.run(state)
+    check_biased_sums(search)
+    for candidate in search.candidates():
+        assert candidate.value == pytest.approx(-0.99 * -1.0, abs=1e-5)  # white to move: every value the same

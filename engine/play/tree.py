@@ -21,6 +21,7 @@ import numpy as np
 from tabula.engine.config import SearchConfig
 from tabula.engine.net.evaluator import Evaluation
 from tabula.engine.net.features import komi_points
+from tabula.engine.play import value_bias
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, PASS
 from tabula.engine.rules.interface import Game, game_key
@@ -49,7 +50,7 @@ class Node:
 
     __slots__ = ("status", "moves", "prior", "n", "w", "w2", "s", "s2", "v", "q", "pu", "n_sum", "visits", "u_sum",
                  "u_sq", "value", "utility", "epoch", "score", "ownership", "visited_prior", "children", "blocked",
-                 "averaged")
+                 "averaged", "bias_key", "bias", "bias_delta", "bias_weight")
 
     def __init__(self) -> None:
         self.status = UNEXPANDED
@@ -76,6 +77,12 @@ class Node:
         self.children: dict[int, Node] = {}
         self.blocked: np.ndarray | None = None
         self.averaged = False  # priors and value are the mean over the 8 symmetries (the root's)
+        # The subtree value bias (Tree._rebias): the node's bucket (None: none), the correction its own evaluation
+        # carries in the sums above it, and what it last added to its bucket's table entry.
+        self.bias_key: tuple | None = None
+        self.bias = 0.0
+        self.bias_delta = 0.0
+        self.bias_weight = 0.0
 
     @property
     def expanded(self) -> bool:
@@ -308,8 +315,13 @@ class Tree:
         self.virtual_loss = config.virtual_loss
         self.root_pending: np.ndarray | None = None
         self.nodes = 0  # expansions since the tree was last started afresh: bounds the live nodes
-        # With a score utility (fixed for the tree's life): every node keeps its values beside its utilities (``v``).
-        self.keeps_values = config.score_utility
+        # KataGo's subtree value bias correction (``_rebias``): its share, and its table, bucket -> [sum of the
+        # weighted differences between the search below a node and the network's utility of it, sum of weights]
+        self.value_bias = config.subtree_value_bias
+        self.bias_table: dict[tuple, list[float]] = {}
+        # With a score utility or the bias correction (fixed for the tree's life): every node keeps its values beside
+        # its utilities (``v``), which those change.
+        self.keeps_values = config.score_utility or self.value_bias > 0
         self.score_utility: ScoreUtility | None = None  # this run's (start_run); None: utility = value
         self.scored = False  # some utility in the tree had a score term: values are read from ``v``, not ``w``
         self.epoch = 0  # counts the runs' score centres: a node reckoned at another one is moved to this one's
@@ -424,6 +436,7 @@ class Tree:
         self._gain = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
         self.nodes = 0
         self.scored = False
+        self.bias_table = {}
 
     # -- the root's priors ---------------------------------------------------------------------------------------
 
@@ -484,6 +497,10 @@ class Tree:
             expected = (root.score + float(root.s.sum())) / max(1, root.visits)
             self.score_utility = ScoreUtility.for_root(self.config, self.root_state.size, expected)
             self.scored = True
+        if self.value_bias:
+            # each run learns its table afresh; kept nodes drop their corrections as they are rescored
+            self.bias_table = {}
+            self.scored = True
         self._rescore(root, 1.0)
 
     def _rescore(self, node: Node, sign: float) -> None:
@@ -492,6 +509,7 @@ class Tree:
         node's side to move is the root's. Called where no leaf below it is in flight (its first descent in a run),
         so that ``n`` counts real visits."""
         node.epoch = self.epoch
+        node.bias = node.bias_delta = node.bias_weight = 0.0  # the sums are rebuilt from values and scores alone
         scorer = self.score_utility
         node.utility = node.value + (scorer.term(node.score, sign) if scorer is not None else 0.0)
         visited = node.n > 0
@@ -523,6 +541,7 @@ class Tree:
         c_log, c_base = config.cpuct_log, config.cpuct_log_base
         stdev_scale = config.cpuct_utility_stdev_scale
         fpu_mean = config.fpu_search_mean
+        buckets = self.value_bias > 0
         update = self.update
         rescore, epoch = self.keeps_values, self.epoch
         while node.status == EXPANDED:
@@ -543,6 +562,9 @@ class Tree:
                 score[~root_mask] = -np.inf
             idx = int(score.argmax())
             move = node.moves.item(idx)
+            key = None
+            if buckets and idx not in node.children:
+                key = value_bias.bucket(state, PASS if move == pass_index else move)  # read before the move
             try:
                 state.play(PASS if move == pass_index else move)
             except IllegalMoveError:
@@ -560,6 +582,7 @@ class Tree:
             child = node.children.get(idx)
             if child is None:
                 child = node.children[idx] = Node()
+                child.bias_key = key
             node = child
         return node, path, state
 
@@ -661,6 +684,9 @@ class Tree:
     def backup(self, path: Path, leaf: Node, value: float, score: float = 0.0) -> None:
         """Replace the virtual loss along ``path`` by the leaf's utility (``value`` plus the score utility of
         ``score``, the final margin; both the leaf's side-to-move view), and add ``value`` and ``score``."""
+        if self.value_bias:
+            self._backup_biased(path, leaf, value, score)
+            return
         vl = self.virtual_loss
         leaf.visits += 1
         gain = self._gain
@@ -700,6 +726,88 @@ class Tree:
             node.u_sq += square
             if node is root:
                 self.root_pending[idx] -= 1
+
+    # -- the subtree value bias ----------------------------------------------------------------------------------
+
+    def _backup_biased(self, path: Path, leaf: Node, value: float, score: float) -> None:
+        """``backup`` with KataGo's subtree value bias correction: a new leaf's utility carries its bucket's
+        correction, and each node on the way up brings its bucket's entry up to date with what the search below it
+        now says (``_rebias``); where that moves the correction its own evaluation carries, the change is added to
+        every edge above it as well, so that each edge still sums the utilities of the playouts through it."""
+        vl = self.virtual_loss
+        leaf.visits += 1
+        sign = 1.0 if len(path) % 2 == 0 else -1.0  # the root's view of the leaf
+        utility = value
+        scorer = self.score_utility
+        if scorer is not None:
+            utility = value + scorer.term(score, sign)
+        if leaf.visits == 1 and leaf.status != TERMINAL and leaf.bias_key is not None:
+            entry = self.bias_table.get(leaf.bias_key)
+            if entry is not None and entry[1] > 1e-3:
+                leaf.bias = self.value_bias * entry[0] / entry[1]
+                utility += leaf.bias
+        leaf.u_sum += utility
+        leaf.u_sq += utility * utility
+        shift = shift_sq = 0.0  # changes of the nodes' own corrections below: utility (this level's view), squares
+        square = utility * utility
+        root = self.root
+        update = self.update
+        keep = self.keeps_values
+        child = leaf
+        for node, idx in reversed(path):
+            if child is not leaf and child.bias_key is not None:
+                change, change_sq = self._rebias(child)
+                shift += change
+                shift_sq += change_sq
+            utility, shift, value, score = -utility, -shift, -value, -score  # the parent's view
+            total = utility + shift
+            square = utility * utility + shift_sq
+            update(node, idx, 1 - vl, total + vl)
+            node.w2[idx] += square
+            node.s[idx] += score
+            node.s2[idx] += score * score
+            if keep:
+                node.v[idx] += value
+            node.visits += 1
+            node.u_sum += total
+            node.u_sq += square
+            if node is root:
+                self.root_pending[idx] -= 1
+            child = node
+        gain = self._gain
+        gain[0] += 1
+        gain[1] += utility + shift  # the root's view, as every edge above it sees the playout
+        gain[2] += square
+        gain[3] += score
+        gain[4] += score * score
+        gain[5] += value
+
+    def _rebias(self, node: Node) -> tuple[float, float]:
+        """Bring ``node``'s share of its bucket's entry up to date (its children's mean utility less the network's
+        utility of it, weighted by its children's visits to the power ``subtree_value_bias_exponent``) and give its
+        own evaluation the bucket's new correction. Returns the change of that evaluation's utility and of its square,
+        which the sums above it take on (node's view; the caller has already added this playout to the node)."""
+        children = node.visits - 1
+        if children <= 0:
+            return 0.0, 0.0
+        own = node.utility + node.bias
+        weight = children ** self.config.subtree_value_bias_exponent
+        delta = ((node.u_sum - own) / children - node.utility) * weight
+        entry = self.bias_table.get(node.bias_key)
+        if entry is None:
+            entry = self.bias_table[node.bias_key] = [0.0, 0.0]
+        entry[0] += delta - node.bias_delta
+        entry[1] += weight - node.bias_weight
+        node.bias_delta, node.bias_weight = delta, weight
+        bias = self.value_bias * entry[0] / entry[1] if entry[1] > 1e-3 else 0.0
+        change = bias - node.bias
+        if change == 0.0:
+            return 0.0, 0.0
+        node.bias = bias
+        change_sq = (node.utility + bias) ** 2 - own * own
+        node.u_sum += change
+        node.u_sq += change_sq
+        return change, change_sq
 
 
 __all__ = ["Node", "Expansion", "ScoreUtility", "TranspositionTable", "Tree", "Path", "expansions", "UNEXPANDED",
