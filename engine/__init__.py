@@ -38,6 +38,7 @@
 | `play/` | `tree.py` | the search tree: nodes, the table of network results, PUCT, virtual loss, backup, reuse |
 | | `search.py` | `Search`, the driver: threads, batches to the evaluator, where a leaf's value comes from, stopping |
 | | `result.py` | what a search found: candidates ordered by visits and LCB, principal variations, ownership |
+| | `value_bias.py` | the buckets (local move patterns) of KataGo's subtree value bias correction |
 | | `decision.py` | `MoveDecider`: a search result -> the move played (temperature, passes, resignation) |
 | | `picker.py` | `MovePicker`, the one "pick a move" protocol (GTP, self-play, gating, arena); `GoMovePicker` |
 | | `search_player.py` | `SearchPicker`: the search as a move picker: limits, cleanup, ownership, pondering |
