@@ -266,3 +266,34 @@ def test_with_a_score_utility_the_correction_keeps_the_sums_and_the_reported_val
     check_biased_sums(search)
     for candidate in search.candidates():
         assert candidate.value == pytest.approx(-0.99 * -1.0, abs=1e-5)  # white to move: every value the same
+
+
+# -- the optimistic policy of a converted KataGo network -----------------------------------------------------------
+
+@pytest.mark.slow
+def test_export_from_katago_writes_the_policy_optimism_asked_for(tmp_path, capsys):
+    """KataGo's search uses its optimistic policy in full below the root (0.2 at the root, what the converted file
+    has by default): a file converted at 1.0 lets a match measure that, and says so in its metadata."""
+    pytest.importorskip("torch")
+    import os
+
+    import onnxruntime as ort
+
+    from tabula.engine.net import katago_network
+    from tabula.tools.learn import export
+
+    model = os.path.join(os.path.dirname(os.path.abspath(__file__)), "katago", "random-v15.bin.gz")
+    policies = {}
+    for optimism in ("0.2", "1"):
+        out = tmp_path / f"net-{optimism}.onnx"
+        arguments = ["--from-katago", model, str(out), "--no-int8"]
+        if optimism != "0.2":
+            arguments += ["--policy-optimism", optimism]
+        assert export.main(arguments) == 0
+        session = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        assert session.get_modelmeta().custom_metadata_map["policy_optimism"] == optimism
+        planes = katago_network.random_planes(9, 4, seed=3)
+        policies[optimism] = session.run(["policy"], {"planes": planes})[0]
+    assert not np.allclose(policies["0.2"], policies["1"], atol=1e-4)
+    with pytest.raises(SystemExit, match="policy-optimism must be in"):
+        export.main(["--from-katago", model, str(tmp_path / "x.onnx"), "--no-int8", "--policy-optimism", "1.5"])

@@ -299,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a KataGo model file (.bin.gz, .bin, .txt.gz, .txt): fp32 ONNX, and OUT-int8.onnx beside it "
                            "where int8 keeps the top move")
     parser.add_argument("--no-int8", action="store_true", help="with --from-katago: the fp32 file only")
+    parser.add_argument("--policy-optimism", type=float, default=None, metavar="X",
+                        help="with --from-katago: the share in [0, 1] of the optimistic policy the file's policy mixes "
+                             "in (model versions 12 and later; default 0.2, KataGo's at the root; its search uses 1.0 "
+                             "below the root)")
     parser.add_argument("--agreement-positions", type=int, default=100,
                         help="with --from-katago: positions per board size (19x19 and 9x9) of int8's agreement check")
     parser.add_argument("paths", nargs="+", help="[IN] OUT")
@@ -513,7 +517,10 @@ def _export_katago(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         model = katago_model.read_model(args.from_katago)
-        net = katago_network.KataGoNet(model)
+        optimism = katago_network.DEFAULT_POLICY_OPTIMISM if args.policy_optimism is None else args.policy_optimism
+        if not 0.0 <= optimism <= 1.0:
+            raise SystemExit(f"tabula export: --policy-optimism must be in [0, 1], not {optimism:g}")
+        net = katago_network.KataGoNet(model, policy_optimism=optimism)
     except (katago_model.KataGoModelError, katago_network.KataGoNetworkError) as error:
         raise SystemExit(f"tabula export: {error}") from None
     difference = katago_network.export_onnx(net, model, out, args.from_katago)
