@@ -65,7 +65,12 @@ UNSUPPORTED_FLAGS = {
 # names are taken as well; maxVisits, maxTime and reportAnalysisWinratesAs are the query's, not the search's.
 KATAGO_SETTINGS = {
     "cpuctExploration": "c_puct",
+    "cpuctExplorationLog": "cpuct_log",
+    "cpuctExplorationBase": "cpuct_log_base",
     "fpuReductionMax": "fpu_reduction",
+    "fpuParentWeightByVisitedPolicy": "fpu_search_mean",
+    "subtreeValueBiasFactor": "subtree_value_bias",
+    "subtreeValueBiasWeightExponent": "subtree_value_bias_exponent",
     "rootFpuReductionMax": "fpu_root_reduction",
     "rootPolicyTemperature": "root_policy_temperature",
     "staticScoreUtilityFactor": "static_score_utility",

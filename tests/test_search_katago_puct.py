@@ -297,3 +297,17 @@ def test_export_from_katago_writes_the_policy_optimism_asked_for(tmp_path, capsy
     assert not np.allclose(policies["0.2"], policies["1"], atol=1e-4)
     with pytest.raises(SystemExit, match="policy-optimism must be in"):
         export.main(["--from-katago", model, str(tmp_path / "x.onnx"), "--no-int8", "--policy-optimism", "1.5"])
+
+
+def test_the_analysis_engine_takes_katagos_names_for_them():
+    from tabula.gtp.analysis_engine import _overrides
+
+    search, _, _, unknown = _overrides({"cpuctExploration": 1.0, "cpuctExplorationLog": 0.45,
+                                        "cpuctExplorationBase": 500, "fpuReductionMax": 0.2,
+                                        "rootFpuReductionMax": 0.1, "fpuParentWeightByVisitedPolicy": "true",
+                                        "subtreeValueBiasFactor": 0.45, "subtreeValueBiasWeightExponent": 0.85},
+                                       SearchConfig(), "BLACK")
+    assert unknown == []
+    assert (search.c_puct, search.cpuct_log, search.cpuct_log_base) == (1.0, 0.45, 500.0)
+    assert (search.fpu_reduction, search.fpu_root_reduction, search.fpu_search_mean) == (0.2, 0.1, True)
+    assert (search.subtree_value_bias, search.subtree_value_bias_exponent) == (0.45, 0.85)
