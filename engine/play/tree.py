@@ -9,6 +9,8 @@ With a score utility (``SearchConfig.score_utility``) the tree ranks moves by a 
 KataGo's saturating function of its score (``ScoreUtility``), and keeps the pure values beside it for what is
 reported: ``w`` then sums utilities and ``v`` values. The dynamic part is centred on the root's expected score, set
 anew each run (``Tree.start_run``); a kept node's sums are moved to the new centre when a run first reaches it.
+KataGo's subtree value bias correction (``SearchConfig.subtree_value_bias``, ``Tree._backup_biased``) changes a
+node's own utility after the fact; the change is carried up the path, so that each edge still sums its playouts'.
 """
 from __future__ import annotations
 
