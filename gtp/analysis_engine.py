@@ -331,16 +331,22 @@ def _rules(query: dict):
         raise QueryError("rules", _RULES_FORM)
     given = query["rules"]
     komi_in_rules = None
+    shown = given if isinstance(given, str) else json.dumps(given, separators=(",", ":"))
     if isinstance(given, dict):
         given = dict(given)
         komi_in_rules = given.pop("komi", None)
+        # As KataGo's rules parser: a komi in the object that is not a number, or not a half-integer within
+        # bounds, makes the whole object unreadable (even where the query's own komi overrides it)
+        if "komi" in query["rules"] and not (_is_number(komi_in_rules) and abs(komi_in_rules) <= MAX_KOMI
+                                             and komi_in_rules * 2 == round(komi_in_rules * 2)):
+            raise QueryError("rules", f"Could not parse rules: {shown} (komi {komi_in_rules!r} is not an integer or "
+                                      f"half-integer from -400.0 to 400.0)")
         text = json.dumps(given)
     else:
         text = given
     try:
         rules = parse_rules(text)
     except UnsupportedRulesError as error:
-        shown = text if isinstance(query["rules"], str) else json.dumps(query["rules"], separators=(",", ":"))
         raise QueryError("rules", f"Could not parse rules: {shown} ({error})") from None
     if "komi" in query:
         komi = _number(query, "komi", -MAX_KOMI, MAX_KOMI, _KOMI_FORM)
