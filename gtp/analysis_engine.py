@@ -209,7 +209,10 @@ class Query:
     include_pv_visits: bool = False
     include_no_result: bool = False
     include_moves_ownership: bool = False
+    # KataGo's reportDuringSearchEvery and firstReportDuringSearchAfter: reports during the search, the first after
+    # ``first_report_s``, the next every ``report_every_s`` (inf: none after the first); None: no reports
     report_every_s: float | None = None
+    first_report_s: float | None = None
     # Root moves a turn's side to move may choose: (colour, flat points or PASS, allowed) with allowed True for
     # allowMoves (only these), False for avoidMoves (all but these)
     restrictions: tuple[tuple[int, frozenset[int], bool], ...] = ()
@@ -512,11 +515,17 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
         flags[name] = _boolean(query, name) if name in query else False
         if flags[name] and name in UNSUPPORTED_FLAGS:
             warnings.append((name, UNSUPPORTED_FLAGS[name]))
-    report_every = None
-    for name in ("reportDuringSearchEvery", "firstReportDuringSearchAfter"):
-        if name in query:
-            seconds = _number(query, name, 0.001, 1_000_000.0, "Must be number of seconds from 0.001 to 1000000.0")
-            report_every = seconds if report_every is None else report_every
+    # As KataGo: reportDuringSearchEvery sets both the interval and the first report's time, which
+    # firstReportDuringSearchAfter overrides; given alone, the latter asks for that one report only.
+    report_every = first_report = None
+    if "reportDuringSearchEvery" in query:
+        report_every = first_report = _number(query, "reportDuringSearchEvery", 0.001, 1_000_000.0,
+                                              "Must be number of seconds from 0.001 to 1000000.0")
+    if "firstReportDuringSearchAfter" in query:
+        first_report = _number(query, "firstReportDuringSearchAfter", 0.001, 1_000_000.0,
+                               "Must be number of seconds from 0.001 to 1000000.0")
+        if report_every is None:
+            report_every = math.inf
     priority = 0
     if "priority" in query:
         if "priorities" in query:
@@ -537,7 +546,8 @@ def parse_query(query: dict, config: AnalysisConfig, search: SearchConfig,
                  include_ownership=flags["includeOwnership"], include_policy=flags["includePolicy"],
                  include_pv_visits=flags["includePVVisits"], include_no_result=flags["includeNoResultValue"],
                  include_moves_ownership=flags["includeMovesOwnership"],
-                 report_every_s=report_every, restrictions=restrictions, warnings=tuple(warnings))
+                 report_every_s=report_every, first_report_s=first_report, restrictions=restrictions,
+                 warnings=tuple(warnings))
 
 
 def _positions(size: int, rules, setup: list[tuple[int, int]], moves: list[tuple[int, int]],
@@ -890,7 +900,7 @@ class AnalysisEngine:
                 self._emit(analysis_response(query, turn.number, search, candidates, during=True))
         result = search.run(state, visits=query.visits, playouts=0, time_s=query.time_s, allowed=allowed,
                             early_stop=False, stop=turn.stop, on_progress=progress,
-                            progress_interval_s=query.report_every_s or 1.0)
+                            progress_interval_s=query.report_every_s or 1.0, first_progress_s=query.first_report_s)
         self._emit(analysis_response(query, turn.number, search, result.candidates, during=False))
 
 

@@ -292,6 +292,17 @@ def test_reports_during_search_then_one_final():
     assert visits == sorted(visits) and visits[0] < 300 and visits[-1] <= 300
 
 
+@pytest.mark.parametrize("fields", [{"firstReportDuringSearchAfter": 0.02},
+                                    {"reportDuringSearchEvery": 60.0, "firstReportDuringSearchAfter": 0.02}])
+def test_first_report_after_then_every(fields):
+    # KataGo: the first report after firstReportDuringSearchAfter, the next ones every reportDuringSearchEvery
+    # (never, where only the first is given); reportDuringSearchEvery alone sets both
+    [*during, final] = run_lines([query("r", maxVisits=300, **fields)], network=StandInNetwork(delay_s=0.003),
+                                 analysis_threads=1)
+    assert len(during) == 1 and during[0]["isDuringSearch"] is True
+    assert final["isDuringSearch"] is False and final["rootInfo"]["visits"] == 300
+
+
 def test_back_pressure_bounds_the_queue():
     """While the queue is full, reading stops: the reader waits in handle_line until a turn starts."""
     gate = threading.Event()

@@ -181,7 +181,7 @@ class Search:
             time_s: float | None = None, noise: bool = False, allowed: Collection[int] | None = None,
             early_stop: bool | None = None, stop: threading.Event | None = None,
             on_progress: Callable[[list[Candidate]], None] | None = None,
-            progress_interval_s: float = 1.0) -> SearchResult:
+            progress_interval_s: float = 1.0, first_progress_s: float | None = None) -> SearchResult:
         """Search ``state`` until a limit is reached or ``stop`` is set (or ``Search.stop()`` is called).
 
         Args:
@@ -191,8 +191,9 @@ class Search:
             noise: mix Dirichlet noise into the root priors (self-play).
             allowed: root moves this run may choose (flat points or PASS); None allows every legal move.
             early_stop: stop once the most visited move cannot be overtaken (None: config).
-            on_progress: called with the candidates about every ``progress_interval_s`` seconds, from the
-                calling thread, outside the tree lock.
+            on_progress: called with the candidates about every ``progress_interval_s`` seconds (the first time
+                after ``first_progress_s``, default the interval; ``math.inf``: never), from the calling thread,
+                outside the tree lock.
         """
         config = self.config
         visits = config.visits_for(state) if visits is None else visits
@@ -216,7 +217,8 @@ class Search:
             self._current = run  # before the root's first evaluation: a stop (or its rollouts) must see this run
             try:
                 self._prepare_root(run, noise, allowed)
-                self._work_all(run, on_progress, progress_interval_s)
+                self._work_all(run, on_progress, progress_interval_s,
+                               progress_interval_s if first_progress_s is None else first_progress_s)
             finally:
                 self._current = None
             if run.error is not None:
@@ -288,7 +290,7 @@ class Search:
         with self._lock:
             self.tree.average_root(averaged)
 
-    def _work_all(self, run: _Run, on_progress, interval_s: float) -> None:
+    def _work_all(self, run: _Run, on_progress, interval_s: float, first_s: float) -> None:
         if self.config.threads <= 1 and on_progress is None:
             self._worker(run, self._rollout_rng(run, 0))  # in the caller's thread: no hand-over, and profilers see it
             return
@@ -297,7 +299,7 @@ class Search:
                    for i in range(max(1, self.config.threads))]
         for thread in threads:
             thread.start()
-        next_report = self.clock() + interval_s
+        next_report = self.clock() + first_s
         for thread in threads:
             while thread.is_alive():
                 wait = 0.05 if on_progress is None else max(0.0, min(0.05, next_report - self.clock()))
