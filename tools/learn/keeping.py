@@ -8,14 +8,45 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Callable, Iterable
+from typing import IO
+
+
+# The process's umask, read once (reading it means setting it): the temporary files, which mkstemp makes private,
+# get the permissions a plain open() would have given the file
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
+
+
+def _write_atomic(target: str, write: Callable[[IO], None], mode: str = "wb") -> None:
+    """``target`` written by ``write(handle)`` through a temporary file of its own in the same folder (unique, so
+    that two writers, or a leftover temporary file, never meet; ending ``.tmp``, which ``restore_kept`` skips),
+    then moved over ``target``: ``target`` is whole or old. The temporary file is removed where writing fails."""
+    folder = os.path.dirname(target) or "."
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=os.path.basename(target) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, mode) as handle:
+            write(handle)
+        os.chmod(temporary, 0o666 & ~_UMASK)
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def copy_atomic(source: str, target: str) -> None:
     """``source`` copied to ``target`` (its folders made), through a temporary file: ``target`` is whole or old."""
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    shutil.copyfile(source, target + ".tmp")
-    os.replace(target + ".tmp", target)
+
+    def copy(handle: IO) -> None:
+        with open(source, "rb") as read:
+            shutil.copyfileobj(read, handle)
+
+    _write_atomic(target, copy)
 
 
 def restore_kept(directory: str, keep: str, marker: str, names: Iterable[str] | None = None,
@@ -52,9 +83,7 @@ def settle_run_config(directory: str, config, fixed: Iterable[str], command: str
         if different:
             raise SystemExit(f"{command}: {directory} is a run with other {', '.join(different)} "
                              f"({', '.join(f'{k}={saved[k]!r}' for k in different)}); use another {flag}")
-    with open(path + ".tmp", "w") as handle:
-        json.dump(config.to_dict(), handle, indent=2)
-    os.replace(path + ".tmp", path)
+    _write_atomic(path, lambda handle: json.dump(config.to_dict(), handle, indent=2), "w")
 
 
 __all__ = ["copy_atomic", "restore_kept", "settle_run_config"]
