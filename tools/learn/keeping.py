@@ -12,7 +12,6 @@ import tempfile
 from collections.abc import Callable, Iterable
 from typing import IO
 
-
 # The process's umask, read once (reading it means setting it): the temporary files, which mkstemp makes private,
 # get the permissions a plain open() would have given the file
 _UMASK = os.umask(0o022)
