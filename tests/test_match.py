@@ -447,6 +447,27 @@ def test_the_shipped_settings_files_name_only_options_that_exist():
             assert len(args.engines) == 2 and options["about"], (path, name)
 
 
+def test_settings_placeholders_survive_paths_with_spaces(tmp_path, monkeypatch):
+    import shlex
+    import sys
+
+    from tabula.tools.compete.match import build_parser, settings_argv
+
+    folder = tmp_path / "my games"
+    folder.mkdir()
+    gnugo = folder / "gnugo"
+    gnugo.write_text("#!/bin/sh\n")
+    gnugo.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "my python" / "python3"))
+    parser = build_parser()
+    args = parser.parse_args(["--out", "x"] + settings_argv(parser, {"engines": ["{gnugo} --mode gtp",
+                                                                                   "{python} -m tabula.gtp"]}))
+    # the engines' command lines are split as a shell would (gtp_client): each path stays one word
+    assert shlex.split(args.engines[0]) == [str(gnugo), "--mode", "gtp"]
+    assert shlex.split(args.engines[1]) == [sys.executable, "-m", "tabula.gtp"]
+
+
 # -- openings -------------------------------------------------------------------------------------------------------
 
 

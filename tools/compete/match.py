@@ -337,9 +337,11 @@ def load_sets(path: Path) -> dict[str, dict]:
 
 
 def _placeholders(word: str) -> str:
-    """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path."""
+    """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path. Both
+    shell-quoted, as the engines' command lines are split as a shell would (gtp_client): a path with spaces stays
+    one word."""
     gnugo = shutil.which("gnugo") or "/usr/games/gnugo"
-    return word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", gnugo)
+    return word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", shlex.quote(gnugo))
 
 
 def settings_argv(parser: argparse.ArgumentParser, options: dict) -> list[str]:
