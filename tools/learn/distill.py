@@ -4,9 +4,12 @@ Each chunk labels positions with the teacher (``tools.learn.teacher``: records a
 small search), writes them to the run's label window (``RUN/labels``, outside git, the oldest dropped beyond
 ``--window-positions``), then trains ``--steps-per-chunk`` optimizer steps on batches drawn from the window, and
 checkpoints. Only the student's checkpoint (``RUN/checkpoint.pt``, with the records' cursor and the chunk count) is
-needed to go on: a run whose labels are lost refills its window as it labels on. The run stops cleanly at
-``--max-minutes`` or ``--chunks`` (or SIGTERM), with a checkpoint, and writes the student as ONNX
-(``RUN/model.onnx``). Rerun the same command to continue.
+needed to go on: a run whose labels are lost refills its window as it labels on. The checkpoint is written
+(atomically) after every trained chunk, or at most every ``--checkpoint-minutes``, so that a run killed at any moment
+loses at most the work since: on resume, the labels and metrics of chunks the checkpoint does not count are
+dropped and those chunks labelled again. The run stops cleanly at ``--max-minutes`` or ``--chunks`` (or SIGTERM),
+writing the checkpoint and the student as ONNX (``RUN/model.onnx``) before its label workers are stopped (killed
+where they do not exit within seconds). Rerun the same command to continue.
 
 Losses (weights configurable): the policy's cross-entropy against the teacher's distribution (its KL divergence is
 logged), the value's MSE against the teacher's value, the score lead's and the ownership's as ``tabula train``'s
@@ -36,6 +39,7 @@ import argparse
 import json
 import math
 import os
+import re
 import signal
 import sys
 import time
@@ -57,6 +61,7 @@ METRICS = "metrics.jsonl"
 CONFIG = "config.json"
 LABELS = "labels"
 STUDENT = "model.onnx"
+POOL_GRACE_S = 5.0  # seconds the label workers have to exit at a stop before they are killed
 # Settings a resumed run must share with the run it continues
 FIXED_ON_RESUME = ("teacher", "student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch",
                    "optimizer", "lr", "init")
@@ -110,6 +115,7 @@ class DistillConfig:
     threads: int = 0  # torch threads (0: torch decides)
     chunks: int = 0  # stop once this many chunks are labelled and trained (0: no limit)
     max_minutes: float = 0.0  # stop after this much wall time in this invocation (0: none)
+    checkpoint_minutes: float = 0.0  # write the checkpoint after a chunk at most this often (0: after every chunk)
     export: bool = True  # write the student as ONNX when stopping
 
     def to_dict(self) -> dict:
@@ -161,6 +167,8 @@ def check(config: DistillConfig) -> None:
         raise ValueError(f"--labels-from {config.labels_from}: no such directory")
     if config.labels_from and os.path.abspath(config.labels_from) == os.path.abspath(os.path.join(config.run, LABELS)):
         raise ValueError("--labels-from is another run's label directory, not this run's")
+    if config.checkpoint_minutes < 0:
+        raise ValueError("--checkpoint-minutes is 0 (after every chunk) or more")
     if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
         raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
     if not config.records and config.selfplay_games <= 0:
@@ -424,47 +432,71 @@ def distill(config: DistillConfig, log=print) -> dict:
 
     from tabula.engine.net.netfile import NetworkFileError
 
-    teacher, selfplay, records = None, None, None
-    try:
-        if not config.labels_from:
-            teacher = make_teacher(config, log)
-        log("tabula distill: " + (f"teacher {teacher.describe()}" if teacher is not None else
-                                  f"labels from {config.labels_from}")
-            + f"; student {config.student_arch} of {config.student_encoding}"
-            + (f", planes {config.zero_planes} zeroed" if config.zero_planes else ""))
-        # made here even where worker processes play (--label-workers): a player that cannot play fails here, once
-        if config.selfplay_games > 0 and teacher is not None:
-            selfplay = make_selfplay(config, teacher, log)
-        if config.records and teacher is not None:
-            records = teaching.RecordPositions([p for p in config.records.split(",") if p], per_game=config.per_game,
-                                               seed=config.seed, cursor=cursor)
-    except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
-        raise SystemExit(f"tabula distill: {error}") from None
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
-    pool = None
-    if config.label_workers > 0 and config.selfplay_games > 0 and teacher is not None:
-        import multiprocessing
+    # what a killed run did after its checkpoint is redone: its label files and metrics lines go
+    discard_unsaved(config.run, chunk, step)
+    # worker processes play and label the self-play games; with no records, this process needs no teacher
+    use_pool = not config.labels_from and config.label_workers > 0 and config.selfplay_games > 0
+    teacher_here = not config.labels_from and not (use_pool and not config.records)
+    teacher, selfplay, records, pool = None, None, None, None
+    try:
+        try:
+            described = f"labels from {config.labels_from}"
+            if teacher_here:
+                teacher = make_teacher(config, log)
+                described = f"teacher {teacher.describe()}"
+            # made here even where worker processes play: a player that cannot play fails here, once
+            if config.selfplay_games > 0 and teacher is not None:
+                selfplay = make_selfplay(config, teacher, log)
+            if config.records and teacher is not None:
+                records = teaching.RecordPositions([p for p in config.records.split(",") if p],
+                                                   per_game=config.per_game, seed=config.seed, cursor=cursor)
+            if use_pool:
+                import multiprocessing
 
-        pool = multiprocessing.get_context("spawn").Pool(config.label_workers, initializer=_start_worker,
-                                                         initargs=(config,))
+                pool = multiprocessing.get_context("spawn").Pool(config.label_workers, initializer=_start_worker,
+                                                                 initargs=(config,))
+                worker = pool.apply(_describe_worker)  # a worker that cannot start says why here
+                if teacher is None:
+                    described = f"teacher {worker} in {config.label_workers} worker processes"
+            log(f"tabula distill: {described}; student {config.student_arch} of {config.student_encoding}"
+                + (f", planes {config.zero_planes} zeroed" if config.zero_planes else ""))
+        except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
+            raise SystemExit(f"tabula distill: {error}") from None
+        return _run_chunks(config, log, started, model, optimizer, average, spec, device, bf16, train_config,
+                           step, chunk, cursor, elapsed_before, teacher, selfplay, records, pool, label_dir)
+    finally:
+        if pool is not None:
+            close_pool(pool)
+
+
+def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, average, spec: NetSpec,
+                device: torch.device, bf16: bool, train_config: trainer.TrainConfig, step: int, chunk: int,
+                cursor: int, elapsed_before: float, teacher, selfplay, records, pool, label_dir: str) -> dict:
+    """``distill``'s loop: label and train chunk after chunk until a limit, checkpointing as it goes, then write the
+    checkpoint and the student (before the caller stops the label workers)."""
+    checkpoint_path = os.path.join(config.run, CHECKPOINT)
     try:
         window = LabelWindow(label_dir, config.window_positions, config.student_encoding, zeroed_planes(config))
     except teaching.LabelEncodingError as error:
         raise SystemExit(f"tabula distill: {error}") from None
     for problem in window.skipped.values():
         log(f"tabula distill: skipped {problem}")
+    last_save = [time.time()]
 
-    def save(reason: str) -> None:
+    def save(reason: str = "") -> None:
+        # ``cursor``: the records taken by the chunks counted, so that a chunk not counted is labelled again
         state = {"spec": spec.to_dict(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                  "optimizer": trainer._to_cpu(optimizer.state_dict()), "step": step, "chunk": chunk,
-                 "records_cursor": records.cursor if records is not None else cursor,
-                 "torch_rng": torch.get_rng_state(), "elapsed_s": elapsed_before + time.time() - started,
-                 "config": json.dumps(config.to_dict())}
+                 "records_cursor": cursor, "torch_rng": torch.get_rng_state(),
+                 "elapsed_s": elapsed_before + time.time() - started, "config": json.dumps(config.to_dict())}
         if average is not None:
             state["ema_state_dict"] = trainer._to_cpu(average.state)
         trainer.atomic_torch_save(state, checkpoint_path)
-        log(f"tabula distill: checkpoint at chunk {chunk}, step {step} ({reason})")
+        last_save[0] = time.time()
+        if reason:
+            log(f"tabula distill: checkpoint at chunk {chunk}, step {step} ({reason})")
 
     stop = {"signal": None}
 
@@ -473,9 +505,11 @@ def distill(config: DistillConfig, log=print) -> dict:
 
     old_handler = signal.signal(signal.SIGTERM, on_signal) if trainer._main_thread() else None
 
+    def stopped() -> bool:
+        return stop["signal"] is not None
+
     def out_of_time() -> bool:
-        return (config.max_minutes > 0 and time.time() - started >= 60 * config.max_minutes) \
-            or stop["signal"] is not None
+        return (config.max_minutes > 0 and time.time() - started >= 60 * config.max_minutes) or stopped()
 
     record: dict = {}
     reason = "done"
@@ -491,12 +525,19 @@ def distill(config: DistillConfig, log=print) -> dict:
                 label_started = time.time()
                 # labelling stops at 80% of the time limit, so that the chunk still trains
                 deadline = started + 48 * config.max_minutes if config.max_minutes > 0 else math.inf
-                if teacher is None:
+                discard_chunk(label_dir, chunk)  # a chunk begun by a killed run: none of its files stay
+                if config.labels_from:
                     labelled = taken_chunk(chunk, config.labels_from, label_dir, config.student_encoding)
                 else:
-                    labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool)
+                    labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool,
+                                           stopped)
+                if labelled is None:  # stopped while the workers labelled: the chunk is labelled again on resume
+                    reason = "out of time"
+                    break
                 label_seconds = time.time() - label_started
                 chunk += 1
+                if records is not None:
+                    cursor = records.cursor
                 try:
                     window.refresh()
                 except teaching.LabelEncodingError as error:
@@ -552,26 +593,90 @@ def distill(config: DistillConfig, log=print) -> dict:
             if step < chunk * config.steps_per_chunk:  # stopped inside the chunk
                 reason = "out of time"
                 break
+            if time.time() - last_save[0] >= 60 * config.checkpoint_minutes:
+                save()
+        save(reason)
+        if config.export:
+            final = (average.averaged(model) if average is not None else model)
+            final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
+            path = os.path.join(config.run, STUDENT)
+            export_onnx(final, path + ".tmp.onnx",
+                        f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
+                        f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
+                        f"{step} steps x {config.batch}"
+                        + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
+                           if config.zero_planes else ""))
+            os.replace(path + ".tmp.onnx", path)
+            log(f"tabula distill: exported {path}")
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
         if old_handler is not None:
             signal.signal(signal.SIGTERM, old_handler)
-    save(reason)
-    if config.export:
-        final = (average.averaged(model) if average is not None else model)
-        final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
-        path = os.path.join(config.run, STUDENT)
-        export_onnx(final, path + ".tmp.onnx",
-                    f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
-                    f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
-                    f"{step} steps x {config.batch}"
-                    + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
-                       if config.zero_planes else ""))
-        os.replace(path + ".tmp.onnx", path)
-        log(f"tabula distill: exported {path}")
     return {"step": step, "chunk": chunk, "reason": reason, **record}
+
+
+_CHUNK_FILE = re.compile(r"chunk-(\d+)-")
+
+
+def discard_chunk(directory: str, chunk: int, later: bool = False) -> None:
+    """Remove chunk ``chunk``'s label files (``later``: those of every chunk from it on), and temporary files."""
+    if not os.path.isdir(directory):
+        return
+    for name in os.listdir(directory):
+        match = _CHUNK_FILE.match(name)
+        if ".tmp" in name or (match and (int(match[1]) >= chunk if later else int(match[1]) == chunk)):
+            os.remove(os.path.join(directory, name))
+
+
+def discard_unsaved(run: str, chunk: int, step: int) -> None:
+    """Drop what a run killed after its checkpoint (at ``chunk``, ``step``) wrote: the label files of the chunks it
+    does not count, the metrics lines past it (and one cut short), and temporary files."""
+    discard_chunk(os.path.join(run, LABELS), chunk, later=True)
+    for name in os.listdir(run):
+        if name.startswith(CHECKPOINT + ".tmp") or name.startswith(STUDENT + ".tmp"):
+            os.remove(os.path.join(run, name))
+    path = os.path.join(run, METRICS)
+    if not os.path.exists(path):
+        return
+    kept, dropped = [], 0
+    with open(path) as handle:
+        for line in handle:
+            try:
+                row = json.loads(line)
+                if int(row.get("step", 0)) <= step and int(row.get("chunk", 0)) <= chunk and line.endswith("\n"):
+                    kept.append(line)
+                    continue
+            except (json.JSONDecodeError, TypeError, ValueError, AttributeError):
+                pass  # a line cut short by a kill
+            dropped += 1
+    if dropped:
+        with open(path + ".tmp", "w") as handle:
+            handle.writelines(kept)
+        os.replace(path + ".tmp", path)
+
+
+def close_pool(pool, grace: float = POOL_GRACE_S) -> bool:
+    """Stop ``pool``'s workers, abandoning what they do: ``Pool.terminate`` (SIGTERM), and SIGKILL for any worker
+    still alive ``grace`` seconds on. Returns within about ``grace`` + 2 s even where the pool's own shutdown
+    hangs (a worker that ignores SIGTERM, a queue lock held by a dead worker); False where it had to kill."""
+    import threading
+
+    workers = list(getattr(pool, "_pool", []))
+    closer = threading.Thread(target=pool.terminate, name="close-label-pool", daemon=True)
+    closer.start()
+    closer.join(grace)
+    if not closer.is_alive():
+        return True
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        alive = [p for p in {*workers, *getattr(pool, "_pool", [])} if p.exitcode is None]
+        for process in alive:
+            process.kill()
+        for process in alive:
+            process.join(0.2)
+        closer.join(0.1)
+        if not closer.is_alive():
+            break
+    return False
 
 
 def make_selfplay(config: DistillConfig, teacher: teaching.Teacher, log) -> teaching.SelfPlayPositions:
@@ -602,13 +707,28 @@ _worker: dict = {}
 
 
 def _start_worker(config: DistillConfig) -> None:
+    """A worker's start: its teacher and player. A failure is kept, to be raised by its tasks (an initializer that
+    raises has the pool start workers over and over); Ctrl-C is the main process's to handle."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
-    teacher = make_teacher(config, None)
-    _worker.update(teacher=teacher, selfplay=make_selfplay(config, teacher, None))
+    try:
+        teacher = make_teacher(config, None)
+        _worker.update(teacher=teacher, selfplay=make_selfplay(config, teacher, None))
+    except (Exception, SystemExit) as error:
+        _worker["error"] = str(error)
+
+
+def _describe_worker() -> str:
+    """In a worker: its teacher, or teaching.LabelError saying why it has none."""
+    if "error" in _worker:
+        raise teaching.LabelError(_worker["error"])
+    return _worker["teacher"].describe()
 
 
 def _label_games(chunk: int, games: list[int], deadline: float) -> dict[int, dict[str, np.ndarray]]:
     """In a worker: the label arrays by board size of games ``games`` of chunk ``chunk``."""
+    if "error" in _worker:
+        raise teaching.LabelError(_worker["error"])
     teacher, selfplay = _worker["teacher"], _worker["selfplay"]
     out = {}
     for size, (positions, evaluations) in selfplay.take(chunk, games, deadline).items():
@@ -641,11 +761,12 @@ def taken_chunk(chunk: int, source: str, directory: str, encoding: str) -> dict:
     return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths}
 
 
-def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
+def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillConfig,
                 records: teaching.RecordPositions | None, selfplay: teaching.SelfPlayPositions | None,
-                directory: str, deadline: float = math.inf, pool=None) -> dict:
+                directory: str, deadline: float = math.inf, pool=None, stopped=None) -> dict | None:
     """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes.
-    ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share."""
+    ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share;
+    None, and nothing written, where ``stopped()`` turns true while they work."""
     parts: dict[int, list[dict[str, np.ndarray]]] = {}
     if records is not None and not records.exhausted:
         share = config.records_share if config.selfplay_games > 0 else 1.0
@@ -655,7 +776,16 @@ def label_chunk(teacher: teaching.Teacher, chunk: int, config: DistillConfig,
     if pool is not None:
         workers = config.label_workers
         shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]
-        for labelled in pool.starmap(_label_games, [(chunk, games, deadline) for games in shares if games]):
+        pending = pool.starmap_async(_label_games, [(chunk, games, deadline) for games in shares if games])
+        while not pending.ready():
+            pending.wait(0.2)
+            if stopped is not None and stopped() and not pending.ready():
+                return None
+        try:
+            done = pending.get()
+        except teaching.LabelError as error:
+            raise SystemExit(f"tabula distill: a label worker: {error}") from None
+        for labelled in done:
             for size, labels in labelled.items():
                 parts.setdefault(size, []).append(labels)
     elif selfplay is not None:
