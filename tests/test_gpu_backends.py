@@ -119,6 +119,16 @@ def test_outputs_difference_sees_a_wrong_score_or_ownership(tiny_aux_onnx):
     assert outputs_difference(reference.run, shifted(2, 3.0), 9) <= GPU_TOLERANCE  # policy and value only: not compared
 
 
+def test_the_torch_backend_reads_the_network_file_once(tiny_onnx, monkeypatch):
+    import onnx
+
+    loads = []
+    real_load = onnx.load
+    monkeypatch.setattr(onnx, "load", lambda *args, **kwargs: loads.append(args[0]) or real_load(*args, **kwargs))
+    torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32")
+    assert loads == [str(tiny_onnx)]
+
+
 def test_batches_beyond_the_largest_bucket_run_in_chunks(tiny_onnx):
     reference = cpu_reference(tiny_onnx)
     runner = torch_backend.TorchRunner(str(tiny_onnx), device="cpu", precision="fp32", max_batch=4)

@@ -565,13 +565,13 @@ def output_difference(expected: Sequence[np.ndarray], actual: Sequence[np.ndarra
     return float(max(diffs))
 
 
-def load_onnx(path: str | os.PathLike) -> KataGoNet:
+def load_onnx(path: str | os.PathLike, proto=None) -> KataGoNet:
     """Rebuild the torch network from an fp32 ONNX file that ``export_onnx`` wrote (its ``katago_structure``
-    metadata and named initialisers): what the torch GPU backend runs."""
+    metadata and named initialisers): what the torch GPU backend runs. ``proto``: the file already loaded."""
     from tabula.engine.net.netfile import NetworkFileError, read_fp32_onnx
 
     path = os.fspath(path)
-    metadata, tensors = read_fp32_onnx(path, "katago_structure", "KataGo structure")
+    metadata, tensors = read_fp32_onnx(path, "katago_structure", "KataGo structure", proto)
     net = KataGoNet(katago_model.from_structure(json.loads(metadata["katago_structure"])))
     state = net.state_dict()
     for name, value in state.items():

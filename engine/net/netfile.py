@@ -27,17 +27,19 @@ def is_katago_network(metadata: dict[str, str]) -> bool:
     return KATAGO_STRUCTURE in metadata
 
 
-def read_fp32_onnx(path: str, structure_key: str, what: str) -> tuple[dict[str, str], dict]:
+def read_fp32_onnx(path: str, structure_key: str, what: str, proto=None) -> tuple[dict[str, str], dict]:
     """(metadata, numpy initialisers by name) of an fp32 ONNX file whose metadata has ``structure_key`` (the model's
     description, ``what`` names it in the error), the initialisers the exporter shares between parameters through
-    Identity nodes included under every name. NetworkFileError for another file."""
+    Identity nodes included under every name. NetworkFileError for another file. ``proto``: the file already
+    loaded (``onnx.load``), which is then not read again."""
     import onnx
     from onnx import numpy_helper
 
-    try:
-        proto = onnx.load(path)
-    except Exception as e:
-        raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
+    if proto is None:
+        try:
+            proto = onnx.load(path)
+        except Exception as e:
+            raise NetworkFileError(path, f"not an ONNX file ({type(e).__name__})") from None
     metadata = {p.key: p.value for p in proto.metadata_props}
     if structure_key not in metadata:
         raise NetworkFileError(path, f"no {what} in the metadata")

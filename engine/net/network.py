@@ -617,11 +617,11 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
 TRAINING_ONLY = ("head.reply_",)
 
 
-def load_onnx(path: str | os.PathLike) -> TabulaNet:
+def load_onnx(path: str | os.PathLike, proto=None) -> TabulaNet:
     """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers); the heads
-    that only training uses (``TRAINING_ONLY``) keep their initial weights."""
+    that only training uses (``TRAINING_ONLY``) keep their initial weights. ``proto``: the file already loaded."""
     path = os.fspath(path)
-    metadata, tensors = read_fp32_onnx(path, "architecture", "Tabula architecture")
+    metadata, tensors = read_fp32_onnx(path, "architecture", "Tabula architecture", proto)
     model = TabulaNet(NetSpec.from_dict(json.loads(metadata["architecture"])))
     state = model.state_dict()
     for name, value in state.items():

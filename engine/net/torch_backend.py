@@ -52,15 +52,15 @@ def fold_batch_norms(model: nn.Module) -> nn.Module:
     return model
 
 
-def _metadata(path: str) -> dict[str, str]:
-    """An ONNX file's metadata (empty where it cannot be read: network.load_onnx reports what is wrong)."""
+def _read(path: str):
+    """An ONNX file, loaded once for its metadata and its weights (None where it cannot be read: ``load_onnx``
+    then reads it again and says what is wrong)."""
     import onnx
 
     try:
-        proto = onnx.load(path, load_external_data=False)
+        return onnx.load(path)
     except Exception:
-        return {}
-    return {p.key: p.value for p in proto.metadata_props}
+        return None
 
 
 class TorchRunner:
@@ -91,16 +91,17 @@ class TorchRunner:
         self.cuda_graphs = bool(cuda_graphs) and self.device.type == "cuda"
         self.buckets = batch_buckets(max_batch)
         self.max_batch = self.buckets[-1]
-        self.katago = is_katago_network(_metadata(path))
+        proto = _read(path)
+        self.katago = is_katago_network({p.key: p.value for p in proto.metadata_props} if proto is not None else {})
         if self.katago:
             # KataGo's networks: rebuilt from the structure in the file's metadata; all their outputs run
             from tabula.engine.net import katago_network
 
-            model = katago_network.load_onnx(path)
+            model = katago_network.load_onnx(path, proto)
             self.planes, self.aux = katago_network.NUM_PLANES, True
             self.ones_plane = 0  # on the board
         else:
-            model = fold_batch_norms(network.load_onnx(path))
+            model = fold_batch_norms(network.load_onnx(path, proto))
             self.planes = model.spec.encoding.planes
             # a plane all ones on an empty board: black to move (leelaz-18), on the board (katago-v7, tabula-v2)
             self.ones_plane = (model.spec.encoding.size_planes or (16,))[0]
