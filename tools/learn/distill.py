@@ -434,8 +434,9 @@ def distill(config: DistillConfig, log=print) -> dict:
 
     label_dir = os.path.join(config.run, LABELS)
     os.makedirs(label_dir, exist_ok=True)
-    # what a killed run did after its checkpoint is redone: its label files and metrics lines go
-    discard_unsaved(config.run, chunk, step)
+    # what a killed run did after its checkpoint is redone: its label files and metrics lines go (without a
+    # checkpoint the labels stay: a window of another encoding is refused, and chunk 0's are replaced as it labels)
+    discard_unsaved(config.run, chunk, step, labels=os.path.exists(checkpoint_path))
     # worker processes play and label the self-play games; with no records, this process needs no teacher
     use_pool = not config.labels_from and config.label_workers > 0 and config.selfplay_games > 0
     teacher_here = not config.labels_from and not (use_pool and not config.records)
@@ -627,10 +628,11 @@ def discard_chunk(directory: str, chunk: int, later: bool = False) -> None:
             os.remove(os.path.join(directory, name))
 
 
-def discard_unsaved(run: str, chunk: int, step: int) -> None:
+def discard_unsaved(run: str, chunk: int, step: int, labels: bool = True) -> None:
     """Drop what a run killed after its checkpoint (at ``chunk``, ``step``) wrote: the label files of the chunks it
-    does not count, the metrics lines past it (and one cut short), and temporary files."""
-    discard_chunk(os.path.join(run, LABELS), chunk, later=True)
+    does not count (``labels``), the metrics lines past it (and one cut short), and temporary files."""
+    if labels:
+        discard_chunk(os.path.join(run, LABELS), chunk, later=True)
     for name in os.listdir(run):
         if name.startswith(CHECKPOINT + ".tmp") or name.startswith(STUDENT + ".tmp"):
             os.remove(os.path.join(run, name))
