@@ -142,3 +142,30 @@ def test_a_run_killed_mid_chunk_resumes_from_the_last_checkpoint_exactly(tiny_au
     assert metrics_chunks(run) == list(range(1, chunks + 1))  # no chunk counted twice
     distill.distill(run_config(tiny_aux_onnx, tmp_path / "whole", chunks=chunks), **QUIET)
     same_training(tmp_path / "whole" / "checkpoint.pt", checkpoint)
+
+
+@pytest.mark.slow
+def test_sigterm_while_workers_label_stops_at_once_with_the_checkpoint_and_student(tiny_aux_onnx, tmp_path):
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "tabula.tools.learn.distill", "--teacher", str(tiny_aux_onnx), "--run", str(run),
+               "--student-arch", "1x8", "--sizes", "9", "--selfplay-games", "400", "--label-workers", "2",
+               "--steps-per-chunk", "2", "--batch", "8", "--threads", "1", "--teacher-threads", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        lines = []
+        while not lines or "in 2 worker processes" not in lines[-1]:  # the workers have started and are named
+            lines.append(process.stdout.readline())
+            assert lines[-1], "".join(lines)
+        time.sleep(1.0)  # the workers are labelling chunk 0
+        assert process.poll() is None
+        stopped = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        rest = process.communicate(timeout=60)[0]
+    finally:
+        process.kill()
+    assert process.returncode == 0, rest
+    assert time.monotonic() - stopped < 30
+    assert "checkpoint at chunk 0, step 0 (out of time)" in rest and "exported" in rest
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["chunk"] == 0  # the abandoned chunk not counted
+    assert (run / "model.onnx").exists() and not list((run / "labels").iterdir())
