@@ -446,6 +446,43 @@ def test_shared_tables_one_per_ruleset_and_few_kept():
     assert tables.for_state(chinese) is not first  # only the two most recent rulesets are kept
 
 
+def test_the_shared_table_tells_apart_what_the_network_reads_beyond_the_stones():
+    # The same stones, side to move and ko point after another history: black to move after white's pass (a pass
+    # ends the game next, which katago-v7 reads), or without one. The second query's root is not the first's result.
+    network = StandInNetwork()
+    moves_after_pass = [["B", "D4"], ["W", "E5"], ["B", "F6"], ["W", "pass"]]
+    moves_without = [["B", "D4"], ["W", "pass"], ["B", "F6"], ["W", "E5"]]
+    engine, lines = make_engine(network, analysis_threads=1)
+    serve(engine, [query(f"q{number}", moves=moves, maxVisits=1)
+                   for number, moves in enumerate((moves_after_pass, moves_without))])
+    assert sorted(json.loads(line)["id"] for line in lines) == ["q0", "q1"]
+    assert network.positions == 2
+
+
+def test_the_table_key_has_the_passes_and_the_superko_bans():
+    from tabula.engine.play.search import table_key
+    from tabula.engine.rules.coords import parse_vertex
+
+    def played(moves):
+        state = GameState(9)  # positional superko
+        for vertex in moves:
+            state.play(parse_vertex(vertex, 9))
+        return state
+
+    # white's E5 in atari: black captures at E4
+    plain = played(["D5", "E5", "F5", "A1", "E6", "B1"])
+    assert table_key(plain) == table_key(plain.copy())
+    after_pass = played(["D5", "E5", "F5", "A1", "pass", "B1", "E6", "pass"])
+    assert after_pass.hash == plain.hash and table_key(after_pass) != table_key(plain)
+    # the same position in a game that has seen the one after the capture: E4 is banned there
+    banned = plain.copy()
+    captured = plain.copy()
+    captured.play(parse_vertex("E4", 9))
+    banned.seen = banned.seen | {captured._superko_key(captured.board.hash, captured.to_move)}
+    assert banned.hash == plain.hash and table_key(banned) != table_key(plain)
+    assert not banned.legal(parse_vertex("E4", 9)) and plain.legal(parse_vertex("E4", 9))
+
+
 def test_bench_analysis_times_both_sides(tiny_onnx, tmp_path, capsys):
     from tabula.tools.bench import analysis as bench_analysis
 

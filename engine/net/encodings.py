@@ -55,6 +55,9 @@ class Encoding:
     # The encoding whose planes are this one's first, computed the same ("": none): a labeller that encodes those
     # for its teacher gives them to the student's too.
     extends: str = ""
+    # state -> what the planes read beyond the state's ``hash`` (and its rules), that a table of network results
+    # keys on besides it (engine.play.search.table_key); None: nothing
+    table_key: Callable[[object], tuple] | None = None
 
     def accepts(self, state) -> bool:
         """Whether positions of ``state``'s class can be encoded under this encoding."""
@@ -70,14 +73,24 @@ class Encoding:
 
 _LEELAZ_NAMES = (*(f"own_{age}" for age in range(8)), *(f"opp_{age}" for age in range(8)), "black_to_move",
                  "white_to_move")
+
+
+def _go_table_key(state) -> tuple:
+    """Every Go encoding's table key (``katago_features.table_key``): a Go position is keyed the same whatever the
+    network reads it as (the key's state class names leelaz-18), so it covers katago-v7's reads as well."""
+    from tabula.engine.net import katago_features
+
+    return katago_features.table_key(state)
+
+
 LEELAZ = Encoding(features.INPUT_ENCODING, features.NUM_PLANES, True, features.encode_batch,
                   features.inverse_transform_policy, lambda size: _go_state(size), size_planes=(16, 18), scored=True,
-                  constant_planes=(16, 17), plane_names=_LEELAZ_NAMES)
+                  constant_planes=(16, 17), plane_names=_LEELAZ_NAMES, table_key=_go_table_key)
 LEELAZ_KOMI = Encoding(features.KOMI_INPUT_ENCODING, features.NUM_PLANES + 1, True, features.encode_batch_with_komi,
                        features.inverse_transform_policy, lambda size: _go_state(size), size_planes=(16, 18),
                        scored=True, state_encoding=features.INPUT_ENCODING, komi_plane=features.KOMI_PLANE,
                        constant_planes=(16, 17, 18), plane_names=(*_LEELAZ_NAMES, "komi"),
-                       extends=features.INPUT_ENCODING)
+                       extends=features.INPUT_ENCODING, table_key=_go_table_key)
 # katago-v7's planes by name (engine.net.katago_features: the 22 spatial features, then the 19 globals)
 KATAGO_V7_NAMES = (
     "on_board", "own_stones", "opp_stones", "liberties_1", "liberties_2", "liberties_3", "ko_ban", "encore_ko",
@@ -122,7 +135,7 @@ def _katago_v7() -> Encoding:
                     features.inverse_transform_policy, lambda size: _go_state(size), board_sizes=tuple(range(2, 20)),
                     size_planes=(0, 1), scored=True, state_encoding=features.INPUT_ENCODING,
                     constant_planes=tuple(range(katago_features.NUM_SPATIAL, katago_features.NUM_PLANES)),
-                    plane_names=KATAGO_V7_NAMES)
+                    plane_names=KATAGO_V7_NAMES, table_key=_go_table_key)
 
 
 def _tabula_v2() -> Encoding | None:
@@ -162,7 +175,8 @@ def _tabula_v2() -> Encoding | None:
                     lambda size: _go_state(size), board_sizes=tuple(range(2, 26)),
                     size_planes=(0, 1), scored=True, state_encoding=features.INPUT_ENCODING,
                     constant_planes=tuple(range(katago_features.NUM_SPATIAL, base)),
-                    plane_names=KATAGO_V7_NAMES + names, extends=katago_features.INPUT_ENCODING)
+                    plane_names=KATAGO_V7_NAMES + names, extends=katago_features.INPUT_ENCODING,
+                    table_key=_go_table_key)
 
 
 def encoding_named(name: str) -> Encoding:

@@ -419,6 +419,18 @@ def _seen_since(state: GameState, start: int) -> set[int]:
 # -- ko bans -------------------------------------------------------------------------------------------------------
 
 
+def table_key(state: GameState) -> tuple:
+    """What Go's encodings read beyond the stones, the side to move and the ko point (``GameState.hash``) and the
+    rules and komi (a table of results per ruleset), that a table of network results must tell apart: the passes at
+    the end of the move list (whether a pass ends the game, the pass planes) and the superko bans. As KataGo's own
+    cache key (NNInputs::getHash), the moves before are left out (the last-move planes, leelaz-18's earlier
+    positions): positions reached by other move orders share a result, which the search's transpositions want."""
+    bans = ()
+    if state.rules.superko != SIMPLE_KO:
+        bans = tuple(_superko_banned(state, state.board.ko, state.seen))
+    return (state.passes, bans)
+
+
 def _superko_banned(state: GameState, ko: int, seen: set[int]) -> list[int]:
     """Flat points where a move legal under simple ko (a multi-stone suicide included where the rules allow it)
     would repeat a position positional or situational superko forbids (KataGo's superKoBanned; the simple ko point

@@ -20,6 +20,7 @@ queue for the GIL instead (docs/BENCHMARKS.md).
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -80,7 +81,7 @@ class _Leaf:
     node: Node
     path: Path
     state: Game
-    key: tuple[int, int]
+    key: tuple  # table_key(state)
     expansion: Expansion | None = None
 
 
@@ -126,6 +127,26 @@ def _terminal_score(state: Game) -> float:
     ``terminal_score`` hook, Go's count); else 0."""
     score = getattr(state, "terminal_score", None)
     return score() if score is not None else 0.0
+
+
+def table_key(state: Game) -> tuple:
+    """A position's key in the table of network results: its board size (empty boards of every size share hash 0)
+    and ``hash`` (stones, side to move, ko point), then what its encoding reads beyond them (``Encoding.table_key``:
+    Go's passes and superko bans). The rules are not in it: a table holds the results of one ruleset."""
+    key = (state.size, state.hash)
+    extra = _extra_key(type(state))
+    return key if extra is None else key + extra(state)
+
+
+@functools.lru_cache(maxsize=None)
+def _extra_key(kind: type) -> Callable[[Game], tuple] | None:
+    """The ``table_key`` of a state class's encoding (None: a game without a known encoding, as tests have)."""
+    from tabula.engine.net.encodings import encoding_named
+
+    try:
+        return encoding_named(kind.INPUT_ENCODING).table_key
+    except (AttributeError, ValueError):
+        return None
 
 
 class Search:
@@ -459,7 +480,7 @@ class Search:
                 node.value, node.score = value, _terminal_score(state)
                 tree.backup(path, node, node.value, node.score)
                 return _DONE
-        key = (state.size, state.hash)  # empty boards of every size share hash 0
+        key = table_key(state)
         expansion = tree.cache.get(key)
         if expansion is not None and self._rollout is None:
             self._expand_leaf(node, path, expansion)

@@ -249,22 +249,22 @@ def _with_atari_floor(policy: np.ndarray, states: list[Game], at_stake: np.ndarr
 
 
 class TranspositionTable:
-    """Network results by board size and position hash (stones, side to move, ko point), least recently used
-    evicted first.
+    """Network results by ``search.table_key`` (board size, position hash: stones, side to move, ko point; then
+    what the encoding reads beyond those, Go's passes and superko bans), least recently used evicted first.
 
     Not thread-safe on its own: the search only touches it under its tree lock.
     """
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self._entries: OrderedDict[tuple[int, int], Expansion] = OrderedDict()
+        self._entries: OrderedDict[tuple, Expansion] = OrderedDict()
         self.hits = 0
         self.misses = 0
         # The game and rules of the entries (the state's class, and its ``rules``): the key has no komi, so a tree
         # that meets other rules clears the table first (Tree.set_position). None: no entries yet.
         self.rules: tuple | None = None
 
-    def get(self, key: tuple[int, int]) -> Expansion | None:
+    def get(self, key: tuple) -> Expansion | None:
         entry = self._entries.get(key)
         if entry is None:
             self.misses += 1
@@ -273,7 +273,7 @@ class TranspositionTable:
         self.hits += 1
         return entry
 
-    def put(self, key: tuple[int, int], entry: Expansion) -> None:
+    def put(self, key: tuple, entry: Expansion) -> None:
         if self.capacity <= 0:
             return
         self._entries[key] = entry
