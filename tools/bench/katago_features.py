@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
 import random
 import time
 
@@ -70,8 +71,8 @@ def network_positions(weights: str, size: int, games: int) -> list[GameState]:
     return positions
 
 
-def measure(positions: list[GameState], children: int, rounds: int) -> tuple[float, float, int]:
-    """(seconds per position with nothing cached, seconds per search leaf, leaves), best of ``rounds``."""
+def leaves_of(positions: list[GameState], children: int) -> list[GameState]:
+    """Up to ``children`` children of each position, spread over its legal moves."""
     leaves = []
     for state in positions:
         legal = np.flatnonzero(state.legal_mask()[:-1])
@@ -79,6 +80,12 @@ def measure(positions: list[GameState], children: int, rounds: int) -> tuple[flo
             leaf = state.copy()
             leaf.play(int(move))
             leaves.append(leaf)
+    return leaves
+
+
+def measure(positions: list[GameState], children: int, rounds: int) -> tuple[float, float, int]:
+    """(seconds per position with nothing cached, seconds per search leaf, leaves), best of ``rounds``."""
+    leaves = leaves_of(positions, children)
     cold = leaf_cost = float("inf")
     for _ in range(rounds):
         katago_features.clear_caches()
@@ -93,8 +100,9 @@ def measure(positions: list[GameState], children: int, rounds: int) -> tuple[flo
     return cold, leaf_cost, len(leaves)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="tabula bench katago-features", description=__doc__,
+def position_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The options that choose the positions, shared by the input-feature benches."""
+    parser = argparse.ArgumentParser(prog=prog, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sgf", nargs="*", default=[], help="SGF archives (tar) for the 19x19 positions")
     parser.add_argument("--weights", help="a KataGo model file: plays the 9x9 and 13x13 positions")
@@ -103,7 +111,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--children", type=int, default=12, help="search leaves per position")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seed", type=int, default=5)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def position_sets(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[int, list[GameState]]:
+    """{board size: positions} as the options ask; a parser error where there are none."""
+    if args.weights and not os.path.isfile(args.weights):
+        parser.error(f"{args.weights}: no such file")
     sets = {}
     if args.weights:
         for size in (9, 13):
@@ -112,6 +126,13 @@ def main(argv: list[str]) -> int:
         sets[19] = sgf_positions(args.sgf, args.positions, args.seed)
     if not any(sets.values()):
         parser.error("no positions: give --sgf archives and/or --weights")
+    return sets
+
+
+def main(argv: list[str]) -> int:
+    parser = position_parser("tabula bench katago-features", __doc__)
+    args = parser.parse_args(argv)
+    sets = position_sets(parser, args)
     print(f"{'size':>5} {'positions':>9} {'leaves':>6} {'nothing cached':>15} {'search leaf':>12}")
     for size, positions in sorted(sets.items()):
         if not positions:

@@ -10,33 +10,17 @@ position already encoded, ``--children`` legal moves per position), after its pa
 """
 from __future__ import annotations
 
-import argparse
-import os
 import time
 from typing import Callable
 
-import numpy as np
-
 from tabula.engine.net import katago_features, reading_features
 from tabula.engine.rules.game import GameState
-from tabula.tools.bench.katago_features import network_positions, sgf_positions
+from tabula.tools.bench.katago_features import leaves_of, position_parser, position_sets
 
 ENCODERS: dict[str, tuple[Callable[[GameState], object], Callable[[], None]]] = {
     "katago-v7": (katago_features.features, katago_features.clear_caches),
     "reading": (reading_features.encode, reading_features.clear_caches),
 }
-
-
-def leaves_of(positions: list[GameState], children: int) -> list[GameState]:
-    """Up to ``children`` children of each position, spread over its legal moves."""
-    leaves = []
-    for state in positions:
-        legal = np.flatnonzero(state.legal_mask()[:-1])
-        for move in legal[:: max(1, len(legal) // children)][:children]:
-            leaf = state.copy()
-            leaf.play(int(move))
-            leaves.append(leaf)
-    return leaves
 
 
 def measure(positions: list[GameState], leaves: list[GameState], rounds: int) -> dict[str, tuple[float, float]]:
@@ -58,26 +42,9 @@ def measure(positions: list[GameState], leaves: list[GameState], rounds: int) ->
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="tabula bench reading-features", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sgf", nargs="*", default=[], help="SGF archives (tar) for the 19x19 positions")
-    parser.add_argument("--weights", help="a KataGo model file: plays the 9x9 and 13x13 positions")
-    parser.add_argument("--positions", type=int, default=30, help="19x19 positions")
-    parser.add_argument("--games", type=int, default=8, help="9x9 and 13x13 positions (games played)")
-    parser.add_argument("--children", type=int, default=12, help="search leaves per position")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=5)
+    parser = position_parser("tabula bench reading-features", __doc__)
     args = parser.parse_args(argv)
-    if args.weights and not os.path.isfile(args.weights):
-        parser.error(f"{args.weights}: no such file")
-    sets = {}
-    if args.weights:
-        for size in (9, 13):
-            sets[size] = network_positions(args.weights, size, args.games)
-    if args.sgf:
-        sets[19] = sgf_positions(args.sgf, args.positions, args.seed)
-    if not any(sets.values()):
-        parser.error("no positions: give --sgf archives and/or --weights")
+    sets = position_sets(parser, args)
     print(f"{'size':>5} {'positions':>9} {'leaves':>6} | {'katago-v7: nothing cached':>25} {'search leaf':>11} | "
           f"{'reading: nothing cached':>23} {'search leaf':>11}")
     for size, positions in sorted(sets.items()):
