@@ -24,9 +24,12 @@ position asked for the colour that just moved is seen with no history (KataGo cl
 Not followed: KataGo's no-result on a thrice-repeated position under simple ko (a long cycle without passes), and the
 node budget of its ladder search is spent in another move order (it decides only searches of 25,000 moves).
 
-Cost: the ladder searches and the pass-alive areas run in Python on Tabula's strings. Ladder results are cached by
-position (stones and ko point), so that a child in the search finds its parent's ladders (features 15, 16) already
-read; the cache is bounded and thread-safe enough for the evaluator's threads (dict operations under the GIL).
+Cost: the ladder searches run in Python on Tabula's strings, the pass-alive areas on bit sets (Python integers, a
+bit per padded point: regions grow by shifts). Ladder results are cached by position (stones and ko point), so that
+a child in the search finds its parent's ladders (features 15, 16) already read, and by string: each string's
+reading is kept with its footprint, the points whose stones it may have looked at (``_footprint``), and a position
+with the same stones there (a sibling or child in the search, the move played elsewhere) takes it without reading.
+The caches are bounded and thread-safe enough for the evaluator's threads (dict operations under the GIL).
 """
 from __future__ import annotations
 
@@ -493,120 +496,146 @@ _AREA_CACHE: dict[tuple, np.ndarray] = {}
 def _area(board: Board, suicide: bool, seki_tax: bool) -> np.ndarray:
     """int8 [N*N]: KataGo's area for the NN (``calculateArea`` with every option on; with the seki tax,
     ``calculateIndependentLifeArea`` keeping stones): owner of each point or EMPTY."""
-    key = (bytes(board.color), suicide, seki_tax)
+    colors = bytes(board.color)
+    key = (colors, suicide, seki_tax)
     found = _AREA_CACHE.get(key)
     if found is not None:
         return found
     geometry = board.geometry
-    result = bytearray(geometry.padded_len)
+    black, white = _stone_bits(colors)
+    owners = [0, 0, 0]  # [_, black's, white's]: bits of the points each owns
     for pla in (BLACK, WHITE):
-        _area_for(board, pla, suicide, result)
-    color = board.color
-    for pad in geometry.padded:
-        if result[pad] == EMPTY:
-            result[pad] = color[pad]
+        _area_bits(board, pla, suicide, black, white, owners)
+    owned = owners[BLACK] | owners[WHITE]
+    # What neither owns keeps its stone's colour.
+    area_black = owners[BLACK] | (black & ~owned)
+    area_white = owners[WHITE] | (white & ~owned)
     if seki_tax:
-        result = _independent_life(board, result)
-    area = np.frombuffer(bytes(result), dtype=np.int8)[geometry.padded_array].copy()
+        basic = bytearray(geometry.padded_len)
+        for pad in _bits_points(area_black, geometry):
+            basic[pad] = BLACK
+        for pad in _bits_points(area_white, geometry):
+            basic[pad] = WHITE
+        area = np.frombuffer(bytes(_independent_life(board, basic)), dtype=np.int8)[geometry.padded_array].copy()
+    else:
+        area = (_bits_mask(area_black, geometry) * np.int8(BLACK)) | (_bits_mask(area_white, geometry) * np.int8(WHITE))
     if len(_AREA_CACHE) > _CACHE_LIMIT:
         _AREA_CACHE.clear()
     _AREA_CACHE[key] = area
     return area
 
 
-def _area_for(board: Board, pla: int, suicide: bool, result: bytearray) -> None:
-    """Benson's pass-alive strings and territory of ``pla``, and its big single-colour regions, into ``result``
-    (padded), as KataGo's calculateAreaForPla with safe and unsafe big territories."""
+def _bits_mask(bits: int, geometry: Geometry) -> np.ndarray:
+    """int8 [N*N]: 1 at the flat points whose padded point's bit is set in ``bits``."""
+    count = (geometry.padded_len + 7) // 8
+    grid = np.unpackbits(np.frombuffer(bits.to_bytes(count, "little"), dtype=np.uint8), bitorder="little")
+    return grid[geometry.padded_array].view(np.int8)
+
+
+def _bits_points(bits: int, geometry: Geometry) -> list[int]:
+    """The padded points whose bits are set in ``bits``."""
+    padded = geometry.padded
+    return [padded[flat] for flat in np.flatnonzero(_bits_mask(bits, geometry)).tolist()]
+
+
+_ON_BOARD_BITS: dict[int, int] = {}
+
+
+def _area_bits(board: Board, pla: int, suicide: bool, black: int, white: int, owners: list[int]) -> None:
+    """Benson's pass-alive strings and territory of ``pla``, and its big single-colour regions, into ``owners``
+    (bits of padded points, per colour), as KataGo's calculateAreaForPla with safe and unsafe big territories.
+
+    The points are bits of Python integers: a region (a connected set of points without ``pla``'s stones, holding
+    an empty point) grows from its lowest empty point by shifts; a string is vital to a region when every empty
+    point of it (every point, where suicide is legal) is next to the string. Strings with fewer than two vital
+    regions die, and so do the regions next to them, until none dies (in any order: the same strings die)."""
     geometry = board.geometry
+    width = geometry.width
+    on_board = _ON_BOARD_BITS.get(geometry.size)
+    if on_board is None:
+        on_board = _ON_BOARD_BITS[geometry.size] = sum(1 << pad for pad in geometry.padded)
+    near = _near_bits(geometry)
     color = board.color
     root = board.root
     neighbors = geometry.neighbors
-    opp = 3 - pla
-    region_of = [-1] * geometry.padded_len
-    regions: list[list[int]] = []
-    vital: list[set[int]] = []
-    internal: list[int] = []
-    has_opp: list[bool] = []
-    at_least_one = False
-    for pad in geometry.padded:
-        c = color[pad]
-        if c != EMPTY:
-            if c == pla:
-                at_least_one = True
-            continue
-        if region_of[pad] != -1:
-            continue
-        index = len(regions)
-        heads = {root[n] for n in neighbors[pad] if color[n] == pla}
-        points = [pad]
-        region_of[pad] = index
-        inner = 0
-        contains_opp = False
-        i = 0
-        while i < len(points):
-            point = points[i]
-            i += 1
-            point_color = color[point]
-            adjacent_heads = None
-            if heads and (suicide or point_color == EMPTY):
-                adjacent_heads = {root[n] for n in neighbors[point] if color[n] == pla}
-                heads &= adjacent_heads
-            if inner < 2:
-                if adjacent_heads is None:
-                    touches = any(color[n] == pla for n in neighbors[point])
-                else:
-                    touches = bool(adjacent_heads)
-                if not touches:
-                    inner += 1
-            if point_color == opp:
-                contains_opp = True
-            for n in neighbors[point]:
-                nc = color[n]
-                if (nc == EMPTY or nc == opp) and region_of[n] == -1:
-                    region_of[n] = index
-                    points.append(n)
-        regions.append(points)
-        vital.append(heads)
-        internal.append(inner)
-        has_opp.append(contains_opp)
+    own, other = (black, white) if pla == BLACK else (white, black)
+    empty = on_board & ~(black | white)
+    space = on_board & ~own
+    own_near = own | (own << 1) | (own >> 1) | (own << width) | (own >> width)
+    stones_of: dict[int, int] = {}  # string root -> bits of its stones
+    reach_of: dict[int, int] = {}  # string root -> bits of its stones and their neighbours
 
-    strings = {r for r in board.liberties if color[r] == pla}
-    vital_count = dict.fromkeys(strings, 0)
+    def reach(head: int) -> int:
+        bits = reach_of.get(head)
+        if bits is None:
+            bits = stones = 0
+            for stone in board.string_stones(head):
+                stones |= 1 << stone
+                bits |= near[stone]
+            stones_of[head] = stones
+            reach_of[head] = bits
+        return bits
+
+    regions: list[int] = []
+    vital: list[list[int]] = []
+    safe: list[bool] = []  # at most one point not next to pla's stones, or no opponent's stone
+    has_opp: list[bool] = []
+    left = empty
+    while left:
+        seed = left & -left
+        region = seed
+        while True:
+            grown = (region | (region << 1) | (region >> 1) | (region << width) | (region >> width)) & space
+            if grown == region:
+                break
+            region = grown
+        left &= ~region
+        point = seed.bit_length() - 1
+        relevant = region if suicide else region & empty
+        heads = {root[n] for n in neighbors[point] if color[n] == pla}
+        regions.append(region)
+        vital.append([head for head in heads if not relevant & ~reach(head)])
+        contains_opp = bool(region & other)
+        has_opp.append(contains_opp)
+        safe.append((region & ~own_near).bit_count() <= 1 or not contains_opp)
+
+    vital_count = dict.fromkeys((r for r in board.liberties if color[r] == pla), 0)
     for heads in vital:
         for head in heads:
             vital_count[head] += 1
-    borders_dead = [False] * len(regions)
-    killed: set[int] = set()
+    alive = set(vital_count)
+    dead = [False] * len(regions)
     while True:
-        killed_any = False
-        for head in strings:
-            if head in killed or vital_count[head] >= 2:
-                continue
-            killed.add(head)
-            killed_any = True
-            for stone in board.string_stones(head):
-                for n in neighbors[stone]:
-                    index = region_of[n]
-                    if index >= 0 and not borders_dead[index]:
-                        borders_dead[index] = True
-                        for other in vital[index]:
-                            vital_count[other] -= 1
-        if not killed_any:
+        dying = [head for head in alive if vital_count[head] < 2]
+        if not dying:
             break
-    for head in strings:
-        if head not in killed:
-            for stone in board.string_stones(head):
-                result[stone] = pla
-    if not at_least_one:
+        alive.difference_update(dying)
+        living = 0
+        for head in alive:
+            reach(head)
+            living |= stones_of[head]
+        killed = own & ~living
+        killed_near = killed | (killed << 1) | (killed >> 1) | (killed << width) | (killed >> width)
+        for index, region in enumerate(regions):
+            if not dead[index] and region & killed_near:
+                dead[index] = True
+                for head in vital[index]:
+                    vital_count[head] -= 1
+    alive_bits = 0
+    for head in alive:
+        reach(head)
+        alive_bits |= stones_of[head]
+    opp = 3 - pla
+    owners[pla] |= alive_bits
+    owners[opp] &= ~alive_bits
+    if not own:
         return
-    for index, points in enumerate(regions):
-        if not borders_dead[index] and (internal[index] <= 1 or not has_opp[index]):
-            for point in points:
-                result[point] = pla
+    for index, region in enumerate(regions):
+        if not dead[index] and safe[index]:
+            owners[pla] |= region
+            owners[opp] &= ~region
         elif not has_opp[index]:
-            for point in points:
-                if result[point] == EMPTY:
-                    result[point] = pla
+            owners[pla] |= region & ~(owners[BLACK] | owners[WHITE])
 
 
 def _independent_life(board: Board, basic: bytearray) -> bytearray:
@@ -693,18 +722,21 @@ def _ladders(colors: bytes, ko: int, board: Board | None) -> tuple[np.ndarray, d
         board = board.copy()
         board.ko = ko
     flat = board.geometry.flat
+    board_color = board.color
     stones: list[int] = []
     working: dict[int, list[int]] = {BLACK: [], WHITE: []}
+    masks = None
+    reach: dict[int, int] = {}  # string root -> the bits of its stones and their neighbours, made as reads need them
     for root, libs in list(board.liberties.items()):
         count = len(libs)
         if count > 2:
             continue
-        if count == 1:
-            captured = _ladder_captured(board, root, True)
-        else:
-            moves = _attacker_first_two_liberties(board, root)
-            captured = bool(moves)
-            working[board.color[root]].extend(flat[m] for m in moves)
+        if masks is None:
+            masks = _stone_bits(colors)
+        captured, moves = _string_ladder(board, root, count, ko if count == 2 and ko in libs else NO_POINT, masks,
+                                         reach)
+        if moves:
+            working[board_color[root]].extend(flat[m] for m in moves)
         if captured:
             stones.extend(flat[s] for s in board.string_stones(root))
     result = (np.asarray(stones, dtype=np.int64) if stones else _NO_POINTS,
@@ -713,6 +745,117 @@ def _ladders(colors: bytes, ko: int, board: Board | None) -> tuple[np.ndarray, d
         _LADDER_CACHE.clear()
     _LADDER_CACHE[key] = result
     return result
+
+
+# One string's ladder reading, kept with the points it depends on (its footprint, a bit per padded point) and the
+# stones there when it was read: another position with the same stones on the footprint reads the same (see
+# _footprint). Keyed by the board's size, the string's root and the ko point when that is one of its liberties.
+_STRING_CACHE: dict[tuple[int, int, int], list[tuple[int, int, int, bool, tuple[int, ...]]]] = {}
+_STRING_CACHE_LIMIT = 50000  # keys before it is emptied
+_READS_PER_KEY = 6  # footprints kept per key, the newest
+
+
+def _stone_bits(colors: bytes) -> tuple[int, int]:
+    """(black, white): a bit per padded point of ``colors`` (bit i: point i) that holds a stone of that colour."""
+    grid = np.frombuffer(colors, dtype=np.uint8)
+    return (int.from_bytes(np.packbits(grid == BLACK, bitorder="little").tobytes(), "little"),
+            int.from_bytes(np.packbits(grid == WHITE, bitorder="little").tobytes(), "little"))
+
+
+def _string_ladder(board: Board, root: int, count: int, ko_tag: int, masks: tuple[int, int],
+                   reach: dict[int, int]) -> tuple[bool, tuple[int, ...]]:
+    """(whether a ladder takes the string at ``root`` with ``count`` (1 or 2) liberties, and for two liberties the
+    attacker's moves that start one): read, or found in the string cache."""
+    black, white = masks
+    key = (board.geometry.size, root, ko_tag)
+    reads = _STRING_CACHE.get(key)
+    if reads:
+        for read_black, read_white, footprint, captured, moves in reads:
+            if not ((black ^ read_black) | (white ^ read_white)) & footprint:
+                return captured, moves
+    touched: set[int] = set()
+    if count == 1:
+        captured, spent = _read_ladder(board, root, True, touched)
+        moves: tuple[int, ...] = ()
+    else:
+        found, spent = _attacker_first_two_liberties(board, root, touched)
+        moves = tuple(found)
+        captured = bool(moves)
+    if not spent:
+        # A search stopped by the node budget is not kept: the order of its moves (set order) decides it.
+        entry = (black, white, _footprint(board, root, touched, reach), captured, moves)
+        if reads is None:
+            if len(_STRING_CACHE) > _STRING_CACHE_LIMIT:
+                _STRING_CACHE.clear()
+            _STRING_CACHE[key] = [entry]
+        else:
+            reads.append(entry)
+            if len(reads) > _READS_PER_KEY:
+                del reads[0]
+    return captured, moves
+
+
+def _footprint(board: Board, root: int, touched: set[int], reach: dict[int, int]) -> int:
+    """The bits of every point whose colour a ladder reading of the string at ``root`` may have looked at, given
+    ``touched``: every point the reading played or considered playing (liberties of the laddered string, captures).
+
+    Every board of the reading is ``board`` with moves at touched points and strings captured, and each node reads
+    the colours around the laddered string, the candidate moves and the strings next to them. In ``board``'s terms
+    those are within: the touched points, the string's stones and their neighbours (K); every string that meets K
+    (the laddered string grows by such strings, captures take such strings); the opponent's strings next to the
+    defender's strings among those (their liberties are the defender's captures); and the neighbours of all of
+    these. A position equal to ``board`` on those points runs the same reading, move for move."""
+    geometry = board.geometry
+    near = _near_bits(geometry)
+    neighbors = geometry.neighbors
+    color = board.color
+    roots = board.root
+    pla = color[root]
+    opp = 3 - pla
+    points = touched.union(board.string_stones(root))
+    footprint = 0
+    heads: set[int] = set()
+    for point in points:
+        footprint |= near[point]
+        c = color[point]
+        if c == BLACK or c == WHITE:
+            heads.add(roots[point])
+        for n in neighbors[point]:
+            c = color[n]
+            if c == BLACK or c == WHITE:
+                heads.add(roots[n])
+    beside: set[int] = set()
+    for head in heads:
+        if color[head] == pla:
+            for stone in board.string_stones(head):
+                for n in neighbors[stone]:
+                    if color[n] == opp:
+                        beside.add(roots[n])
+    heads |= beside
+    for head in heads:
+        bits = reach.get(head)
+        if bits is None:
+            bits = 0
+            for stone in board.string_stones(head):
+                bits |= near[stone]
+            reach[head] = bits
+        footprint |= bits
+    return footprint
+
+
+_NEAR_BITS: dict[int, list[int]] = {}
+
+
+def _near_bits(geometry: Geometry) -> list[int]:
+    """Padded point -> the bits of the point and its four neighbours (the point alone on the border)."""
+    near = _NEAR_BITS.get(geometry.size)
+    if near is None:
+        near = [1 << pad for pad in range(geometry.padded_len)]
+        for pad in geometry.padded:
+            for n in geometry.neighbors[pad]:
+                near[pad] |= 1 << n
+        _NEAR_BITS[geometry.size] = near
+    return near
 
 
 def _board_from_colors(colors: bytes, ko: int) -> Board:
@@ -766,20 +909,30 @@ def _play(board: Board, point: int, color: int) -> Board | None:
     return child
 
 
-def _attacker_first_two_liberties(board: Board, root: int) -> list[int]:
-    """KataGo's searchIsLadderCapturedAttackerFirst2Libs: the liberties of the two-liberty string at ``root`` where
-    the attacker's move starts a ladder that captures it."""
+def _attacker_first_two_liberties(board: Board, root: int, touched: set[int] | None = None) \
+        -> tuple[list[int], bool]:
+    """KataGo's searchIsLadderCapturedAttackerFirst2Libs: (the liberties of the two-liberty string at ``root`` where
+    the attacker's move starts a ladder that captures it, whether a search ran out of its node budget). The points
+    the readings play or consider go into ``touched``."""
     pla = board.color[root]
     opp = 3 - pla
     working = []
+    spent = False
     liberties = list(board.liberties[root])
+    if touched is None:
+        touched = set()
+    touched.update(liberties)
     for move, escape in (liberties, liberties[::-1]):
         if _escapes_surely(board, move, escape, pla):
             continue
         child = _play(board, move, opp)
-        if child is not None and _ladder_captured(child, root, True):
+        if child is None:
+            continue
+        captured, out = _read_ladder(child, root, True, touched)
+        spent = spent or out
+        if captured:
             working.append(move)
-    return working
+    return working, spent
 
 
 def _escapes_surely(board: Board, move: int, escape: int, pla: int) -> bool:
@@ -813,27 +966,34 @@ def _escapes_surely(board: Board, move: int, escape: int, pla: int) -> bool:
 def _ladder_captured(board: Board, loc: int, defender_first: bool) -> bool:
     """KataGo's searchIsLadderCaptured: whether the string at ``loc`` dies in a ladder, the defender (its colour)
     moving first. Kos count as won by the defender."""
+    return _read_ladder(board, loc, defender_first, set())[0]
+
+
+def _read_ladder(board: Board, loc: int, defender_first: bool, touched: set[int]) -> tuple[bool, bool]:
+    """(``_ladder_captured``, whether the search ran out of its node budget: then it says no). The points the
+    search plays or considers playing go into ``touched``."""
     pla = board.color[loc]
     if pla != BLACK and pla != WHITE:
-        return False
+        return False, False
     libs = len(board.liberties[board.root[loc]])
     if libs > 2 or (defender_first and libs > 1):
-        return False
+        return False, False
     if defender_first and board.ko != NO_POINT:
         board = board.copy()
         board.ko = NO_POINT
     size = board.geometry.size
-    search = _LadderSearch(loc, pla, defender_first, size * size * 3 // 2 + 1)
+    search = _LadderSearch(loc, pla, defender_first, size * size * 3 // 2 + 1, touched)
     try:
-        return search.node(board, 0)
+        return search.node(board, 0), False
     except _BudgetSpent:
-        return False
+        return False, True
 
 
 class _LadderSearch:
-    __slots__ = ("loc", "pla", "opp", "defender_first", "stack_size", "nodes")
+    __slots__ = ("loc", "pla", "opp", "defender_first", "stack_size", "nodes", "touched")
 
-    def __init__(self, loc: int, pla: int, defender_first: bool, stack_size: int):
+    def __init__(self, loc: int, pla: int, defender_first: bool, stack_size: int, touched: set[int]):
+        self.touched = touched
         self.loc = loc
         self.pla = pla
         self.opp = 3 - pla
@@ -867,6 +1027,7 @@ class _LadderSearch:
             for lib in liberties:
                 if lib not in moves:
                     moves.append(lib)
+            self.touched.update(moves)
             lower, upper = _liberty_bounds(board, moves[-1], pla)
             if lower >= 3:
                 return False
@@ -875,6 +1036,7 @@ class _LadderSearch:
             mover = pla
         else:
             moves = list(liberties)
+            self.touched.update(moves)
             first, second = moves
             libs0 = _immediate_liberties(board, first)
             libs1 = _immediate_liberties(board, second)
@@ -1048,6 +1210,7 @@ def inverse_transform_policy(policy: np.ndarray, symmetry) -> np.ndarray:
 def clear_caches() -> None:
     """Empty the ladder, area and replay caches (tests, and memory after a game)."""
     _LADDER_CACHE.clear()
+    _STRING_CACHE.clear()
     _AREA_CACHE.clear()
     _REPLAY_CACHE.clear()
 
