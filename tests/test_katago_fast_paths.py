@@ -1,6 +1,7 @@
-"""The fast paths of KataGo's V7 inputs (engine.net.katago_features) against the plain algorithms they replace, on
-random games: Benson's pass-alive areas on bit sets against a point-by-point flood fill, and ladder readings kept per
-string (reused where the stones they looked at are unchanged) against reading every string afresh."""
+"""The fast paths of KataGo's V7 inputs (engine.net.katago_features) and of the reading features against the plain
+algorithms they replace, on random games: Benson's pass-alive areas on bit sets against a point-by-point flood fill,
+ladder readings kept per string (reused where the stones they looked at are unchanged) against reading every string
+afresh, and superko bans computed once for the table key and the features against computing them each time."""
 from __future__ import annotations
 
 import random
@@ -9,9 +10,11 @@ import numpy as np
 import pytest
 
 from tabula.engine.net import katago_features as kf
+from tabula.engine.net import reading_features as rf
 from tabula.engine.rules.board import Board
 from tabula.engine.rules.coords import BLACK, EMPTY, PASS, WHITE
 from tabula.engine.rules.game import GameState, parse_rules
+from tests.test_reading_features import reference as reading_reference
 
 # -- the plain algorithms ------------------------------------------------------------------------------------------
 
@@ -223,3 +226,38 @@ def test_ladders_kept_per_string_are_every_string_read_afresh(size, rules_name, 
             laddered += len(expected_stones)
     assert laddered > 0
     assert len(reads) < 0.8 * strings, (len(reads), strings)  # the string cache answered many strings
+
+
+def test_ladder_escapes_kept_per_move_are_every_escape_read_afresh():
+    kf.clear_caches()
+    rf.clear_caches()
+    escapes = 0
+    for size, rules_name in [(9, "chinese"), (13, "tromp-taylor"), (19, "aga")]:
+        for index, state in enumerate(filled_games(size, 1, 200 + size, rules_name)[-3:]):
+            for leaf in search_walk(state, 60 if size < 19 else 25, index):
+                planes = rf.encode(leaf)
+                assert np.array_equal(planes, reading_reference(leaf)), f"\n{leaf}"
+                escapes += int(planes[rf.LADDER_ESCAPE].sum())
+    assert escapes > 0
+
+
+def test_superko_bans_shared_by_the_table_key_and_the_features():
+    kf.clear_caches()
+    rng = random.Random(1)
+    banned = 0
+    for game in range(16):
+        # 4x4 random games repeat positions often enough to ban moves; the same position object is played on, so
+        # its set of seen positions grows under the cache
+        state = GameState(4, parse_rules("tromp-taylor" if game % 2 == 0 else "aga", 7.5))
+        for _ in range(60):
+            expected = sorted(kf._superko_banned(state, state.board.ko, state.seen))
+            assert sorted(kf.table_key(state)[1]) == expected
+            plane = kf.features(state)[0][6].reshape(-1)
+            assert all(plane[point] == 1.0 for point in expected)
+            assert sorted(kf.table_key(state)[1]) == expected
+            banned += len(expected)
+            legal = state.legal_moves()
+            state.play(rng.choice(legal) if legal and rng.random() > 0.05 else PASS)
+            if state.passes >= 2:
+                break
+    assert banned > 0

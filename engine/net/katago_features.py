@@ -123,7 +123,7 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     if ko != NO_POINT:
         spatial[6, flat[ko]] = 1.0
     if not cleared and rules.superko != SIMPLE_KO:
-        banned = _superko_banned(state, ko, state.seen)
+        banned = _bans(state, ko)
         if banned and start > 0:
             # KataGo's history restarted at an out-of-turn move: only the positions since then count (replayed,
             # so only where the whole game's positions ban something)
@@ -430,8 +430,29 @@ def table_key(state: GameState) -> tuple:
     positions): positions reached by other move orders share a result, which the search's transpositions want."""
     bans = ()
     if state.rules.superko != SIMPLE_KO:
-        bans = tuple(_superko_banned(state, state.board.ko, state.seen))
+        bans = tuple(_bans(state, state.board.ko))
     return (state.passes, bans)
+
+
+_BANS_CACHE: dict[tuple, tuple[set[int], list[int]]] = {}
+_BANS_CACHE_LIMIT = 512  # positions (each entry holds its position's set of seen keys)
+
+
+def _bans(state: GameState, ko: int) -> list[int]:
+    """``_superko_banned`` over the whole game's positions (``state.seen``), computed once for the search's table key
+    and the position's features. An entry holds the very set it was computed for and its size: a set only grows,
+    so the same set of the same size is the same history."""
+    seen = state.seen
+    board = state.board
+    key = (id(seen), len(seen), board.hash, ko, state.to_move, state.stones, state.peak_stones, state.rules)
+    found = _BANS_CACHE.get(key)
+    if found is not None and found[0] is seen:
+        return found[1]
+    banned = _superko_banned(state, ko, seen)
+    if len(_BANS_CACHE) > _BANS_CACHE_LIMIT:
+        _BANS_CACHE.clear()
+    _BANS_CACHE[key] = (seen, banned)
+    return banned
 
 
 def _superko_banned(state: GameState, ko: int, seen: set[int]) -> list[int]:
@@ -749,10 +770,11 @@ def _ladders(colors: bytes, ko: int, board: Board | None) -> tuple[np.ndarray, d
 
 # One string's ladder reading, kept with the points it depends on (its footprint, a bit per padded point) and the
 # stones there when it was read: another position with the same stones on the footprint reads the same (see
-# _footprint). Keyed by the board's size, the string's root and the ko point when that is one of its liberties.
-_STRING_CACHE: dict[tuple[int, int, int], list[tuple[int, int, int, bool, tuple[int, ...]]]] = {}
+# _footprint). Keyed by the board's size, the string's root and the ko point when that is one of its liberties (or
+# minus the colour, for the string an extension makes: _extension_ladder). Entries: (black, white, footprint, result).
+_STRING_CACHE: dict[tuple[int, int, int], list[tuple[int, int, int, object]]] = {}
 _STRING_CACHE_LIMIT = 50000  # keys before it is emptied
-_READS_PER_KEY = 6  # footprints kept per key, the newest
+_READS_PER_KEY = 16  # footprints kept per key, the most recently used
 
 
 def _stone_bits(colors: bytes) -> tuple[int, int]:
@@ -766,33 +788,83 @@ def _string_ladder(board: Board, root: int, count: int, ko_tag: int, masks: tupl
                    reach: dict[int, int]) -> tuple[bool, tuple[int, ...]]:
     """(whether a ladder takes the string at ``root`` with ``count`` (1 or 2) liberties, and for two liberties the
     attacker's moves that start one): read, or found in the string cache."""
-    black, white = masks
     key = (board.geometry.size, root, ko_tag)
-    reads = _STRING_CACHE.get(key)
-    if reads:
-        for read_black, read_white, footprint, captured, moves in reads:
-            if not ((black ^ read_black) | (white ^ read_white)) & footprint:
-                return captured, moves
+    found = _cached_read(key, masks)
+    if found is not None:
+        return found
     touched: set[int] = set()
     if count == 1:
         captured, spent = _read_ladder(board, root, True, touched)
         moves: tuple[int, ...] = ()
     else:
-        found, spent = _attacker_first_two_liberties(board, root, touched)
-        moves = tuple(found)
+        working, spent = _attacker_first_two_liberties(board, root, touched)
+        moves = tuple(working)
         captured = bool(moves)
     if not spent:
         # A search stopped by the node budget is not kept: the order of its moves (set order) decides it.
-        entry = (black, white, _footprint(board, root, touched, reach), captured, moves)
-        if reads is None:
-            if len(_STRING_CACHE) > _STRING_CACHE_LIMIT:
-                _STRING_CACHE.clear()
-            _STRING_CACHE[key] = [entry]
-        else:
-            reads.append(entry)
-            if len(reads) > _READS_PER_KEY:
-                del reads[0]
+        _keep_read(key, masks, _footprint(board, root, touched, reach), (captured, moves))
     return captured, moves
+
+
+def _extension_ladder(board: Board, move: int, pla: int, masks: tuple[int, int]) -> bool:
+    """Whether KataGo's ladder search, the attacker moving first, takes the string that ``pla``'s move at ``move``
+    (padded, legal, extending a string to two liberties: no ko follows) makes: read on the board after the move, or
+    found in the string cache (keyed by the move; the footprint holds the strings the move joins or captures, and
+    ``masks`` are ``board``'s stones, before the move)."""
+    key = (board.geometry.size, move, -pla)
+    found = _cached_read(key, masks)
+    if found is not None:
+        return found
+    child = board.copy()
+    new_hash, captured_roots = child.try_play(move, pla, True)
+    child._commit(move, pla, new_hash, captured_roots)
+    touched: set[int] = set()
+    captured, spent = _read_ladder(child, move, False, touched)
+    if not spent:
+        # The reading's footprint after the move, and before it what decides the move's captures and merges: the
+        # strings beside it, and its neighbours.
+        footprint = _footprint(child, move, touched, {}) | _near_bits(board.geometry)[move]
+        color = board.color
+        heads = {board.root[n] for n in board.geometry.neighbors[move] if color[n] == BLACK or color[n] == WHITE}
+        near = _near_bits(board.geometry)
+        for head in heads:
+            for stone in board.string_stones(head):
+                footprint |= near[stone]
+        _keep_read(key, masks, footprint, captured)
+    return captured
+
+
+def _cached_read(key: tuple[int, int, int], masks: tuple[int, int]):
+    """The result kept under ``key`` whose footprint holds the same stones as ``masks`` (black, white), or None."""
+    reads = _STRING_CACHE.get(key)
+    if not reads:
+        return None
+    black, white = masks
+    snapshot = reads.copy()  # the evaluator's threads may change the list meanwhile
+    for read in reversed(snapshot):
+        if not ((black ^ read[0]) | (white ^ read[1])) & read[2]:
+            if read is not snapshot[-1]:
+                # the most recently used last, so that the least recently used goes first
+                try:
+                    reads.remove(read)
+                    reads.append(read)
+                except ValueError:  # another thread dropped it
+                    pass
+            return read[3]
+    return None
+
+
+def _keep_read(key: tuple[int, int, int], masks: tuple[int, int], footprint: int, result) -> None:
+    reads = _STRING_CACHE.get(key)
+    entry = (masks[0], masks[1], footprint, result)
+    if reads is None:
+        if len(_STRING_CACHE) > _STRING_CACHE_LIMIT:
+            _STRING_CACHE.clear()
+        _STRING_CACHE[key] = [entry]
+    else:
+        reads.append(entry)
+        if len(reads) > _READS_PER_KEY:
+            del reads[0]
 
 
 def _footprint(board: Board, root: int, touched: set[int], reach: dict[int, int]) -> int:
@@ -1211,6 +1283,7 @@ def clear_caches() -> None:
     """Empty the ladder, area and replay caches (tests, and memory after a game)."""
     _LADDER_CACHE.clear()
     _STRING_CACHE.clear()
+    _BANS_CACHE.clear()
     _AREA_CACHE.clear()
     _REPLAY_CACHE.clear()
 

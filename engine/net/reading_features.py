@@ -37,7 +37,9 @@ Cost: one pass over the strings (``Board.root``) labels them; their stones and t
 (``np.packbits``, a row per string), so that for every empty point at once the string it would make is an OR of at
 most four rows and its liberties a popcount, with the captured stones counted back in. Python runs only for the
 ladder-escape reading (own strings in atari whose extension has exactly two liberties; most positions have none), and
-those results are cached by position (stones and side to move), bounded like katago_features' ladder cache.
+those results are cached by position (stones and side to move), bounded like katago_features' ladder cache, and per
+move in katago_features' string cache (``_extension_ladder``: reused where the stones the reading looked at are
+unchanged, as in a search's children and siblings).
 """
 from __future__ import annotations
 
@@ -249,20 +251,19 @@ def _any_of(rows: np.ndarray) -> np.ndarray:
 def _ladder_escapes(board: Board, pla: int, moves: list[int]) -> frozenset[int]:
     """Of ``moves`` (padded points that extend a ``pla`` string in atari to exactly two liberties), those after which
     KataGo's ladder search, the attacker moving first, does not take the string. Cached by stones and colour (the
-    result depends on nothing else: the two-liberty string after the move leaves no ko)."""
+    result depends on nothing else: the two-liberty string after the move leaves no ko), and per move by the stones
+    its reading looked at."""
     key = (bytes(board.color), pla)
     known = _ESCAPE_CACHE.get(key, frozenset())
     wanted = set(moves)
     if not wanted <= {abs(move) for move in known}:
         read = set(known)
+        masks = katago_features._stone_bits(key[0])
         for move in wanted:
             if move in read or -move in read:
                 continue
-            child = board.copy()
-            new_hash, captured = child.try_play(move, pla, True)
-            child._commit(move, pla, new_hash, captured)
             # One that escapes is kept as itself, one that does not as its negation (padded points are positive).
-            read.add(-move if katago_features._ladder_captured(child, move, False) else move)
+            read.add(-move if katago_features._extension_ladder(board, move, pla, masks) else move)
         if len(_ESCAPE_CACHE) > _CACHE_LIMIT:
             _ESCAPE_CACHE.clear()
         _ESCAPE_CACHE[key] = known = frozenset(read)
