@@ -34,6 +34,7 @@ The caches are bounded and thread-safe enough for the evaluator's threads (dict 
 from __future__ import annotations
 
 import math
+from operator import itemgetter
 from typing import Sequence
 
 import numpy as np
@@ -202,6 +203,12 @@ def history_start(state: GameState) -> int:
     moves = state.moves
     if moves and moves[-1][0] == state.to_move:
         return len(moves)
+    if len(moves) > 2:
+        # Colours that alternate throughout (the usual game) have no such move: checked in C, not move by move.
+        evens = set(map(itemgetter(0), moves[::2]))
+        odds = set(map(itemgetter(0), moves[1::2]))
+        if len(evens) == 1 and len(odds) == 1 and evens != odds:
+            return 0
     for index in range(len(moves) - 1, 0, -1):
         if moves[index][0] == moves[index - 1][0]:
             return index
@@ -970,14 +977,30 @@ class _BudgetSpent(Exception):
 def _play(board: Board, point: int, color: int) -> Board | None:
     """The board after ``color`` plays ``point`` (a copy), or None where KataGo's isLegal says no (occupied, the ko
     point, suicide)."""
-    if board.color[point] != EMPTY or point == board.ko:
+    board_color = board.color
+    if board_color[point] != EMPTY or point == board.ko:
         return None
-    try:
-        new_hash, captured = board.try_play(point, color)
-    except IllegalMoveError:
-        return None
+    # Board.try_play's test without its hash (ladders need none: the child's hash is left 0) or its exceptions.
+    other = 3 - color
+    root = board.root
+    liberties = board.liberties
+    has_liberty = False
+    captured: list[int] = []
+    for n in board.geometry.neighbors[point]:
+        c = board_color[n]
+        if c == EMPTY:
+            has_liberty = True
+        elif c == color:
+            if len(liberties[root[n]]) > 1:
+                has_liberty = True
+        elif c == other:
+            head = root[n]
+            if len(liberties[head]) == 1 and head not in captured:
+                captured.append(head)
+    if not has_liberty and not captured:
+        return None  # suicide
     child = board.copy()
-    child._commit(point, color, new_hash, captured)
+    child._commit(point, color, 0, captured)
     return child
 
 
