@@ -261,3 +261,23 @@ def test_superko_bans_shared_by_the_table_key_and_the_features():
             if state.passes >= 2:
                 break
     assert banned > 0
+
+
+def test_the_reading_features_legal_moves_are_the_games():
+    # Small boards repeat positions (superko bans), retake kos and, under Tromp-Taylor and New Zealand rules, take
+    # multi-stone suicides; either colour is asked, so the ko point sometimes binds the colour not to move.
+    rng = random.Random(3)
+    checked = 0
+    for game in range(24):
+        rules = parse_rules(["tromp-taylor", "aga", "new-zealand", "chinese"][game % 4], 7.5)
+        state = GameState(4 + game % 3, rules)
+        for _ in range(50):
+            for asked in (state, state.with_to_move(3 - state.to_move)):
+                legal = asked.legal_mask()[:-1].reshape(asked.size, asked.size)
+                assert np.array_equal(rf.encode(asked)[:6].sum(axis=0), legal), f"\n{asked}"
+                checked += 1
+            legal = state.legal_moves()
+            state.play(rng.choice(legal) if legal and rng.random() > 0.05 else PASS)
+            if state.passes >= 2:
+                break
+    assert checked > 1000

@@ -49,9 +49,9 @@ import numpy as np
 
 from tabula.engine.net import katago_features
 from tabula.engine.net.features import transform_planes
-from tabula.engine.rules.board import Board, Geometry
+from tabula.engine.rules.board import NO_POINT, Board, Geometry, IllegalMoveError
 from tabula.engine.rules.coords import EMPTY
-from tabula.engine.rules.game import GameState
+from tabula.engine.rules.game import SIMPLE_KO, GameState
 
 PLANES: tuple[str, ...] = (
     "liberties_after_2", "liberties_after_3", "liberties_after_4+",
@@ -146,13 +146,7 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
     moves = np.flatnonzero(empty)  # padded points of the empty points
     if len(moves) == 0:
         return
-    legal = state.legal_mask()[:-1]
     move_flat = layout.flat[moves]
-    keep = legal[move_flat]
-    if not keep.any():
-        return
-    moves = moves[keep]
-    move_flat = move_flat[keep]
 
     # Strings, numbered as Board.liberties (keyed by their roots) lists them; number ``count`` stands for "none".
     strings = board.liberties
@@ -171,6 +165,7 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
     after = _neighbors_sum(empty, width)[moves]
     group = np.ones(len(moves), dtype=np.int64)
     capture = np.zeros(len(moves), dtype=np.int64)
+    joins = np.zeros(len(moves), dtype=bool)
     hard = np.flatnonzero(touches)
     around = moves[hard, None] + layout.offsets[None, :]
     around_color = colors[around]
@@ -195,15 +190,25 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
         # The new string's liberties: empty points (the captured stones among them) next to the move or to a string
         # it joins; a joined string's dilation holds the move itself, counted out again.
         reach = joined | layout.neighbor_bits[moves[hard]]
-        joins = is_own.any(axis=1)
-        after[hard] = np.bitwise_count(reach & (np.packbits(empty) | captured)).sum(axis=1, dtype=np.int64) - joins
+        joins[hard] = is_own.any(axis=1)
+        after[hard] = np.bitwise_count(reach & (np.packbits(empty) | captured)).sum(axis=1, dtype=np.int64) \
+            - joins[hard]
         group[hard] = 1 + np.bitwise_count(joined_stones).sum(axis=1, dtype=np.int64)
         capture[hard] = np.bitwise_count(captured).sum(axis=1, dtype=np.int64)
+
+    keep = _legal(state, moves, move_flat, after, joins)
+    if not keep.any():
+        return
+    legal = np.zeros(geometry.size * geometry.size, dtype=bool)
+    legal[move_flat[keep]] = True
+    # Only the legal moves are marked: the others' figures leave the planes.
+    after = np.where(keep, after, -1)
+    capture = np.where(keep, capture, 0)
 
     planes[LIBERTIES_AFTER, move_flat[after == 2]] = 1
     planes[LIBERTIES_AFTER + 1, move_flat[after == 3]] = 1
     planes[LIBERTIES_AFTER + 2, move_flat[after >= 4]] = 1
-    atari = after <= 1  # 0: a legal multi-stone suicide, its stones lost at once
+    atari = (after <= 1) & keep  # 0: a legal multi-stone suicide, its stones lost at once
     planes[SELF_ATARI, move_flat[atari & (group == 1)]] = 1
     planes[SELF_ATARI + 1, move_flat[atari & (group == 2)]] = 1
     planes[SELF_ATARI + 2, move_flat[atari & (group >= 3)]] = 1
@@ -216,6 +221,7 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
     if len(in_atari):
         extends = np.isin(own, in_atari).any(axis=1)
         targets = hard[extends]
+        targets = targets[keep[targets]]
         sure = targets[after[targets] >= 3]
         planes[LADDER_ESCAPE, move_flat[sure]] = 1
         read = targets[after[targets] == 2]
@@ -226,6 +232,41 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
 
     eyes = board.own_eye_mask(pla)
     planes[OWN_EYE] = eyes & legal
+
+
+def _legal(state: GameState, moves: np.ndarray, move_flat: np.ndarray, after: np.ndarray, joins: np.ndarray) \
+        -> np.ndarray:
+    """bool [moves]: ``GameState.legal_mask`` at the empty ``moves`` (padded; ``move_flat`` the same as flat points),
+    from what the planes compute anyway: the string a move makes keeps ``after`` liberties, captures counted (none: a
+    suicide, legal where the rules allow it and the move ``joins`` own stones); the ko point is the colour it binds'
+    to refuse; superko bans come from katago_features (computed once per position, with the V7 features' and the
+    search's table key's)."""
+    board = state.board
+    rules = state.rules
+    pla = state.to_move
+    keep = after > 0
+    if rules.suicide:
+        keep |= joins
+    ko = board.ko
+    if ko != NO_POINT and board.ko_color == pla:
+        keep &= moves != ko
+    if rules.superko != SIMPLE_KO:
+        banned = list(katago_features._bans(state, ko))
+        if ko != NO_POINT and board.ko_color != pla and len(state.seen) > 1:
+            # The bans leave the ko point to the ko rule, which binds the other colour here.
+            try:
+                new_hash, _ = board.try_play(ko, pla, rules.suicide)
+            except IllegalMoveError:
+                pass
+            else:
+                if state._superko_key(new_hash, 3 - pla) in state.seen:
+                    banned.append(board.geometry.flat[ko])
+        if banned:
+            size = board.geometry.size
+            ban = np.zeros(size * size, dtype=bool)
+            ban[banned] = True
+            keep &= ~ban[move_flat]
+    return keep
 
 
 def _neighbors_any(grid: np.ndarray, width: int) -> np.ndarray:
