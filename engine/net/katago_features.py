@@ -780,15 +780,25 @@ def _ladders(colors: bytes, ko: int, board: Board | None) -> tuple[np.ndarray, d
 # _footprint). Keyed by the board's size, the string's root and the ko point when that is one of its liberties (or
 # minus the colour, for the string an extension makes: _extension_ladder). Entries: (black, white, footprint, result).
 _STRING_CACHE: dict[tuple[int, int, int], list[tuple[int, int, int, object]]] = {}
-_STRING_CACHE_LIMIT = 50000  # keys before it is emptied
+_STRING_CACHE_LIMIT = 10000  # keys (board size, point, tag) before it is emptied
 _READS_PER_KEY = 16  # footprints kept per key, the most recently used
 
 
+def _digits(color: int) -> bytes:
+    """A bytes.translate table: ``color`` to the digit 1, every other byte to 0."""
+    table = bytearray(b"0" * 256)
+    table[color] = ord("1")
+    return bytes(table)
+
+
+_BLACK_DIGITS = _digits(BLACK)
+_WHITE_DIGITS = _digits(WHITE)
+
+
 def _stone_bits(colors: bytes) -> tuple[int, int]:
-    """(black, white): a bit per padded point of ``colors`` (bit i: point i) that holds a stone of that colour."""
-    grid = np.frombuffer(colors, dtype=np.uint8)
-    return (int.from_bytes(np.packbits(grid == BLACK, bitorder="little").tobytes(), "little"),
-            int.from_bytes(np.packbits(grid == WHITE, bitorder="little").tobytes(), "little"))
+    """(black, white): a bit per padded point of ``colors`` (bit i: point i) that holds a stone of that colour. The
+    colours become a string of binary digits, the last point first, read by int() in C."""
+    return int(colors.translate(_BLACK_DIGITS)[::-1], 2), int(colors.translate(_WHITE_DIGITS)[::-1], 2)
 
 
 def _string_ladder(board: Board, root: int, count: int, ko_tag: int, masks: tuple[int, int],
