@@ -206,6 +206,17 @@ def test_the_area_on_bit_sets_is_the_plain_flood_fills(size, rules_name):
     assert owned_empty > 0  # territory was found, not only stones
 
 
+def test_areas_in_a_search_walk_reuse_regions_and_stay_the_plain_ones():
+    kf.clear_caches()
+    for size, rules_name in [(7, "tromp-taylor"), (9, "chinese"), (13, "new-zealand")]:
+        for index, state in enumerate(filled_games(size, 1, 300 + size, rules_name)[-3:]):
+            for leaf in search_walk(state, 40, index):
+                for suicide in (False, True):
+                    assert np.array_equal(kf._area(leaf.board, suicide, False),
+                                          reference_area(leaf.board, suicide, False)), f"\n{leaf}"
+    assert kf._REGION_CACHE  # regions were kept (and reused by the leaves that share a colour's stones)
+
+
 @pytest.mark.parametrize("size, rules_name", [(7, "tromp-taylor"), (9, "chinese"), (13, "japanese"),
                                               (19, "chinese")])
 def test_ladders_kept_per_string_are_every_string_read_afresh(size, rules_name, monkeypatch):

@@ -567,6 +567,7 @@ def _bits_points(bits: int, geometry: Geometry) -> list[int]:
 
 
 _ON_BOARD_BITS: dict[int, int] = {}
+_REGION_CACHE: dict[tuple[int, int], list[int]] = {}  # (size, a colour's stones) -> the regions around them
 
 
 def _area_bits(board: Board, pla: int, suicide: bool, black: int, white: int, owners: list[int]) -> None:
@@ -604,24 +605,40 @@ def _area_bits(board: Board, pla: int, suicide: bool, black: int, white: int, ow
             reach_of[head] = bits
         return bits
 
-    regions: list[int] = []
+    # The regions are the connected parts of ``space``, so they follow from pla's stones alone: a child in the search
+    # finds those of the colour that did not move in its parent's cache entry.
+    key = (geometry.size, own)
+    known = _REGION_CACHE.get(key)
+    regions = [region for region in known if region & empty] if known is not None else []
+    left = empty
+    for region in regions:
+        left &= ~region
+    if left:
+        found = list(known) if known is not None else []
+        while left:
+            seed = left & -left
+            region = seed
+            while True:
+                grown = (region | (region << 1) | (region >> 1) | (region << width) | (region >> width)) & space
+                if grown == region:
+                    break
+                region = grown
+            left &= ~region
+            regions.append(region)
+            found.append(region)
+        if len(_REGION_CACHE) > _CACHE_LIMIT:
+            _REGION_CACHE.clear()
+        _REGION_CACHE[key] = found
     vital: list[list[int]] = []
     safe: list[bool] = []  # at most one point not next to pla's stones, or no opponent's stone
     has_opp: list[bool] = []
-    left = empty
-    while left:
-        seed = left & -left
-        region = seed
-        while True:
-            grown = (region | (region << 1) | (region >> 1) | (region << width) | (region >> width)) & space
-            if grown == region:
-                break
-            region = grown
-        left &= ~region
+    for region in regions:
+        relevant = region & empty
+        seed = relevant & -relevant  # any empty point would do: the vital strings are next to all of them
         point = seed.bit_length() - 1
-        relevant = region if suicide else region & empty
+        if suicide:
+            relevant = region
         heads = {root[n] for n in neighbors[point] if color[n] == pla}
-        regions.append(region)
         vital.append([head for head in heads if not relevant & ~reach(head)])
         contains_opp = bool(region & other)
         has_opp.append(contains_opp)
@@ -1318,6 +1335,7 @@ def clear_caches() -> None:
     _STRING_CACHE.clear()
     _BANS_CACHE.clear()
     _AREA_CACHE.clear()
+    _REGION_CACHE.clear()
     _REPLAY_CACHE.clear()
 
 
