@@ -49,7 +49,7 @@ import numpy as np
 
 from tabula.engine.net import katago_features
 from tabula.engine.net.features import transform_planes
-from tabula.engine.rules.board import NO_POINT, Board, Geometry, IllegalMoveError
+from tabula.engine.rules.board import EDGE, NO_POINT, Board, Geometry, IllegalMoveError
 from tabula.engine.rules.coords import EMPTY
 from tabula.engine.rules.game import SIMPLE_KO, GameState
 
@@ -73,12 +73,13 @@ class _Layout:
     """What a board size's bit rows need, computed once: packed neighbour rows of every padded point, and where the
     flat points sit in the padded grid."""
 
-    __slots__ = ("width", "padded_len", "offsets", "neighbor_bits", "flat")
+    __slots__ = ("width", "padded_len", "offsets", "diagonals", "neighbor_bits", "flat")
 
     def __init__(self, geometry: Geometry):
         self.width = width = geometry.width
         self.padded_len = length = geometry.padded_len
         self.offsets = np.array([-width, -1, 1, width], dtype=np.int64)
+        self.diagonals = np.array([-width - 1, -width + 1, width - 1, width + 1], dtype=np.int64)
         near = np.zeros((length, length), dtype=bool)
         inner = geometry.padded_array
         for offset in self.offsets:
@@ -87,6 +88,24 @@ class _Layout:
         self.flat = np.asarray(geometry.flat, dtype=np.int64)  # padded point -> flat point (-1 on the border)
 
 
+def _class_planes() -> np.ndarray:
+    """uint8 [96, 9]: planes 0-8 of a legal move of class (liberties after + 1, at most 5) * 16 + (stones of its
+    string, at most 3) * 4 + (stones captured, at most 3); class 0 and the rows of no move are zeros."""
+    table = np.zeros((96, CAPTURE + 3), dtype=np.uint8)
+    for liberties in range(5):
+        for stones in range(1, 4):
+            for captured in range(4):
+                row = table[(liberties + 1) * 16 + stones * 4 + captured]
+                if liberties >= 2:
+                    row[LIBERTIES_AFTER + liberties - 2] = 1
+                else:  # 0: a legal multi-stone suicide, its stones lost at once
+                    row[SELF_ATARI + stones - 1] = 1
+                if captured:
+                    row[CAPTURE + captured - 1] = 1
+    return table
+
+
+_CLASS_PLANES = _class_planes()
 _LAYOUTS: dict[int, _Layout] = {}
 _ESCAPE_CACHE: dict[tuple[bytes, int], frozenset[int]] = {}
 
@@ -201,20 +220,10 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
         return
     legal = np.zeros(geometry.size * geometry.size, dtype=bool)
     legal[move_flat[keep]] = True
-    # Only the legal moves are marked: the others' figures leave the planes.
-    after = np.where(keep, after, -1)
-    capture = np.where(keep, capture, 0)
-
-    planes[LIBERTIES_AFTER, move_flat[after == 2]] = 1
-    planes[LIBERTIES_AFTER + 1, move_flat[after == 3]] = 1
-    planes[LIBERTIES_AFTER + 2, move_flat[after >= 4]] = 1
-    atari = (after <= 1) & keep  # 0: a legal multi-stone suicide, its stones lost at once
-    planes[SELF_ATARI, move_flat[atari & (group == 1)]] = 1
-    planes[SELF_ATARI + 1, move_flat[atari & (group == 2)]] = 1
-    planes[SELF_ATARI + 2, move_flat[atari & (group >= 3)]] = 1
-    planes[CAPTURE, move_flat[capture == 1]] = 1
-    planes[CAPTURE + 1, move_flat[capture == 2]] = 1
-    planes[CAPTURE + 2, move_flat[capture >= 3]] = 1
+    # Planes 0-8 in one lookup (_CLASS_PLANES) of each move's class: its liberties after, the stones left in atari
+    # and the stones captured, bucketed; class 0 for the moves that are not legal (no planes).
+    classes = np.where(keep, (np.minimum(after, 4) + 1) * 16 + np.minimum(group, 3) * 4 + np.minimum(capture, 3), 0)
+    planes[:CAPTURE + 3, move_flat] = _CLASS_PLANES[classes].T
 
     # Ladder escapes: moves that extend an own string in atari.
     in_atari = np.flatnonzero((colors[heads] == pla) & (liberties[:count] == 1))
@@ -230,8 +239,17 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
             if escapes:
                 planes[LADDER_ESCAPE, layout.flat[np.fromiter(escapes, dtype=np.int64)]] = 1
 
-    eyes = board.own_eye_mask(pla)
-    planes[OWN_EYE] = eyes & legal
+    # Own eyes (Board.is_own_eye): every neighbour the mover's or the edge, then the diagonals of those few points.
+    friendly = (colors == pla) | (colors == EDGE)
+    eyes = empty.copy()
+    eyes[width:-width] &= friendly[:-2 * width] & friendly[2 * width:] & friendly[width - 1:-width - 1] \
+        & friendly[width + 1:-width + 1]
+    eyes = np.flatnonzero(eyes)
+    if len(eyes):
+        corners = colors[eyes[:, None] + layout.diagonals[None, :]]
+        hostile = (corners == opp).sum(axis=1)
+        eyes = layout.flat[eyes[np.where((corners == EDGE).any(axis=1), hostile == 0, hostile <= 1)]]
+        planes[OWN_EYE, eyes] = legal[eyes]
 
 
 def _legal(state: GameState, moves: np.ndarray, move_flat: np.ndarray, after: np.ndarray, joins: np.ndarray) \
