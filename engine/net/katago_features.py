@@ -110,9 +110,10 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     spatial[0] = 1.0
     spatial[1] = colors == pla
     spatial[2] = colors == opp
+    strings = board.liberties
     liberty_count = np.zeros(geometry.padded_len, dtype=np.int32)
-    for root, libs in board.liberties.items():
-        liberty_count[root] = len(libs)
+    liberty_count[np.fromiter(strings.keys(), dtype=np.int64, count=len(strings))] = \
+        np.fromiter(map(len, strings.values()), dtype=np.int32, count=len(strings))
     libs_at = liberty_count[np.asarray(board.root, dtype=np.int64)[padded]]  # 0 at empty points (root NO_POINT)
     spatial[3] = libs_at == 1
     spatial[4] = libs_at == 2
