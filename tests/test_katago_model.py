@@ -311,6 +311,42 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(expor
     assert not np.allclose(average.wdl, identity.wdl, atol=1e-7)
 
 
+def test_int8_preparation_of_a_katago_network(exported, tmp_path):
+    """int8 of a converted KataGo network: the one convolution that reads the input planes is the first (the
+    mask-multiplied trunk is no input), and each transformer's value and SwiGLU products are rescaled per channel
+    so that the network computes the same in fp32 while its weights change."""
+    import onnx
+    import onnxruntime as ort
+
+    from tabula.engine.net.comparison import comparison_planes
+    from tabula.engine.net.encodings import encoding_named
+    from tabula.tools.learn.export import input_convolutions, katago_fp32_nodes, smooth_for_int8, smoothing_pairs
+
+    _, path = exported
+    graph = onnx.load(path).graph
+    assert input_convolutions(graph) == ["/initial_conv/conv/Conv"]
+    kept = set(katago_fp32_nodes(6)(graph))  # 6 blocks: the last 2 fp32
+    assert {"/initial_conv/conv/Conv", "/blocks.2/pre_conv/conv/Conv", "/blocks.2/blocks.1/MatMul",
+            "/blocks.4/gate/MatMul", "/blocks.5/post_conv/conv/Conv"} <= kept
+    assert not kept & {"/blocks.0/regular/conv/Conv", "/blocks.2/post_conv/conv/Conv", "/blocks.3/q_proj/MatMul"}
+    pairs = smoothing_pairs(graph)
+    # 3 SwiGLU blocks (gate, linear2) and 2 of the 3 attention blocks (value, output): block 3 shares each value
+    # head between two heads (grouped key/value heads), its output projection reading more channels than the values
+    assert len(pairs) == 5 and "blocks.3.v_proj.weight" not in {down for down, _, _ in pairs}
+    encoding = encoding_named("katago-v7")
+    calibration = {9: comparison_planes(9, count=8, encoding=encoding)}
+    out = str(tmp_path / "smoothed.onnx")
+    assert smooth_for_int8(path, out, calibration) == 5
+    before = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    after = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(out).graph.initializer}
+    assert all(not np.allclose(before[down], after[down]) and not np.allclose(before[up], after[up])
+               for down, up, _ in pairs)
+    planes = comparison_planes(9, count=4, seed=5, encoding=encoding)
+    runs = [ort.InferenceSession(file, providers=["CPUExecutionProvider"]).run(["policy", "value"], {"planes": planes})
+            for file in (path, out)]
+    assert np.abs(runs[0][0] - runs[1][0]).max() < 1e-4 and np.abs(runs[0][1] - runs[1][1]).max() < 1e-5
+
+
 def test_tabula_export_from_katago(tmp_path, capsys):
     from tabula.tools.learn import export
 

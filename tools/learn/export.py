@@ -165,17 +165,96 @@ def activation_matmuls(graph) -> list[str]:
             if node.op_type == "MatMul" and not any(name in weights for name in node.input)]
 
 
-def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
+def katago_fp32_nodes(blocks: int, last_share: float = 0.3):
     """graph -> the nodes of a converted KataGo network that stay fp32 besides its heads: attention's activation
-    products (``activation_matmuls``), the first convolution, and the trunk's last ``last_share`` of blocks (at least
-    one), whose errors nothing after them averages out: keeping them raised int8's top-move agreement
-    (docs/BENCHMARKS.md, "KataGo networks")."""
+    products (``activation_matmuls``), the first convolution, the 1x1 convolutions that open nested bottleneck
+    blocks (``pre_conv``: they read the trunk, whose outliers 8 bits of one range per tensor do not hold, for a few
+    per cent of the work), and the trunk's last ``last_share`` of blocks (at least one), whose errors nothing after
+    them averages out (docs/BENCHMARKS.md, "KataGo networks")."""
     last = max(1, int(np.ceil(blocks * last_share)))
     prefixes = ("/initial_conv/", *(f"/blocks.{index}/" for index in range(blocks - last, blocks)))
 
     def nodes(graph) -> list[str]:
-        return activation_matmuls(graph) + [node.name for node in graph.node if node.name.startswith(prefixes)]
+        return activation_matmuls(graph) + [node.name for node in graph.node
+                                            if node.name.startswith(prefixes) or "/pre_conv/" in node.name]
     return nodes
+
+
+def smoothing_pairs(graph) -> list[tuple[str, str, str]]:
+    """(the weight scaled down, the weight scaled up, the activation between them) of each product pair of a
+    converted KataGo network whose activation can be rescaled exactly, channel by channel: SwiGLU's gate and its
+    output projection (the hidden activation is silu(linear1 x) times gate x, linear in the gate's output), and
+    attention's value and output projections (the attention output mixes values with weights per head, linear in
+    the values). Found by the converter's node names (katago_network); none in other networks."""
+    weights = {t.name: t for t in graph.initializer}
+    by_name = {node.name: node for node in graph.node}
+    producer = {output: node for node in graph.node for output in node.output}
+    pairs = []
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in weights:
+            continue
+        if node.name.endswith("/linear2/MatMul"):
+            product = producer.get(node.input[0])
+            inputs = product.input if product is not None and product.op_type == "Mul" else []
+            down = [producer[t] for t in inputs if t in producer and producer[t].name.endswith("/gate/MatMul")]
+        elif node.name.endswith("/out_proj/MatMul"):
+            value = by_name.get(node.name[: -len("/out_proj/MatMul")] + "/v_proj/MatMul")
+            down = [value] if value is not None else []
+        else:
+            continue
+        if len(down) == 1 and down[0].op_type == "MatMul" and down[0].input[1] in weights:
+            scaled_down, scaled_up = weights[down[0].input[1]], weights[node.input[1]]
+            if len(scaled_down.dims) == 2 and len(scaled_up.dims) == 2 and scaled_down.dims[1] == scaled_up.dims[0]:
+                pairs.append((scaled_down.name, scaled_up.name, node.input[0]))
+    return pairs
+
+
+def smooth_for_int8(source: str, target: str, calibration: dict[int, np.ndarray], alpha: float = 0.5) -> int:
+    """``source`` written to ``target`` with the activation of each ``smoothing_pairs`` pair rescaled per channel
+    (SmoothQuant): channel j divided by s_j = max|activation_j|^alpha / max|weight row j|^(1 - alpha) over the
+    ``calibration`` planes, the weight after it multiplied by s_j, so that the network computes the same in fp32 and
+    int8's one range per activation tensor is no longer set by a few channels. The number of pairs rescaled (0:
+    ``target`` not written); where the rescaled file's outputs differ from the source's (a graph these pairs do not
+    describe), none."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    proto = onnx.load(source)
+    pairs = smoothing_pairs(proto.graph)
+    if not pairs:
+        return 0
+    for _, _, activation in pairs:
+        proto.graph.output.append(onnx.helper.make_tensor_value_info(activation, onnx.TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [activation for _, _, activation in pairs]
+    peaks: list = [None] * len(pairs)
+    reference = []
+    for planes in calibration.values():
+        for start in range(0, len(planes), 4):
+            outputs = session.run(["policy", *names], {"planes": planes[start: start + 4]})
+            reference.append(outputs[0])
+            for k, values in enumerate(outputs[1:]):
+                peak = np.abs(values).reshape(-1, values.shape[-1]).max(axis=0)
+                peaks[k] = peak if peaks[k] is None else np.maximum(peaks[k], peak)
+    del proto.graph.output[-len(pairs):]
+    weights = {t.name: t for t in proto.graph.initializer}
+    for (down, up, _), peak in zip(pairs, peaks):
+        lower, upper = numpy_helper.to_array(weights[down]), numpy_helper.to_array(weights[up])
+        scale = (np.maximum(peak, 1e-5) ** alpha / np.maximum(np.abs(upper).max(axis=1), 1e-5) ** (1 - alpha))
+        scale = np.clip(scale, 1e-3, 1e3).astype(np.float32)
+        weights[down].CopyFrom(numpy_helper.from_array((lower / scale[None, :]).astype(np.float32), down))
+        weights[up].CopyFrom(numpy_helper.from_array((upper * scale[:, None]).astype(np.float32), up))
+    onnx.save(proto, target)
+    session = ort.InferenceSession(target, options, providers=["CPUExecutionProvider"])
+    policies = [session.run(["policy"], {"planes": planes[start: start + 4]})[0]
+                for planes in calibration.values() for start in range(0, len(planes), 4)]
+    if max(float(np.abs(a - b).max()) for a, b in zip(policies, reference)) > 1e-3:
+        os.remove(target)
+        return 0
+    return len(pairs)
 
 
 # The int8 formats (the ``int8_kernels`` metadata of the file written, which int8_check reads):
@@ -194,15 +273,17 @@ DEFAULT_INT8_FORMAT = "any"
 
 def input_convolutions(graph) -> list[str]:
     """Names of the convolutions that read the graph's inputs (directly or through operators that are not
-    convolutions, such as the Slice that splits off a komi plane). ONNX keeps a graph's nodes in topological order."""
-    before = {value.name for value in graph.input}  # tensors computed from the inputs without a convolution
+    convolutions, such as the Slice that splits off a komi plane). A tensor counts as read from the inputs only where
+    everything it is computed from is (inputs, weights and constants): a KataGo network multiplies every block's
+    activations by the board's mask, a slice of the input planes, and the convolutions after those products read the
+    trunk, not the inputs. ONNX keeps a graph's nodes in topological order."""
+    before = {value.name for value in graph.input} | {t.name for t in graph.initializer}
     names = []
     for node in graph.node:
-        if not any(t in before for t in node.input):
-            continue
         if node.op_type == "Conv":
-            names.append(node.name)
-        else:
+            if node.input[0] in before:
+                names.append(node.name)
+        elif all(t in before for t in node.input if t):
             before.update(node.output)
     return names
 
@@ -534,9 +615,10 @@ def _export_katago(args: argparse.Namespace) -> int:
 
 
 def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
-    """Quantize a converted KataGo network (min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's
-    activations have outliers that percentile calibration clips, and one size alone left the value on the others far
-    off; the heads and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
+    """Quantize a converted KataGo network (7-bit weights, right on every CPU; a transformer's activations rescaled
+    first, ``smooth_for_int8``; min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's activations have
+    outliers that percentile calibration clips, and one size alone left the value on the others far off; the heads
+    and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
     NAME.onnx only where its top move (among the legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the
     positions of 19x19 real games (random games where there are none) and 9x9 random games; one line says what was
     measured either way."""
@@ -555,12 +637,13 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
                                             args.calibration_source, args.calibration_games, encoding.name)
                    for size in KATAGO_CALIBRATION_SIZES}
     scratch = target + ".tmp"
+    smoothed = target + ".smoothed.tmp"
     try:
         blocks = int(json.loads(_metadata(fp32)["architecture"])["blocks"])
-        # 8-bit weights ("vnni"), as KATAGO_INT8_TOP1 was measured with: a CPU without VNNI runs the fp32 file
-        # (int8_check)
-        quantize_int8(fp32, scratch, calibration, also_exclude=katago_fp32_nodes(blocks),
-                      op_types=["Conv", "MatMul"], method="minmax", kernels="vnni")
+        # 7-bit weights ("any"), right on every CPU; a transformer's rescaled first (smooth_for_int8)
+        source = smoothed if smooth_for_int8(fp32, smoothed, calibration) else fp32
+        quantize_int8(source, scratch, calibration, also_exclude=katago_fp32_nodes(blocks),
+                      op_types=["Conv", "MatMul"], method="minmax", kernels="any")
         options = ort.SessionOptions()
         options.log_severity_level = 3
         sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
@@ -592,8 +675,9 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
             print(f"no int8 file: int8 keeps too little of the fp32 network ({figures}; the bar is "
                   f"{KATAGO_INT8_TOP1:.0%})", file=sys.stderr)
     finally:
-        if os.path.exists(scratch):
-            os.remove(scratch)
+        for path in (scratch, smoothed):
+            if os.path.exists(path):
+                os.remove(path)
 
 
 def _set_metadata_value(path: str, key: str, value: str) -> None:
