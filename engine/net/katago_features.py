@@ -29,7 +29,8 @@ bit per padded point: regions grow by shifts). Ladder results are cached by posi
 a child in the search finds its parent's ladders (features 15, 16) already read, and by string: each string's
 reading is kept with its footprint, the points whose stones it may have looked at (``_footprint``), and a position
 with the same stones there (a sibling or child in the search, the move played elsewhere) takes it without reading.
-The caches are bounded and thread-safe enough for the evaluator's threads (dict operations under the GIL).
+The superko bans are computed once per position for the search's table key and the features (``_bans``). The
+caches are bounded and thread-safe enough for the evaluator's threads (dict operations under the GIL).
 """
 from __future__ import annotations
 
