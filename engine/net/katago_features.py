@@ -570,6 +570,7 @@ def _bits_points(bits: int, geometry: Geometry) -> list[int]:
 
 _ON_BOARD_BITS: dict[int, int] = {}
 _REGION_CACHE: dict[tuple[int, int], list[int]] = {}  # (size, a colour's stones) -> the regions around them
+_REGION_CACHE_LIMIT = 5000  # entries before it is emptied: a child needs its parent's, recent ones
 
 
 def _area_bits(board: Board, pla: int, suicide: bool, black: int, white: int, owners: list[int]) -> None:
@@ -628,7 +629,7 @@ def _area_bits(board: Board, pla: int, suicide: bool, black: int, white: int, ow
             left &= ~region
             regions.append(region)
             found.append(region)
-        if len(_REGION_CACHE) > _CACHE_LIMIT:
+        if len(_REGION_CACHE) > _REGION_CACHE_LIMIT:
             _REGION_CACHE.clear()
         _REGION_CACHE[key] = found
     vital: list[list[int]] = []
