@@ -830,16 +830,17 @@ def _string_ladder(board: Board, root: int, count: int, ko_tag: int, masks: tupl
     if found is not None:
         return found
     touched: set[int] = set()
+    defended: set[int] = set()
     if count == 1:
-        captured, spent = _read_ladder(board, root, True, touched)
+        captured, spent = _read_ladder(board, root, True, touched, defended)
         moves: tuple[int, ...] = ()
     else:
-        working, spent = _attacker_first_two_liberties(board, root, touched)
+        working, spent = _attacker_first_two_liberties(board, root, touched, defended)
         moves = tuple(working)
         captured = bool(moves)
     if not spent:
         # A search stopped by the node budget is not kept: the order of its moves (set order) decides it.
-        _keep_read(key, masks, _footprint(board, root, touched, reach), (captured, moves))
+        _keep_read(key, masks, _footprint(board, root, touched, defended, reach), (captured, moves))
     return captured, moves
 
 
@@ -856,11 +857,12 @@ def _extension_ladder(board: Board, move: int, pla: int, masks: tuple[int, int])
     new_hash, captured_roots = child.try_play(move, pla, True)
     child._commit(move, pla, new_hash, captured_roots)
     touched: set[int] = set()
-    captured, spent = _read_ladder(child, move, False, touched)
+    defended: set[int] = set()
+    captured, spent = _read_ladder(child, move, False, touched, defended)
     if not spent:
         # The reading's footprint after the move, and before it what decides the move's captures and merges: the
         # strings beside it, and its neighbours.
-        footprint = _footprint(child, move, touched, {}) | _near_bits(board.geometry)[move]
+        footprint = _footprint(child, move, touched, defended, {}) | _near_bits(board.geometry)[move]
         color = board.color
         heads = {board.root[n] for n in board.geometry.neighbors[move] if color[n] == BLACK or color[n] == WHITE}
         near = _near_bits(board.geometry)
@@ -904,16 +906,18 @@ def _keep_read(key: tuple[int, int, int], masks: tuple[int, int], footprint: int
             del reads[0]
 
 
-def _footprint(board: Board, root: int, touched: set[int], reach: dict[int, int]) -> int:
+def _footprint(board: Board, root: int, touched: set[int], defended: set[int], reach: dict[int, int]) -> int:
     """The bits of every point whose colour a ladder reading of the string at ``root`` may have looked at, given
-    ``touched``: every point the reading played or considered playing (liberties of the laddered string, captures).
+    ``touched``: every point the reading played or considered playing (liberties of the laddered string, captures),
+    and ``defended``: those the defender played or considered.
 
     Every board of the reading is ``board`` with moves at touched points and strings captured, and each node reads
     the colours around the laddered string, the candidate moves and the strings next to them. In ``board``'s terms
     those are within: the touched points, the string's stones and their neighbours (K); every string that meets K
-    (the laddered string grows by such strings, captures take such strings); the opponent's strings next to the
-    defender's strings among those (their liberties are the defender's captures); and the neighbours of all of
-    these. A position equal to ``board`` on those points runs the same reading, move for move."""
+    (captures take such strings, and the laddered string grows by the defender's strings beside its moves); the
+    opponent's strings next to the laddered string or to a defender's string beside a defender's move (their
+    liberties are the defender's captures); and the neighbours of all of these. A position equal to ``board`` on
+    those points runs the same reading, move for move."""
     geometry = board.geometry
     near = _near_bits(geometry)
     neighbors = geometry.neighbors
@@ -933,14 +937,16 @@ def _footprint(board: Board, root: int, touched: set[int], reach: dict[int, int]
             c = color[n]
             if c == BLACK or c == WHITE:
                 heads.add(roots[n])
-    beside: set[int] = set()
-    for head in heads:
-        if color[head] == pla:
-            for stone in board.string_stones(head):
-                for n in neighbors[stone]:
-                    if color[n] == opp:
-                        beside.add(roots[n])
-    heads |= beside
+    joined = {roots[root]}  # the defender's strings the laddered string may take in
+    for point in defended:
+        for n in neighbors[point]:
+            if color[n] == pla:
+                joined.add(roots[n])
+    for head in joined:
+        for stone in board.string_stones(head):
+            for n in neighbors[stone]:
+                if color[n] == opp:
+                    heads.add(roots[n])
     for head in heads:
         bits = reach.get(head)
         if bits is None:
@@ -1034,11 +1040,11 @@ def _play(board: Board, point: int, color: int) -> Board | None:
     return child
 
 
-def _attacker_first_two_liberties(board: Board, root: int, touched: set[int] | None = None) \
-        -> tuple[list[int], bool]:
+def _attacker_first_two_liberties(board: Board, root: int, touched: set[int] | None = None,
+                                  defended: set[int] | None = None) -> tuple[list[int], bool]:
     """KataGo's searchIsLadderCapturedAttackerFirst2Libs: (the liberties of the two-liberty string at ``root`` where
     the attacker's move starts a ladder that captures it, whether a search ran out of its node budget). The points
-    the readings play or consider go into ``touched``."""
+    the readings play or consider go into ``touched``, the defender's among them into ``defended`` too."""
     pla = board.color[root]
     opp = 3 - pla
     working = []
@@ -1046,6 +1052,8 @@ def _attacker_first_two_liberties(board: Board, root: int, touched: set[int] | N
     liberties = list(board.liberties[root])
     if touched is None:
         touched = set()
+    if defended is None:
+        defended = set()
     touched.update(liberties)
     for move, escape in (liberties, liberties[::-1]):
         if _escapes_surely(board, move, escape, pla):
@@ -1053,7 +1061,7 @@ def _attacker_first_two_liberties(board: Board, root: int, touched: set[int] | N
         child = _play(board, move, opp)
         if child is None:
             continue
-        captured, out = _read_ladder(child, root, True, touched)
+        captured, out = _read_ladder(child, root, True, touched, defended)
         spent = spent or out
         if captured:
             working.append(move)
@@ -1091,12 +1099,13 @@ def _escapes_surely(board: Board, move: int, escape: int, pla: int) -> bool:
 def _ladder_captured(board: Board, loc: int, defender_first: bool) -> bool:
     """KataGo's searchIsLadderCaptured: whether the string at ``loc`` dies in a ladder, the defender (its colour)
     moving first. Kos count as won by the defender."""
-    return _read_ladder(board, loc, defender_first, set())[0]
+    return _read_ladder(board, loc, defender_first, set(), set())[0]
 
 
-def _read_ladder(board: Board, loc: int, defender_first: bool, touched: set[int]) -> tuple[bool, bool]:
+def _read_ladder(board: Board, loc: int, defender_first: bool, touched: set[int], defended: set[int]) \
+        -> tuple[bool, bool]:
     """(``_ladder_captured``, whether the search ran out of its node budget: then it says no). The points the
-    search plays or considers playing go into ``touched``."""
+    search plays or considers playing go into ``touched``, the defender's among them into ``defended`` too."""
     pla = board.color[loc]
     if pla != BLACK and pla != WHITE:
         return False, False
@@ -1107,7 +1116,7 @@ def _read_ladder(board: Board, loc: int, defender_first: bool, touched: set[int]
         board = board.copy()
         board.ko = NO_POINT
     size = board.geometry.size
-    search = _LadderSearch(loc, pla, defender_first, size * size * 3 // 2 + 1, touched)
+    search = _LadderSearch(loc, pla, defender_first, size * size * 3 // 2 + 1, touched, defended)
     try:
         return search.node(board, 0), False
     except _BudgetSpent:
@@ -1115,10 +1124,12 @@ def _read_ladder(board: Board, loc: int, defender_first: bool, touched: set[int]
 
 
 class _LadderSearch:
-    __slots__ = ("loc", "pla", "opp", "defender_first", "stack_size", "nodes", "touched")
+    __slots__ = ("loc", "pla", "opp", "defender_first", "stack_size", "nodes", "touched", "defended")
 
-    def __init__(self, loc: int, pla: int, defender_first: bool, stack_size: int, touched: set[int]):
+    def __init__(self, loc: int, pla: int, defender_first: bool, stack_size: int, touched: set[int],
+                 defended: set[int]):
         self.touched = touched
+        self.defended = defended
         self.loc = loc
         self.pla = pla
         self.opp = 3 - pla
@@ -1153,6 +1164,7 @@ class _LadderSearch:
                 if lib not in moves:
                     moves.append(lib)
             self.touched.update(moves)
+            self.defended.update(moves)
             lower, upper = _liberty_bounds(board, moves[-1], pla)
             if lower >= 3:
                 return False
