@@ -35,11 +35,13 @@ in atari a ladder takes (feature 14), not which move saves one: plane 9 adds tha
 
 Cost: one pass over the strings (``Board.root``) labels them; their stones and their dilations become bit rows
 (``np.packbits``, a row per string), so that for every empty point at once the string it would make is an OR of at
-most four rows and its liberties a popcount, with the captured stones counted back in. Python runs only for the
-ladder-escape reading (own strings in atari whose extension has exactly two liberties; most positions have none), and
-those results are cached by position (stones and side to move), bounded like katago_features' ladder cache, and per
-move in katago_features' string cache (``_extension_ladder``: reused where the stones the reading looked at are
-unchanged, as in a search's children and siblings).
+most four rows and its liberties a popcount, with the captured stones counted back in; legality follows from those
+counts (none: a suicide), the ko point and katago_features' superko bans (computed once per position for the V7
+features, the search's table key and these planes). Python runs only for the ladder-escape reading (own strings in
+atari whose extension has exactly two liberties; most positions have none), and those results are cached by position
+(stones and side to move), bounded like katago_features' ladder cache, and per move in katago_features' string cache
+(``_extension_ladder``: reused where the stones the reading looked at are unchanged, as in a search's children and
+siblings).
 """
 from __future__ import annotations
 
