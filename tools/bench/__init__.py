@@ -14,6 +14,7 @@ KINDS = {
     "analysis": "tabula.tools.bench.analysis",  # a game reviewed in one analysis query against one search at a time
     "katago-features": "tabula.tools.bench.katago_features",  # KataGo's V7 inputs: ms per position and leaf
     "reading-features": "tabula.tools.bench.reading_features",  # AlphaGo's reading planes beside V7's cost
+    "input-leaves": "tabula.tools.bench.input_leaves",  # a network's inputs: CPU ms per leaf of its own search
 }
 
 
