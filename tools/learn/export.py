@@ -165,7 +165,7 @@ def activation_matmuls(graph) -> list[str]:
             if node.op_type == "MatMul" and not any(name in weights for name in node.input)]
 
 
-def katago_fp32_nodes(blocks: int, last_share: float = 0.3):
+def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
     """graph -> the nodes of a converted KataGo network that stay fp32 besides its heads: attention's activation
     products (``activation_matmuls``), the first convolution, the 1x1 convolutions that open nested bottleneck
     blocks (``pre_conv``: they read the trunk, whose outliers 8 bits of one range per tensor do not hold, for a few
@@ -578,6 +578,8 @@ def _export(args: argparse.Namespace) -> int:
 KATAGO_INT8_TOP1 = 0.95
 KATAGO_CALIBRATION = 32  # positions of each calibration size
 KATAGO_CALIBRATION_SIZES = (19, 13, 9)
+# the trunk's last share of blocks kept fp32 (katago_fp32_nodes), tried in turn until int8 agrees: the fewer, the faster
+KATAGO_FP32_SHARES = (0.1, 0.2, 0.3)
 
 
 def _export_katago(args: argparse.Namespace) -> int:
@@ -618,10 +620,10 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     """Quantize a converted KataGo network (7-bit weights, right on every CPU; a transformer's activations rescaled
     first, ``smooth_for_int8``; min-max calibration on 19x19, 13x13 and 9x9 positions: KataGo's activations have
     outliers that percentile calibration clips, and one size alone left the value on the others far off; the heads
-    and ``katago_fp32_nodes`` stay fp32) and keep it as NAME-int8.onnx beside
-    NAME.onnx only where its top move (among the legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the
-    positions of 19x19 real games (random games where there are none) and 9x9 random games; one line says what was
-    measured either way."""
+    and ``katago_fp32_nodes`` stay fp32, with the trunk's last ``KATAGO_FP32_SHARES`` of blocks tried in turn, the
+    fastest first) and keep the first that does as NAME-int8.onnx beside NAME.onnx: one whose top move (among the
+    legal moves) is the fp32 file's on at least KATAGO_INT8_TOP1 of the positions of 19x19 real games (random games
+    where there are none) and 9x9 random games. One line for each try says what was measured."""
     import time
 
     import onnxruntime as ort
@@ -636,44 +638,57 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     calibration = {size: calibration_planes(size, min(args.calibration, KATAGO_CALIBRATION), args.seed + 1,
                                             args.calibration_source, args.calibration_games, encoding.name)
                    for size in KATAGO_CALIBRATION_SIZES}
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+
+    def run(path: str, planes: np.ndarray) -> list[np.ndarray]:
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        return [np.concatenate(parts) for parts in zip(*(session.run(["policy", "value", "score"],
+                                                                     {"planes": planes[i: i + 8]})
+                                                         for i in range(0, len(planes), 8)))]
+
+    measured = []  # (size, planes, legal masks, the fp32 file's outputs)
+    for size in (19, 9):
+        states = positions(size, args.agreement_positions, args.seed + 7, args.calibration_games,
+                           args.calibration_source, skip_games=50)
+        planes = encoding.encode_batch(states, None)
+        measured.append((size, planes, batch_legal_masks(states), run(fp32, planes)))
     scratch = target + ".tmp"
     smoothed = target + ".smoothed.tmp"
     try:
         blocks = int(json.loads(_metadata(fp32)["architecture"])["blocks"])
         # 7-bit weights ("any"), right on every CPU; a transformer's rescaled first (smooth_for_int8)
         source = smoothed if smooth_for_int8(fp32, smoothed, calibration) else fp32
-        quantize_int8(source, scratch, calibration, also_exclude=katago_fp32_nodes(blocks),
-                      op_types=["Conv", "MatMul"], method="minmax", kernels="any")
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        sessions = [ort.InferenceSession(path, options, providers=["CPUExecutionProvider"]) for path in (fp32, scratch)]
-        agreed = total = 0
-        value_diffs, lead_diffs, by_size = [], [], []
-        for size in (19, 9):
-            states = positions(size, args.agreement_positions, args.seed + 7, args.calibration_games,
-                               args.calibration_source, skip_games=50)
-            planes = encoding.encode_batch(states, None)
-            legal = batch_legal_masks(states)
-            runs = [[np.concatenate(parts) for parts in zip(*(session.run(["policy", "value", "score"],
-                                                                          {"planes": planes[i: i + 8]})
-                                                              for i in range(0, len(planes), 8)))]
-                    for session in sessions]
-            tops = [np.where(legal, run[0], -np.inf).argmax(axis=1) for run in runs]
-            agreed += int((tops[0] == tops[1]).sum())
-            total += len(states)
-            by_size.append(f"{size}x{size} {int((tops[0] == tops[1]).sum())}/{len(states)}")
-            value_diffs.append(np.abs(runs[0][1] - runs[1][1]))
-            lead_diffs.append(np.abs(runs[0][2] - runs[1][2]))
-        top1 = agreed / total
-        figures = (f"top move the same on {agreed} of {total} positions ({top1:.1%}; {', '.join(by_size)}), "
-                   f"mean |value diff| {np.concatenate(value_diffs).mean():.3f}, mean |lead diff| "
-                   f"{np.concatenate(lead_diffs).mean():.2f} points; {time.monotonic() - started:.0f} s")
-        if top1 >= KATAGO_INT8_TOP1:
-            os.replace(scratch, target)
-            print(f"wrote {target} (int8: {figures})", file=sys.stderr)
-        else:
-            print(f"no int8 file: int8 keeps too little of the fp32 network ({figures}; the bar is "
-                  f"{KATAGO_INT8_TOP1:.0%})", file=sys.stderr)
+        tried: set[int] = set()
+        for share in KATAGO_FP32_SHARES:
+            last = max(1, int(np.ceil(blocks * share)))
+            if last in tried:
+                continue
+            tried.add(last)
+            quantize_int8(source, scratch, calibration, also_exclude=katago_fp32_nodes(blocks, share),
+                          op_types=["Conv", "MatMul"], method="minmax", kernels="any")
+            agreed = total = 0
+            value_diffs, lead_diffs, by_size = [], [], []
+            for size, planes, legal, reference in measured:
+                runs = [reference, run(scratch, planes)]
+                tops = [np.where(legal, outputs[0], -np.inf).argmax(axis=1) for outputs in runs]
+                same = int((tops[0] == tops[1]).sum())
+                agreed += same
+                total += len(planes)
+                by_size.append(f"{size}x{size} {same}/{len(planes)}")
+                value_diffs.append(np.abs(runs[0][1] - runs[1][1]))
+                lead_diffs.append(np.abs(runs[0][2] - runs[1][2]))
+            top1 = agreed / total
+            figures = (f"the last {last} of {blocks} blocks fp32: top move the same on {agreed} of {total} positions "
+                       f"({top1:.1%}; {', '.join(by_size)}), mean |value diff| {np.concatenate(value_diffs).mean():.3f}"
+                       f", mean |lead diff| {np.concatenate(lead_diffs).mean():.2f} points; "
+                       f"{time.monotonic() - started:.0f} s")
+            if top1 >= KATAGO_INT8_TOP1:
+                os.replace(scratch, target)
+                print(f"wrote {target} (int8, {figures})", file=sys.stderr)
+                return
+            print(f"int8 with {figures}: under the bar of {KATAGO_INT8_TOP1:.0%}", file=sys.stderr)
+        print("no int8 file: int8 keeps too little of the fp32 network", file=sys.stderr)
     finally:
         for path in (scratch, smoothed):
             if os.path.exists(path):
