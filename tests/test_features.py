@@ -131,6 +131,20 @@ def test_per_row_symmetries_match_single_ones():
         assert np.array_equal(back[s], inverse_transform_policy(policy[s], s))
 
 
+@pytest.mark.parametrize("shape", [(5, 52, 19, 19), (5, 52, 9, 9), (5, 3, 5, 5), (4, 2, 3, 19, 19)])
+def test_per_row_symmetries_both_ways(shape):
+    """Batches of many planes a row take each row on its own, smaller ones take_along_axis: both as one symmetry
+    at a time."""
+    rng = np.random.default_rng(1)
+    planes = rng.random(shape, dtype=np.float32)
+    symmetries = rng.integers(0, 8, shape[0])
+    batch = transform_planes(planes, symmetries)
+    back = inverse_transform_planes(batch, symmetries)
+    for row, s in enumerate(symmetries.tolist()):
+        assert np.array_equal(batch[row], transform_planes(planes[row], s))
+    assert np.array_equal(back, planes)
+
+
 def test_planes_and_policy_transform_alike():
     """A stone at point p in the planes sits where the transformed policy puts p's probability."""
     state = played(9, "C7")

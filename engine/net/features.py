@@ -154,11 +154,24 @@ def symmetry_tables(size: int) -> tuple[np.ndarray, np.ndarray]:
     return forward, inverse
 
 
+# The values a row from which ``_apply`` takes each row on its own (below it, one take_along_axis is as fast).
+_ROW_TAKE_MIN = 1024
+
+
 def _apply(table: np.ndarray, flat: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:
     """Gather ``flat[..., table[s]]``; ``symmetry`` is one int, or int [B] for ``flat`` of shape [B, ..., L]."""
     if np.ndim(symmetry) == 0:
         return flat[..., table[int(symmetry), : flat.shape[-1]]]
-    index = table[np.asarray(symmetry), : flat.shape[-1]]  # [B, L]
+    symmetry = np.asarray(symmetry)
+    if flat.ndim > 2 and flat[0].size >= _ROW_TAKE_MIN:
+        # Many planes a row: one take per row with its own table row is about 4x faster than take_along_axis,
+        # which builds and walks an index as large as the planes.
+        out = np.empty_like(flat)
+        index = table[:, : flat.shape[-1]]
+        for row, s in enumerate(symmetry.tolist()):
+            np.take(flat[row], index[s], axis=-1, out=out[row])
+        return out
+    index = table[symmetry, : flat.shape[-1]]  # [B, L]
     index = index.reshape((index.shape[0],) + (1,) * (flat.ndim - 2) + (index.shape[1],))
     return np.take_along_axis(flat, index, axis=-1)
 
