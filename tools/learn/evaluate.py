@@ -22,6 +22,19 @@ measures how the predicted lead moves with the komi (point for point, for a netw
 ``tabula gtp`` plays (a random symmetry per leaf, the root averaged over all 8), and reports how often the search's
 move is the move played (``search_top1``) beside the raw policy's on the same positions (``policy_top1_searched``):
 a search should never predict strong players' moves worse than its network alone.
+
+``--teacher T --teacher-every K`` also has a teacher (a KataGo model file, its ONNX or a Tabula ONNX network: what
+``tools/learn/teacher.Teacher`` loads) judge every K-th position with its network alone (``Teacher.evaluate``: what
+``tabula distill`` labels with at ``--visits 0``, before the labels' storage rounds them), each network reading the
+position in its own encoding, at the record's komi and rules as the network does. Over those positions
+(``TeacherScores``): ``teacher_policy_kl``, the mean KL(teacher || network) in nats over the legal moves and pass
+(both policies are masked to the same legal moves, pass last; the network's probabilities floored at
+``KL_FLOOR``); ``teacher_top1``, how often the network's likeliest move is the teacher's; ``teacher_value_mse``,
+the mean squared difference of the two values, each ``Evaluation.value``: the side to move's view in [-1, 1]
+(a Tabula network's value head; a KataGo network's P(win) - P(loss)); ``teacher_lead_mae``, where both have a score
+head, the mean absolute difference of the predicted leads in points (KataGo's lead, Tabula's score head); and, for
+reference, the teacher's own ``teacher_own_top1`` (its likeliest move is the move played) and
+``teacher_own_value_mse`` (its value against the game's result, over the positions whose result is a value target).
 """
 from __future__ import annotations
 
@@ -34,7 +47,7 @@ import numpy as np
 
 from tabula.engine.config import NetConfig, PlayConfig, SearchConfig
 from tabula.engine.data.records import RecordFilter, is_validation, iter_records
-from tabula.engine.net.evaluator import OnnxEvaluator
+from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator
 from tabula.engine.play.search import Search
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
 from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
@@ -45,6 +58,7 @@ EVAL_SEARCH = SearchConfig(visits=0)  # tabula gtp's search, off unless --visits
 EVAL_NET = NetConfig(provider="cpu")
 RESIGN_THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20)
 RESIGN_CONSECUTIVE = PlayConfig.resign_consecutive  # the engine's own rule: resignation as the decider applies it
+KL_FLOOR = 1e-12  # the network's probability of a move, at least, in the KL: a float32 softmax can round to 0
 
 
 class Scores:
@@ -142,7 +156,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="read every record at this komi instead of its own (a network that sees the komi)")
     parser.add_argument("--record-komi", type=float, default=None,
                         help="only the records played at this komi (an archive of several: Tom's 7.5 and 6.5)")
-    return parser.parse_args(argv)
+    parser.add_argument("--teacher", default=None,
+                        help="also compare with this teacher (a KataGo model file, its ONNX, or a Tabula ONNX "
+                             "network) on every --teacher-every-th position")
+    parser.add_argument("--teacher-every", type=int, default=10,
+                        help="the teacher judges every k-th position (with --teacher; a teacher is slow)")
+    args = parser.parse_args(argv)
+    if args.teacher_every < 1:
+        parser.error("--teacher-every must be at least 1")
+    return args
 
 
 class SearchScores:
@@ -167,8 +189,76 @@ class SearchScores:
                 f"policy_top1_searched: {self.policy_hits / positions:.4f}"]
 
 
+class TeacherScores:
+    """A network's agreement with a teacher on the same positions (see the module docstring); both evaluations'
+    rows are those positions, policies [B, N*N+1] over the legal moves with pass last, values the side to move's
+    view in [-1, 1], scores the side to move's lead in points."""
+
+    def __init__(self) -> None:
+        self.positions = 0
+        self.kl = 0.0
+        self.top1 = 0
+        self.value_sq = 0.0
+        self.lead_abs = 0.0
+        self.lead_positions = 0
+        self.own_top1 = 0
+        self.own_value_sq = 0.0
+        self.own_value_positions = 0.0
+
+    def add(self, net: Evaluation, teacher: Evaluation, targets: np.ndarray, z: np.ndarray,
+            weight: np.ndarray) -> None:
+        """``targets``: the moves played (pass: N*N); ``z``, ``weight``: the game's result from the side to move's
+        view and whether it is a value target, as ``Scores.add`` takes them."""
+        if net.policy.shape != teacher.policy.shape:
+            raise ValueError(f"the teacher's policy has {teacher.policy.shape[1]} entries and the network's "
+                             f"{net.policy.shape[1]}")
+        p = teacher.policy.astype(np.float64)
+        q = np.maximum(net.policy.astype(np.float64), KL_FLOOR)
+        terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - np.log(q)), 0.0)
+        self.kl += float(terms.sum())
+        self.positions += len(p)
+        teacher_best = np.argmax(teacher.policy, axis=1)
+        self.top1 += int((np.argmax(net.policy, axis=1) == teacher_best).sum())
+        self.value_sq += float(((net.value.astype(np.float64) - teacher.value) ** 2).sum())
+        if net.score is not None and teacher.score is not None:
+            self.lead_abs += float(np.abs(net.score.astype(np.float64) - teacher.score).sum())
+            self.lead_positions += len(p)
+        self.own_top1 += int((teacher_best == targets).sum())
+        self.own_value_sq += float((((teacher.value.astype(np.float64) - z) ** 2) * weight).sum())
+        self.own_value_positions += float(weight.sum())
+
+    def lines(self) -> list[str]:
+        positions = max(self.positions, 1)
+        own_mse = self.own_value_sq / self.own_value_positions if self.own_value_positions else float("nan")
+        lines = [f"teacher_positions: {self.positions}", f"teacher_policy_kl: {self.kl / positions:.4f}",
+                 f"teacher_top1: {self.top1 / positions:.4f}", f"teacher_value_mse: {self.value_sq / positions:.4f}"]
+        if self.lead_positions:
+            lines.append(f"teacher_lead_mae: {self.lead_abs / self.lead_positions:.3f}")
+        return lines + [f"teacher_own_top1: {self.own_top1 / positions:.4f}",
+                        f"teacher_own_value_mse: {own_mse:.4f}"]
+
+
+def load_teacher(path: str, args: argparse.Namespace, size: int):
+    """The ``Teacher`` of ``--teacher``, or a message saying why there is none (a file that is no network, a
+    teacher that does not play the records' size)."""
+    from tabula.tools.learn.teacher import Teacher
+
+    try:
+        teacher = Teacher(path, provider=args.net_provider, threads=args.net_threads, batch=args.batch,
+                          log=lambda line: print(line, file=sys.stderr))
+    except (ValueError, OSError) as error:  # NetworkFileError and LabelError are ValueErrors
+        return f"tabula eval: cannot load the teacher {path}: {error}"
+    if size not in teacher.board_sizes:
+        return (f"tabula eval: the teacher {path} does not play {size}x{size} (it plays "
+                f"{', '.join(map(str, teacher.board_sizes))})")
+    return teacher
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.weights.endswith(".npz") and args.teacher:
+        print("tabula eval: --teacher compares ONNX networks, not the rollout policy", file=sys.stderr)
+        return 2
     if args.weights.endswith(".npz"):
         from tabula.tools.learn.rollout_train import evaluate_records  # the rollout policy: numpy, no network
         result = evaluate_records(args.weights, args.sources, args.max_games, args.min_moves,
@@ -184,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tabula eval: {args.weights} does not play {size}x{size} (it plays "
               f"{', '.join(map(str, evaluator.board_sizes))})", file=sys.stderr)
         return 2
+    teacher = None
+    if args.teacher:
+        teacher = load_teacher(args.teacher, args, size)
+        if isinstance(teacher, str):
+            print(teacher, file=sys.stderr)
+            return 2
+    teacher_scores = TeacherScores()
     reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
     scores = Scores()
     search = from_flags(EVAL_SEARCH, args)
@@ -194,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     weights: list[float] = []
     where: list[tuple[int, int, int]] = []
     movers: list[int] = []
+    taught: list[int] = []  # the rows of the batch that the teacher judges
     white_lead = [0.0, 0]  # the score head's final margin from white's view: sum, positions
     started = time.time()
 
@@ -206,6 +304,12 @@ def main(argv: list[str] | None = None) -> int:
             white_lead[1] += len(states)
         scores.add(evaluation.policy, evaluation.value, np.asarray(targets), np.asarray(values, dtype=np.float32),
                    np.asarray(weights, dtype=np.float32), where, np.asarray(movers))
+        if teacher is not None and taught:
+            rows = np.asarray(taught)
+            teacher_scores.add(_rows(evaluation, rows), teacher.evaluate([states[i] for i in taught]),
+                               np.asarray(targets)[rows], np.asarray(values, dtype=np.float64)[rows],
+                               np.asarray(weights, dtype=np.float64)[rows])
+        taught.clear()
         where.clear()
         movers.clear()
         states.clear()
@@ -232,6 +336,8 @@ def main(argv: list[str] | None = None) -> int:
             targets.append(target)
             if searches is not None and scores.positions_seen % args.every == 0:
                 searches.add(position, target)
+            if teacher is not None and scores.positions_seen % args.teacher_every == 0:
+                taught.append(len(states) - 1)
             scores.positions_seen += 1
             values.append(0.0 if record.winner == 0 else (1.0 if record.winner == color else -1.0))
             weights.append(record.value_weight)
@@ -247,11 +353,18 @@ def main(argv: list[str] | None = None) -> int:
     flush()
     print(reader.report.format(), file=sys.stderr)
     print(f"tabula eval: {time.time() - started:.1f} s", file=sys.stderr)
-    lines = scores.lines() + (searches.lines() if searches is not None else [])
+    lines = scores.lines() + (searches.lines() if searches is not None else []) + (
+        teacher_scores.lines() if teacher is not None else [])
     if white_lead[1]:
         lines.append(f"white_score_lead: {white_lead[0] / white_lead[1]:.3f}")
     print("\n".join(lines))
     return 0
+
+
+def _rows(evaluation: Evaluation, rows: np.ndarray) -> Evaluation:
+    """The evaluation of some of its positions."""
+    return Evaluation(policy=evaluation.policy[rows], value=evaluation.value[rows],
+                      score=None if evaluation.score is None else evaluation.score[rows])
 
 
 if __name__ == "__main__":
