@@ -143,6 +143,8 @@ def test_per_row_symmetries_both_ways(shape):
     for row, s in enumerate(symmetries.tolist()):
         assert np.array_equal(batch[row], transform_planes(planes[row], s))
     assert np.array_equal(back, planes)
+    # one symmetry in an array of one still applies to every row, as numpy broadcasts it
+    assert np.array_equal(transform_planes(planes, symmetries[:1]), transform_planes(planes, int(symmetries[0])))
 
 
 def test_planes_and_policy_transform_alike():

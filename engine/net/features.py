@@ -163,7 +163,7 @@ def _apply(table: np.ndarray, flat: np.ndarray, symmetry: int | np.ndarray) -> n
     if np.ndim(symmetry) == 0:
         return flat[..., table[int(symmetry), : flat.shape[-1]]]
     symmetry = np.asarray(symmetry)
-    if flat.ndim > 2 and flat[0].size >= _ROW_TAKE_MIN:
+    if flat.ndim > 2 and symmetry.shape == flat.shape[:1] and flat.size >= _ROW_TAKE_MIN * len(flat):
         # Many planes a row: one take per row with its own table row is about 4x faster than take_along_axis,
         # which builds and walks an index as large as the planes.
         out = np.empty_like(flat)
