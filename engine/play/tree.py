@@ -542,10 +542,9 @@ class Tree:
         c_puct = config.c_puct
         c_log, c_base = config.cpuct_log, config.cpuct_log_base
         stdev_scale = config.cpuct_utility_stdev_scale
-        stdev_prior, stdev_weight = config.cpuct_utility_stdev_prior, config.cpuct_utility_stdev_prior_weight
-        stdev_prior_sq = stdev_prior * stdev_prior
         fpu_mean = config.fpu_search_mean
         buckets = self.value_bias > 0
+        update = self.update
         rescore, epoch = self.keeps_values, self.epoch
         while node.status == EXPANDED:
             if rescore and node.epoch != epoch:
@@ -555,16 +554,8 @@ class Tree:
             at_root = node is root
             # Q + c·P·√N/(1+n): q and pu are kept up to date by update.
             explore = c_puct + c_log * math.log((node.n_sum + c_base) / c_base) if c_log else c_puct
-            visits = node.visits
-            if stdev_scale and visits > 1:
-                # _spread_factor inlined (it runs on every edge of every descent); the same arithmetic
-                mean = node.u_sum / visits
-                mean_sq = mean * mean
-                square_mean = max(node.u_sq / visits, mean_sq)
-                variance = ((mean_sq + stdev_prior_sq) * stdev_weight + square_mean * visits) \
-                    / (stdev_weight + visits - 1.0) - mean_sq
-                spread = math.sqrt(variance) if variance > 0.0 else 0.0
-                explore *= 1.0 + stdev_scale * (spread / stdev_prior - 1.0)
+            if stdev_scale:
+                explore *= self._spread_factor(node)
             score = node.pu * (explore * math.sqrt(node.n_sum if node.n_sum > 1.0 else 1.0))
             score += node.q
             if node.blocked is not None:
@@ -586,21 +577,7 @@ class Tree:
                 self.undo(path)
                 return None
             if vl:
-                # update(node, idx, vl, -vl) inlined: a virtual visit never leaves an edge at 0 visits
-                n = node.n
-                before = n.item(idx)
-                after = before + vl
-                n[idx] = after
-                values = node.w
-                w = values.item(idx) - vl
-                values[idx] = w
-                node.n_sum += vl
-                prior = node.prior.item(idx)
-                node.pu[idx] = prior / (1.0 + after)
-                node.q[idx] = w / after
-                if before == 0:
-                    node.visited_prior += prior
-                    self._refresh_urgency(node)
+                update(node, idx, vl, -vl)
             if at_root:
                 self.root_pending[idx] += 1
             path.append((node, idx))
@@ -730,30 +707,12 @@ class Tree:
         gain[4] += score * score
         gain[5] += sign * value
         root = self.root
-        dn = 1 - vl
+        update = self.update
         for node, idx in reversed(path):
             utility = -utility  # the parent's view of its child's outcome
             value = -value
             score = -score
-            # update(node, idx, 1 - vl, utility + vl) inlined: this runs on every edge of every playout
-            n = node.n
-            before = n.item(idx)
-            after = before + dn
-            n[idx] = after
-            values = node.w
-            w = values.item(idx) + (utility + vl)
-            values[idx] = w
-            node.n_sum += dn
-            prior = node.prior.item(idx)
-            node.pu[idx] = prior / (1.0 + after)
-            if after > 0:
-                node.q[idx] = w / after
-                if before == 0:
-                    node.visited_prior += prior
-                    self._refresh_urgency(node)
-            elif before > 0:
-                node.visited_prior -= prior
-                self._refresh_urgency(node)
+            update(node, idx, 1 - vl, utility + vl)
             square = utility * utility
             squares = node.w2
             squares[idx] = squares.item(idx) + square
