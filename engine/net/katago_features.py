@@ -1013,30 +1013,14 @@ class _BudgetSpent(Exception):
 def _play(board: Board, point: int, color: int) -> Board | None:
     """The board after ``color`` plays ``point`` (a copy), or None where KataGo's isLegal says no (occupied, the ko
     point, suicide)."""
-    board_color = board.color
-    if board_color[point] != EMPTY or point == board.ko:
+    if board.color[point] != EMPTY or point == board.ko:
         return None
-    # Board.try_play's test without its hash (ladders need none: the child's hash is left 0) or its exceptions.
-    other = 3 - color
-    root = board.root
-    liberties = board.liberties
-    has_liberty = False
-    captured: list[int] = []
-    for n in board.geometry.neighbors[point]:
-        c = board_color[n]
-        if c == EMPTY:
-            has_liberty = True
-        elif c == color:
-            if len(liberties[root[n]]) > 1:
-                has_liberty = True
-        elif c == other:
-            head = root[n]
-            if len(liberties[head]) == 1 and head not in captured:
-                captured.append(head)
-    if not has_liberty and not captured:
+    try:
+        new_hash, captured = board.try_play(point, color)
+    except IllegalMoveError:
         return None  # suicide
     child = board.copy()
-    child._commit(point, color, 0, captured)
+    child._commit(point, color, new_hash, captured)
     return child
 
 
