@@ -51,7 +51,7 @@ import numpy as np
 
 from tabula.engine.net import katago_features
 from tabula.engine.net.features import transform_planes
-from tabula.engine.rules.board import EDGE, NO_POINT, Board, Geometry, IllegalMoveError
+from tabula.engine.rules.board import NO_POINT, Board, Geometry, IllegalMoveError
 from tabula.engine.rules.coords import EMPTY
 from tabula.engine.rules.game import SIMPLE_KO, GameState
 
@@ -75,13 +75,12 @@ class _Layout:
     """What a board size's bit rows need, computed once: packed neighbour rows of every padded point, and where the
     flat points sit in the padded grid."""
 
-    __slots__ = ("width", "padded_len", "offsets", "diagonals", "neighbor_bits", "flat")
+    __slots__ = ("width", "padded_len", "offsets", "neighbor_bits", "flat")
 
     def __init__(self, geometry: Geometry):
         self.width = width = geometry.width
         self.padded_len = length = geometry.padded_len
         self.offsets = np.array([-width, -1, 1, width], dtype=np.int64)
-        self.diagonals = np.array([-width - 1, -width + 1, width - 1, width + 1], dtype=np.int64)
         near = np.zeros((length, length), dtype=bool)
         inner = geometry.padded_array
         for offset in self.offsets:
@@ -241,17 +240,7 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
             if escapes:
                 planes[LADDER_ESCAPE, layout.flat[np.fromiter(escapes, dtype=np.int64)]] = 1
 
-    # Own eyes (Board.is_own_eye): every neighbour the mover's or the edge, then the diagonals of those few points.
-    friendly = (colors == pla) | (colors == EDGE)
-    eyes = empty.copy()
-    eyes[width:-width] &= friendly[:-2 * width] & friendly[2 * width:] & friendly[width - 1:-width - 1] \
-        & friendly[width + 1:-width + 1]
-    eyes = np.flatnonzero(eyes)
-    if len(eyes):
-        corners = colors[eyes[:, None] + layout.diagonals[None, :]]
-        hostile = (corners == opp).sum(axis=1)
-        eyes = layout.flat[eyes[np.where((corners == EDGE).any(axis=1), hostile == 0, hostile <= 1)]]
-        planes[OWN_EYE, eyes] = legal[eyes]
+    planes[OWN_EYE] = board.own_eye_mask(pla) & legal
 
 
 def _legal(state: GameState, moves: np.ndarray, move_flat: np.ndarray, after: np.ndarray, joins: np.ndarray) \
