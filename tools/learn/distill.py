@@ -51,9 +51,10 @@ from torch.nn import functional as F
 
 from tabula.engine.net import features
 from tabula.engine.net.encodings import encoding_named, plane_indices
-from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx
+from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_checkpoint, load_onnx
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
+from tabula.tools.learn import transfer
 from tabula.tools.learn.keeping import settle_run_config
 
 CHECKPOINT = "checkpoint.pt"
@@ -75,7 +76,9 @@ class DistillConfig:
     student_encoding: str = teaching.DEFAULT_STUDENT_ENCODING  # the student's input planes, which the labels store
     zero_planes: str = ""  # planes zeroed in training and the fresh losses (names or indices): ablations only
     labels_from: str = ""  # another run's label directory whose chunks are taken in place of labelling ("": label)
-    init: str = ""  # start the student from this Tabula checkpoint's weights (same architecture)
+    # start the student from this Tabula checkpoint or fp32 ONNX network: the student's architecture and encoding,
+    # or a leelaz-18(+komi) network of the same trunk, its weights mapped onto the student's inputs (transfer.py)
+    init: str = ""
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
     per_game: int = 4  # positions drawn from each record
@@ -361,6 +364,25 @@ def student_spec(config: DistillConfig) -> NetSpec:
                    input_encoding=encoding_named(config.student_encoding).name)
 
 
+def initial_student(path: str, spec: NetSpec) -> TabulaNet:
+    """``--init``'s network as a student of ``spec``: a checkpoint (its trained weights, not their average) or an
+    fp32 ONNX file, of the student's architecture and encoding, or of Leela Zero's inputs with the same trunk
+    (``transfer.transferred``); SystemExit saying why otherwise."""
+    from tabula.engine.net.netfile import NetworkFileError
+
+    try:
+        source = load_onnx(path) if path.endswith(".onnx") else load_checkpoint(path, averaged=False)
+    except (NetworkFileError, OSError) as error:
+        raise SystemExit(f"tabula distill: --init {path}: {error}") from None
+    if source.spec.same_weights(spec):
+        return source
+    if transfer.can_transfer(source.spec, spec):
+        return transfer.transferred(source, spec)
+    raise SystemExit(f"tabula distill: --init {path} is a {source.spec.blocks}x{source.spec.filters} network of "
+                     f"{source.spec.input_encoding}, neither a {spec.blocks}x{spec.filters} student of "
+                     f"{spec.input_encoding} nor a leelaz-18 network of that trunk to start one from")
+
+
 def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
     """``tabula train``'s settings that its optimizer, learning rate and precision read."""
     return trainer.TrainConfig(data="", out=config.run, optimizer=config.optimizer, lr=config.lr,
@@ -416,11 +438,7 @@ def distill(config: DistillConfig, log=print) -> dict:
         elapsed_before = float(state.get("elapsed_s", 0.0))
         log(f"tabula distill: resuming {config.run} at chunk {chunk}, step {step}")
     elif config.init:
-        state = trainer.load_training_checkpoint(config.init)
-        if not NetSpec.from_dict(state["spec"]).same_weights(spec):
-            raise SystemExit(f"tabula distill: {config.init} is not a {config.student_arch} student of "
-                             f"{config.student_encoding}")
-        model.load_state_dict(state["state_dict"])
+        model.load_state_dict(initial_student(config.init, spec).state_dict())
         if average is not None:
             average = trainer.WeightAverage(model, config.ema_decay)
     model.to(device).to(memory_format=torch.channels_last)
