@@ -278,8 +278,12 @@ def test_a_run_begun_before_student_encodings_is_told_its_encoding(tiny_aux_onnx
 def test_labels_from_another_run_repeat_its_training_and_serve_an_ablation(tiny_aux_onnx, tmp_path):
     source = tmp_path / "a" / "labels"
     distill.distill(run_config(tiny_aux_onnx, tmp_path / "a", chunks=2), **QUIET)
+    # as if run a had labelled 7 games of records: a run that took all its chunks labels on from the 8th
+    first = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    torch.save({**first, "records_cursor": 7}, tmp_path / "a" / "checkpoint.pt")
     again = distill.distill(run_config(tiny_aux_onnx, tmp_path / "b", chunks=3, labels_from=str(source)), **QUIET)
     assert again["step"] == 4 and again["chunk"] == 2 and again["reason"] == "no positions left"
+    assert torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["records_cursor"] == 7
     assert sorted(p.name for p in (tmp_path / "b" / "labels").iterdir()) == sorted(p.name for p in source.iterdir())
     states = [torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["state_dict"] for run in "ab"]
     assert all(torch.equal(states[0][name], states[1][name]) for name in states[0])  # the same training, bit for bit

@@ -564,6 +564,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                 if not labelled["positions"]:
                     reason = "out of time" if time.time() >= deadline else "no positions left"
                     chunk -= 1
+                    if config.labels_from:  # every chunk taken: a run that labels on goes on where that one stopped
+                        cursor = max(cursor, records_cursor_of(config.labels_from))
                     break
             if window.size == 0:
                 if labelled:
@@ -755,6 +757,16 @@ def _label_games(chunk: int, games: list[int], deadline: float) -> dict[int, dic
         joined = teaching.join_evaluations(evaluations) if selfplay.player is teacher else None
         out[size] = teacher.label(positions, joined)
     return out
+
+
+def records_cursor_of(label_dir: str) -> int:
+    """The records cursor in the checkpoint of the run whose labels are in ``label_dir`` (0 where there is none):
+    the records that run has labelled, which a run taking its labels skips when it labels on."""
+    path = os.path.join(os.path.dirname(os.path.abspath(label_dir)), CHECKPOINT)
+    try:
+        return int(trainer.load_training_checkpoint(path).get("records_cursor", 0))
+    except (OSError, RuntimeError, ValueError, KeyError):
+        return 0
 
 
 def taken_chunk(chunk: int, source: str, directory: str, encoding: str) -> dict:
