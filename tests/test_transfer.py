@@ -32,7 +32,7 @@ def source_network():
 def test_the_transferred_network_computes_its_source_where_the_history_is_the_present():
     source = source_network()
     target = transfer.transferred(source, TARGET).eval()
-    states = [s for s in random_game(9, 60, seed=11)[20::8]]
+    states = random_game(9, 60, seed=11)[20::8]
     planes = features.encode_batch_with_komi(states)
     # every history plane the present one: what the sums of the history weights stand for
     planes[:, 1:8] = planes[:, 0:1]

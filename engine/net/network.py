@@ -636,6 +636,14 @@ def load_onnx(path: str | os.PathLike, proto=None) -> TabulaNet:
     return model.eval()
 
 
+def load_network(path: str | os.PathLike, averaged: bool = True) -> TabulaNet:
+    """A Tabula network from an fp32 ONNX file (``load_onnx``) or a checkpoint (``load_checkpoint``, ``averaged``
+    as there), told apart by the name's ``.onnx``."""
+    if os.fspath(path).endswith(".onnx"):
+        return load_onnx(path)
+    return load_checkpoint(path, averaged=averaged)
+
+
 # -- Leela Zero weights ---------------------------------------------------------------------------------------------
 
 
@@ -715,5 +723,5 @@ __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW"
            "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
            "with_small_board_score_komi", "SMALL_BOARD_KOMI_FLAGS",
            "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
-           "load_onnx", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz", "default_board_sizes",
-           "set_metadata"]
+           "load_onnx", "load_network", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz",
+           "default_board_sizes", "set_metadata"]

@@ -51,7 +51,7 @@ from torch.nn import functional as F
 
 from tabula.engine.net import features
 from tabula.engine.net.encodings import encoding_named, plane_indices
-from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_checkpoint, load_onnx
+from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_network
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
 from tabula.tools.learn import transfer
@@ -371,7 +371,7 @@ def initial_student(path: str, spec: NetSpec) -> TabulaNet:
     from tabula.engine.net.netfile import NetworkFileError
 
     try:
-        source = load_onnx(path) if path.endswith(".onnx") else load_checkpoint(path, averaged=False)
+        source = load_network(path, averaged=False)
     except (NetworkFileError, OSError) as error:
         raise SystemExit(f"tabula distill: --init {path}: {error}") from None
     if source.spec.same_weights(spec):

@@ -502,7 +502,7 @@ def _export(args: argparse.Namespace) -> int:
     if args.to_leelaz:
         if len(paths) != 1:
             raise SystemExit("tabula export --to-leelaz IN OUT: give OUT only")
-        model = _load_any(args.to_leelaz)
+        model = network.load_network(args.to_leelaz)
         write_leelaz(network.to_leelaz(model), out)
         print(f"wrote {out} ({model.spec.blocks}x{model.spec.filters}, LZ format)", file=sys.stderr)
         return 0
@@ -533,7 +533,7 @@ def _export(args: argparse.Namespace) -> int:
         if source.endswith(".onnx") and args.quantize != "none" and not (args.add_small_board_value or komi_terms):
             _write_quantized(source, out, args)
             return 0
-        model = _load_any(source)
+        model = network.load_network(source)
         sizes = _sizes(args, model.spec, source)
         provenance = f"converted from {os.path.basename(source)} sha256:{_sha256(source)}"
         if args.add_small_board_value:
@@ -740,14 +740,6 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
                                             args.calibration_games, metadata.get("input_encoding", INPUT_ENCODING))}
     quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any")
-
-
-def _load_any(path: str):
-    from tabula.engine.net import network
-
-    if path.endswith(".onnx"):
-        return network.load_onnx(path)
-    return network.load_checkpoint(path)
 
 
 if __name__ == "__main__":
