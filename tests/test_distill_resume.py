@@ -148,7 +148,7 @@ def test_a_run_killed_mid_chunk_resumes_from_the_last_checkpoint_exactly(tiny_au
 def test_sigterm_while_workers_label_stops_at_once_with_the_checkpoint_and_student(tiny_aux_onnx, tmp_path):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "tabula.tools.learn.distill", "--teacher", str(tiny_aux_onnx), "--run", str(run),
-               "--student-arch", "1x8", "--sizes", "9", "--selfplay-games", "400", "--label-workers", "2",
+               "--student-arch", "1x8", "--sizes", "9", "--selfplay-games", "40000", "--label-workers", "2",
                "--steps-per-chunk", "2", "--batch", "8", "--threads", "1", "--teacher-threads", "1"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -19,9 +19,11 @@
 #      13x13 and 19x19 (even and handicap games, komi drawn around 7), every position labelled, played and labelled in
 #      one process a core, the teacher on the GPU (--provider auto: the torch backend there), a 6x64 tabula-v2 student
 #      trained on the GPU, 100 steps of 256 a chunk. It STARTS from the kept run, weights/training/distill/ (KEPT)
-#      where that has a checkpoint of the same teacher, with the kept run's training settings, else from scratch;
-#   3. while time is left: tabula bench net and bench search of the student just trained (a tabula-v2 network's
-#      throughput and playouts/s on the GPU, its features computed in Python).
+#      where that has a checkpoint of the same teacher, with the kept run's training settings, else from today's
+#      network (INIT; --init);
+#   3. while time is left: tabula bench net of the teacher (a KataGo network's positions/s on the GPU), then bench
+#      net and bench search of the student just trained (a tabula-v2 network's throughput and playouts/s on the
+#      GPU, its features computed in Python).
 # What comes back in $OUT, written as it comes: gpu_session.log (every command, its output, exit status and
 # seconds), results.jsonl (one JSON line per figure and per step), and distill-checkpoint.pt, distill-model.onnx,
 # distill-metrics.jsonl (the kept run's lines, then this session's chunks), distill-config.json. The next CPU session
@@ -193,6 +195,20 @@ EOF
     note "not going on from $kept: $(tail -1 "$work/resume-refused")"
   fi
 fi
+# A new run (nothing kept to go on from) starts from today's network, mapped onto the student's inputs
+# (tools/learn/transfer.py); QUICK=1 from a random 1x8 network of the same kind. INIT="" starts from random weights.
+init=()
+if [ -n "$teacher" ] && [ ${#resume[@]} -eq 0 ]; then
+  start=${INIT-$([ "${QUICK:-0}" = 1 ] && echo "$work/random/init-random.onnx" || echo weights/tabula-6x64-komi-lead.onnx)}
+  if [ -n "$start" ] && [ "${QUICK:-0}" = 1 ] && [ ! -f "$start" ]; then
+    step 90 "${cli[@]}" export --random --head pooled --aux --blocks 1 --filters 8 --seed 55 \
+        --calibration-source random --no-int8 "$start"
+  fi
+  if [ -n "$start" ] && [ -f "$start" ]; then
+    init=(--init "$start")
+    note "a new run, started from $start"
+  fi
+fi
 if [ -n "$teacher" ]; then
   left=$((deadline - SECONDS - 45 * scale - after))  # the step's slack past --max-minutes, and the bench after it
   minutes=$(awk "BEGIN { m = $left / 60; print (m < $distill_minutes ? m : $distill_minutes) }")
@@ -203,7 +219,7 @@ if [ -n "$teacher" ]; then
         --handicap-fraction 0.2 --max-handicap 9 --label-workers "${student[3]}" --label-batch "${student[4]}" \
         --provider auto --teacher-threads 1 --device "$([ "$cuda" = 1 ] && echo cuda || echo cpu)" \
         --window-positions 2000000 --batch "${training[0]}" --steps-per-chunk "${training[1]}" --lr 0.001 \
-        --warmup-steps 100 --max-minutes "$minutes" "${resume[@]}"
+        --warmup-steps 100 --max-minutes "$minutes" "${resume[@]}" "${init[@]}"
     for name in checkpoint.pt model.onnx metrics.jsonl config.json; do
       cp "$run/$name" "$out/distill-$name" 2>/dev/null
     done
@@ -216,8 +232,13 @@ else
   note "distill skipped: no teacher"
 fi
 
-# 3. While time is left: the student's raw throughput on every GPU path and the CPU's fp32, and its search at
-# tabula gtp's GPU default (1 thread, 2 batches in flight of 64), then the Python side's bound for its planes.
+# 3. While time is left: the teacher's raw throughput on every GPU path (a KataGo network's positions/s on the GPU,
+# docs/KATAGO.md), the student's and the CPU's fp32, and the student's search at tabula gtp's GPU default (1 thread,
+# 2 batches in flight of 64), then the Python side's bound for its planes.
+if [ -n "$teacher" ] && [ -f "$teacher" ]; then
+  step 45 "${cli[@]}" bench net "$teacher" --size 19 --threads "$cores" --batches 1,64,256 --seconds 0.5 \
+      --rounds 2 --accuracy-positions 0 --paths onnx-fp32,torch-cuda-fp16,torch-cuda-bf16 --results "$results"
+fi
 student_net=$run/model.onnx
 if [ -f "$student_net" ]; then
   step 45 "${cli[@]}" bench net "$student_net" --size 19 --threads "$cores" --batches 1,64,256 --seconds 0.5 \
