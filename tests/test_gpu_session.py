@@ -62,8 +62,9 @@ def metrics(path: Path) -> list[dict]:
 def test_the_gpu_session_trains_a_student_and_goes_on_from_the_kept_run(tmp_path):
     log, results = run_session(tmp_path)
     steps = python_steps(log)
-    # env, the random teacher's export, its packing and unpacking, distill, bench net, bench search twice
-    assert len(steps) == 8
+    # env, the random teacher's export, its packing and unpacking, the random start's export, distill, bench net of
+    # the teacher and of the student, bench search twice
+    assert len(steps) == 10
     for step in steps:
         assert "# exit status" not in step and "# skipped" not in step, step
     assert re.search(r"# done in \d+ s\n$", log)
@@ -80,7 +81,12 @@ def test_the_gpu_session_trains_a_student_and_goes_on_from_the_kept_run(tmp_path
     config = json.loads((out / "distill-config.json").read_text())
     assert config["student_encoding"] == "tabula-v2" and config["label_workers"] == 2
     assert {r["what"] for r in results} >= {"net", "search", "search-instant"}
-    assert all(r["weights"].endswith("distill/model.onnx") for r in results if r["what"] in ("net", "search"))
+    # a new run starts from a network of the student's trunk (today's network on a GPU) through --init
+    (distill_step,) = [step for step in steps if step.startswith("python3 -m tabula.tools.cli distill")]
+    assert "# a new run, started from" in log and "--init " in distill_step.splitlines()[0]
+    nets = [r["weights"] for r in results if r["what"] == "net"]
+    assert len(nets) == 2 and nets[0].endswith("teacher-random.onnx") and nets[1].endswith("distill/model.onnx")
+    assert all(r["weights"].endswith("distill/model.onnx") for r in results if r["what"] == "search")
     failed = {r["command"].split()[0] for r in results if r["what"] == "step" and r["rc"] != 0}
     assert failed <= {"nvidia-smi"}  # absent from a machine without a GPU
     assert len(list(out.iterdir())) <= 8  # the device tool brings back 8 files at most
@@ -92,7 +98,7 @@ def test_the_gpu_session_trains_a_student_and_goes_on_from_the_kept_run(tmp_path
         shutil.copyfile(out / f"distill-{name}", kept / name)
     before = metrics(kept / "metrics.jsonl")
     log, results = run_session(tmp_path, out="out2", KEPT=str(kept))
-    assert "# going on from the kept run" in log and "--steps-per-chunk 3" in log
+    assert "# going on from the kept run" in log and "--steps-per-chunk 3" in log and "--init" not in log
     assert f"resuming {tmp_path / 'work' / 'distill'} at chunk {before[-1]['chunk']}, step {before[-1]['step']}" \
         in log
     after = metrics(tmp_path / "out2" / "distill-metrics.jsonl")
@@ -126,8 +132,8 @@ def test_a_session_cut_short_by_its_budget_keeps_what_it_measured(tmp_path):
 def test_the_session_is_one_part_with_distill_first_and_the_bench_after():
     script = SCRIPT.read_text()
     assert "BUDGET:-530" in script and "usage:" not in script  # one part: nothing to choose
-    order = ["step 20 nvidia-smi -L", 'fp16_pack unpack "$packed"', '"${cli[@]}" distill', '"${cli[@]}" bench net',
-             '"${cli[@]}" bench search']
+    order = ["step 20 nvidia-smi -L", 'fp16_pack unpack "$packed"', '"${cli[@]}" distill',
+             '"${cli[@]}" bench net "$teacher"', '"${cli[@]}" bench net "$student_net"', '"${cli[@]}" bench search']
     positions = [script.index(marker) for marker in order]
     assert positions == sorted(positions)
     assert "timeout_s 580" in script and 'carry [".whl", "runs/teacher"]' in script
