@@ -8,13 +8,14 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from sgfmill import sgf
 
-from tabula.tools.compete.match import main, schedule
+from tabula.tools.compete.match import build_parser, config_from_args, main, run_match, schedule
 from tabula.tools.compete.referee import Clock, parse_score
 from tabula.tools.compete.results import read_results, summarise
 from tabula.tools.compete.settings import ABSOLUTE, BYOYOMI, CANADIAN, MatchConfig, TimeControl
@@ -294,6 +295,51 @@ def test_sigterm_stops_cleanly(tmp_path):
     assert runner.returncode == 130 and "rerun the same command to resume" in stderr
     assert "win rate" in stdout
     assert all(r["result"] != "Void" for r in read_results(out / "results.jsonl"))
+
+
+def test_max_minutes_starts_no_game_after_it_and_a_rerun_resumes(tmp_path, capsys):
+    out = tmp_path / "m"
+    # a game takes over 0.4 s (black's 7 genmoves of 0.06 s), so none starts after the first's 0.3 s have passed
+    assert run(out, f"{FAKE} --slow 0.06", FAKE, games=3, extra=("--max-minutes", "0.005")) == 0
+    assert len(results(out)) == 1
+    assert "--max-minutes are up: no game started after it, 2 left; rerun the same command" in capsys.readouterr().out
+    assert run(out, f"{FAKE} --slow 0.06", FAKE, games=3) == 0
+    assert [r["game"] for r in results(out)] == ["0-1-0000", "0-1-0001", "0-1-0002"]
+
+
+def test_wind_down_lets_the_games_in_flight_finish(tmp_path):
+    out = tmp_path / "m"
+    config = config_from_args(build_parser().parse_args(
+        ["--out", str(out), "--games", "4", "--size", "9", "--parallel", "2", f"{FAKE} --slow 0.05", FAKE,
+         "--names", "A", "B"]))
+    wind_down = threading.Event()
+    lines = []
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if line.startswith("0-1-0001:") and line.endswith("starts"):
+            wind_down.set()  # both workers have a game in flight, neither has finished
+
+    records = run_match(config, progress=progress, wind_down=wind_down)
+    assert len(records) == 2 and all(r["fault"] is None and r["result"] != "Void" for r in records)
+    assert lines[-1] == "told to wind down: no game started after it, 2 left; rerun the same command to resume"
+
+
+def test_sigusr1_finishes_the_games_in_flight_and_exits_cleanly(tmp_path):
+    out = tmp_path / "m"
+    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
+               "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
+    runner = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not read_results(out / "results.jsonl"):
+        time.sleep(0.05)
+    runner.send_signal(signal.SIGUSR1)
+    stdout, stderr = runner.communicate(timeout=30)
+    assert runner.returncode == 0, stderr
+    played = read_results(out / "results.jsonl")
+    assert 1 <= len(played) < 50 and all(r["result"] != "Void" for r in played)
+    assert "SIGUSR1: the games in flight finish" in stdout and f"{50 - len(played)} left" in stdout
 
 
 def test_parallel_games_each_worker_owns_its_engines(tmp_path):

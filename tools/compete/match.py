@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import shlex
 import shutil
 import signal
@@ -104,8 +105,12 @@ def _progress_reporter(game_id: str, progress: Callable[[str], None],
     return report
 
 
-def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> list[dict]:
-    """Play every game of the schedule not yet in the results file; returns all records (old and new)."""
+def run_match(config: MatchConfig, progress: Callable[[str], None] = print, max_minutes: float = 0.0,
+              wind_down: threading.Event | None = None) -> list[dict]:
+    """Play every game of the schedule not yet in the results file; returns all records (old and new).
+
+    No game starts after ``max_minutes`` (0: no limit) or once ``wind_down`` is set; the games in flight finish and
+    are recorded, so a long match runs in chunks that each end cleanly, and a rerun resumes it."""
     out = Path(config.out)
     log_dir = out / "logs"
     results_path = out / RESULTS_FILE
@@ -117,6 +122,8 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
         progress(f"resuming: {len(done)} games already played, {len(pending)} to play")
     writer = ResultsWriter(results_path)
     stop = threading.Event()
+    wind_down = wind_down or threading.Event()
+    start_by = time.monotonic() + max_minutes * 60 if max_minutes > 0 else math.inf
     lock = threading.Lock()
     queue_ = list(reversed(pending))
     pools = [EnginePool(config, worker, log_dir) for worker in range(max(1, min(config.parallel, len(pending))))]
@@ -125,7 +132,8 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
 
     def next_spec() -> GameSpec | None:
         with lock:
-            return queue_.pop() if queue_ and not stop.is_set() else None
+            starting = queue_ and not stop.is_set() and not wind_down.is_set() and time.monotonic() < start_by
+            return queue_.pop() if starting else None
 
     def work(pool: EnginePool) -> None:
         try:
@@ -166,6 +174,9 @@ def run_match(config: MatchConfig, progress: Callable[[str], None] = print) -> l
         raise
     if errors:
         raise errors[0]
+    if queue_:
+        why = "told to wind down" if wind_down.is_set() else f"the {max_minutes:g} minutes of --max-minutes are up"
+        progress(f"{why}: no game started after it, {len(queue_)} left; rerun the same command to resume")
     return read_results(results_path)
 
 
@@ -213,6 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--superko", choices=(POSITIONAL, SITUATIONAL, SIMPLE_KO), default=POSITIONAL,
                         help="the ko rule our referee enforces (simple: as GNU Go plays)")
     parser.add_argument("--parallel", type=int, default=1, help="games played at once")
+    parser.add_argument("--max-minutes", type=float, default=0.0,
+                        help="start no game after this many minutes; the games in flight finish, and rerunning "
+                             "the same command resumes (default 0: no limit). SIGUSR1 does the same at once")
     parser.add_argument("--gauntlet", action="store_true", help="the first engine plays each other one")
     parser.add_argument("--fixed-colors", action="store_true", help="the first engine of each pair always has black")
     parser.add_argument("--anchor", default="", help="INDEX=ELO or NAME=ELO: fix one engine's rating in the table")
@@ -433,13 +447,24 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     write_atomic(config_path, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
 
+    if args.max_minutes < 0:
+        parser.error("--max-minutes must be 0 (no limit) or more")
+
     def terminate(_signum, _frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, terminate) if threading.current_thread() is threading.main_thread() \
-        else None
+    wind_down = threading.Event()
+
+    def finish_in_flight(_signum, _frame):
+        wind_down.set()
+        print("SIGUSR1: the games in flight finish, no other starts", flush=True)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
+    previous_usr1 = signal.signal(signal.SIGUSR1, finish_in_flight) if main_thread else None
     try:
-        records = run_match(config, progress=lambda line: print(line, flush=True))
+        records = run_match(config, progress=lambda line: print(line, flush=True), max_minutes=args.max_minutes,
+                            wind_down=wind_down)
     except KeyboardInterrupt:
         print("\ninterrupted: finished games are saved; rerun the same command to resume", file=sys.stderr)
         records = read_results(out / RESULTS_FILE)
@@ -448,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGUSR1, previous_usr1)
     print()
     print(summarise(config, records))
     print(f"\ngames and results: {out}/ (`tabula match --out {out} --summary` prints this again)")
