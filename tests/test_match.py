@@ -281,15 +281,21 @@ def test_killed_runner_resumes_without_duplicates(tmp_path):
     assert sorted(r["game"] for r in lines) == [f"0-1-{k:04d}" for k in range(4)]
 
 
-def test_sigterm_stops_cleanly(tmp_path):
-    out = tmp_path / "m"
-    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
-               "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
+def start_after_a_game(out: Path, games: int = 50) -> subprocess.Popen:
+    """`tabula match` of ``games`` games in its own process, returned once its first game is recorded."""
+    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", str(games),
+               "--size", "9", "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
     runner = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not read_results(out / "results.jsonl"):
         time.sleep(0.05)
+    return runner
+
+
+def test_sigterm_stops_cleanly(tmp_path):
+    out = tmp_path / "m"
+    runner = start_after_a_game(out)
     runner.send_signal(signal.SIGTERM)
     stdout, stderr = runner.communicate(timeout=20)
     assert runner.returncode == 130 and "rerun the same command to resume" in stderr
@@ -327,13 +333,7 @@ def test_wind_down_lets_the_games_in_flight_finish(tmp_path):
 
 def test_sigusr1_finishes_the_games_in_flight_and_exits_cleanly(tmp_path):
     out = tmp_path / "m"
-    command = [sys.executable, "-m", "tabula.tools.compete.match", "--out", str(out), "--games", "50", "--size", "9",
-               "--names", "A", "B", "--", f"{FAKE} --slow 0.05", FAKE]
-    runner = subprocess.Popen(command, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not read_results(out / "results.jsonl"):
-        time.sleep(0.05)
+    runner = start_after_a_game(out)
     runner.send_signal(signal.SIGUSR1)
     stdout, stderr = runner.communicate(timeout=30)
     assert runner.returncode == 0, stderr
