@@ -191,6 +191,30 @@ def test_worker_processes_play_and_label_the_same_games(tiny_aux_onnx, tmp_path)
     assert np.allclose(a["value"][order_a].astype(np.float32), b["value"][order_b].astype(np.float32), atol=1e-3)
 
 
+def test_snapshots_are_the_student_after_their_chunk_and_leave_its_training_alone(tiny_aux_onnx, tmp_path):
+    from tabula.engine.net.evaluator import OnnxEvaluator
+
+    quiet = dict(log=lambda *_: None)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "plain", chunks=2), **quiet)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "snap", chunks=2, snapshot_chunks=1, export=True), **quiet)
+    a = torch.load(tmp_path / "plain" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "snap" / "checkpoint.pt", weights_only=True)
+    for name, tensor in a["state_dict"].items():
+        assert torch.equal(tensor, b["state_dict"][name]), name
+    snapshots = sorted(p.name for p in (tmp_path / "snap" / "snapshots").iterdir())
+    assert snapshots == ["chunk-000001.onnx", "chunk-000002.onnx"]
+    state = GameState(9, Rules(komi=6.5))
+    state.play(state.size * 4 + 4)
+    outputs = [OnnxEvaluator(path, symmetry="identity", provider="cpu", log=None).evaluate([state]).policy
+               for path in (tmp_path / "snap" / "snapshots" / "chunk-000001.onnx",
+                            tmp_path / "snap" / "snapshots" / "chunk-000002.onnx", tmp_path / "snap" / "model.onnx")]
+    assert np.array_equal(outputs[1], outputs[2]) and not np.array_equal(outputs[0], outputs[1])
+    rows = [json.loads(line) for line in (tmp_path / "snap" / "metrics.jsonl").read_text().splitlines()]
+    assert 0 < rows[0]["cpu_s"] <= rows[1]["cpu_s"] == pytest.approx(b["cpu_s"], abs=5)
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--snapshot-chunks", "-1"])
+
+
 def test_distill_stops_by_its_time_limit_and_writes_the_student(tiny_aux_onnx, tmp_path):
     from tabula.engine.net.evaluator import OnnxEvaluator
 

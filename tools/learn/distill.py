@@ -36,6 +36,7 @@ one on the same labels.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -62,6 +63,7 @@ METRICS = "metrics.jsonl"
 CONFIG = "config.json"
 LABELS = "labels"
 STUDENT = "model.onnx"
+SNAPSHOTS = "snapshots"  # RUN/snapshots/chunk-NNNNNN.onnx: the student after that chunk (--snapshot-chunks)
 POOL_GRACE_S = 5.0  # seconds the label workers have to exit at a stop before they are killed
 # Settings a resumed run must share with the run it continues
 FIXED_ON_RESUME = ("teacher", "student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch",
@@ -120,6 +122,9 @@ class DistillConfig:
     max_minutes: float = 0.0  # stop after this much wall time in this invocation (0: none)
     checkpoint_minutes: float = 0.0  # write the checkpoint after a chunk at most this often (0: after every chunk)
     export: bool = True  # write the student as ONNX when stopping
+    # also write the student after every this many chunks, RUN/snapshots/chunk-NNNNNN.onnx, the points of a curve
+    # of strength against the compute spent (each chunk's metrics line has elapsed_s and cpu_s); 0: none
+    snapshot_chunks: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,6 +177,8 @@ def check(config: DistillConfig) -> None:
         raise ValueError("--labels-from is another run's label directory, not this run's")
     if config.checkpoint_minutes < 0:
         raise ValueError("--checkpoint-minutes is 0 (after every chunk) or more")
+    if config.snapshot_chunks < 0:
+        raise ValueError("--snapshot-chunks is 0 (none) or more")
     if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
         raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
     if not config.records and config.selfplay_games <= 0:
@@ -420,7 +427,7 @@ def distill(config: DistillConfig, log=print) -> dict:
     optimizer = trainer.make_optimizer(train_config, model)
     average = trainer.WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
     checkpoint_path = os.path.join(config.run, CHECKPOINT)
-    step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
+    step, chunk, cursor, elapsed_before, cpu_before = 0, 0, 0, 0.0, 0.0
     if os.path.exists(checkpoint_path):
         state = trainer.load_training_checkpoint(checkpoint_path)
         saved = NetSpec.from_dict(state["spec"])
@@ -436,6 +443,7 @@ def distill(config: DistillConfig, log=print) -> dict:
             average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
         step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])
         elapsed_before = float(state.get("elapsed_s", 0.0))
+        cpu_before = float(state.get("cpu_s", 0.0))
         log(f"tabula distill: resuming {config.run} at chunk {chunk}, step {step}")
     elif config.init:
         model.load_state_dict(initial_student(config.init, spec).state_dict())
@@ -484,7 +492,8 @@ def distill(config: DistillConfig, log=print) -> dict:
         except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
             raise SystemExit(f"tabula distill: {error}") from None
         return _run_chunks(config, log, started, model, optimizer, average, spec, device, bf16, train_config,
-                           step, chunk, cursor, elapsed_before, teacher, selfplay, records, pool, label_dir)
+                           step, chunk, cursor, (elapsed_before, cpu_before), teacher, selfplay, records, pool,
+                           label_dir)
     finally:
         if pool is not None:
             close_pool(pool)
@@ -492,9 +501,19 @@ def distill(config: DistillConfig, log=print) -> dict:
 
 def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, average, spec: NetSpec,
                 device: torch.device, bf16: bool, train_config: trainer.TrainConfig, step: int, chunk: int,
-                cursor: int, elapsed_before: float, teacher, selfplay, records, pool, label_dir: str) -> dict:
+                cursor: int, spent_before: tuple[float, float], teacher, selfplay, records, pool,
+                label_dir: str) -> dict:
     """``distill``'s loop: label and train chunk after chunk until a limit, checkpointing as it goes, then write the
-    checkpoint and the student (before the caller stops the label workers)."""
+    checkpoint and the student (before the caller stops the label workers). ``spent_before``: the wall and CPU
+    seconds of the run's earlier invocations."""
+    elapsed_before, cpu_before = spent_before
+    cpu_started = time.process_time()
+
+    def cpu_s() -> float:
+        # this process's CPU time, every thread's (labelling and training where --label-workers is 0; the label
+        # workers' processes are not counted)
+        return round(cpu_before + time.process_time() - cpu_started, 1)
+
     checkpoint_path = os.path.join(config.run, CHECKPOINT)
     try:
         window = LabelWindow(label_dir, config.window_positions, config.student_encoding, zeroed_planes(config))
@@ -509,13 +528,26 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
         state = {"spec": spec.to_dict(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                  "optimizer": trainer._to_cpu(optimizer.state_dict()), "step": step, "chunk": chunk,
                  "records_cursor": cursor, "torch_rng": torch.get_rng_state(),
-                 "elapsed_s": elapsed_before + time.time() - started, "config": json.dumps(config.to_dict())}
+                 "elapsed_s": elapsed_before + time.time() - started, "cpu_s": cpu_s(),
+                 "config": json.dumps(config.to_dict())}
         if average is not None:
             state["ema_state_dict"] = trainer._to_cpu(average.state)
         trainer.atomic_torch_save(state, checkpoint_path)
         last_save[0] = time.time()
         if reason:
             log(f"tabula distill: checkpoint at chunk {chunk}, step {step} ({reason})")
+
+    def write_student(path: str) -> None:
+        # a copy: the model trains on after a snapshot, on its device, in its memory format and mode
+        final = average.averaged(model) if average is not None else copy.deepcopy(model)
+        final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
+        export_onnx(final, path + ".tmp.onnx",
+                    f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
+                    f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
+                    f"{step} steps x {config.batch}, chunk {chunk}"
+                    + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
+                       if config.zero_planes else ""))
+        os.replace(path + ".tmp.onnx", path)
 
     stop = {"signal": None}
 
@@ -597,7 +629,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
             trained = step - first_step
             train_seconds = time.time() - train_started
             record = {"chunk": chunk, "step": step, "window": window.size,
-                      "elapsed_s": round(elapsed_before + time.time() - started, 1),
+                      "elapsed_s": round(elapsed_before + time.time() - started, 1), "cpu_s": cpu_s(),
                       **{k: round(v / max(trained, 1), 5) for k, v in sums.items()},
                       "samples_per_s": round(trained * config.batch / max(train_seconds, 1e-9), 1)}
             if labelled:
@@ -614,21 +646,15 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
             if step < chunk * config.steps_per_chunk:  # stopped inside the chunk
                 reason = "out of time"
                 break
+            if config.snapshot_chunks and labelled and chunk % config.snapshot_chunks == 0:
+                os.makedirs(os.path.join(config.run, SNAPSHOTS), exist_ok=True)
+                write_student(os.path.join(config.run, SNAPSHOTS, f"chunk-{chunk:06d}.onnx"))
             if time.time() - last_save[0] >= 60 * config.checkpoint_minutes:
                 save()
         save(reason)
         if config.export:
-            final = (average.averaged(model) if average is not None else model)
-            final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
-            path = os.path.join(config.run, STUDENT)
-            export_onnx(final, path + ".tmp.onnx",
-                        f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
-                        f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
-                        f"{step} steps x {config.batch}"
-                        + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
-                           if config.zero_planes else ""))
-            os.replace(path + ".tmp.onnx", path)
-            log(f"tabula distill: exported {path}")
+            write_student(os.path.join(config.run, STUDENT))
+            log(f"tabula distill: exported {os.path.join(config.run, STUDENT)}")
     finally:
         if old_handler is not None:
             signal.signal(signal.SIGTERM, old_handler)
