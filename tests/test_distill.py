@@ -260,3 +260,16 @@ def test_bad_settings_are_clear_errors(tiny_aux_onnx, tmp_path):
     with pytest.raises(SystemExit):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--selfplay-games", "0"])
     assert distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r")]).student_arch == "6x64"
+
+
+def test_tabula_plot_draws_a_distill_run(tmp_path):
+    from tabula.tools.learn import plot
+
+    lines = [{"chunk": c, "step": 100 * c, "elapsed_s": 60.0 * c, "cpu_s": 110.0 * c, "policy_kl": 1.0 / c,
+              "top1": 0.4, "value_mse": 0.2, "labelled": 1000, "fresh_policy_kl": 1.2 / c, "fresh_top1": 0.38,
+              "fresh_value_mse": 0.3} for c in (1, 2, 3)]
+    lines[1].pop("fresh_top1")  # a chunk taken without fresh losses is drawn without them
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert plot.is_distill_run(str(tmp_path))
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "curve.png")]) == 0
+    assert (tmp_path / "curve.png").stat().st_size > 10_000

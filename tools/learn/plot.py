@@ -7,6 +7,10 @@ games, rejected candidates as crosses (default RUNDIR/elo.png). With ``--arena D
 directories whose first player is one of the run's networks, ``net:.../gen-NNNN.onnx``): the learning curve instead,
 the Elo and each arena's score (95% Wilson interval) against the hours the run ran (a pause between chunks, any gap
 of more than ``--gap-minutes`` between generations, counted as one median step), one line per opponent.
+A `tabula distill` run (RUNDIR/metrics.jsonl with the teacher's losses): the policy KL from the teacher, the
+teacher's top move and the value MSE, on the batches trained and on each chunk's new labels before training on them
+(held out; a running mean over FRESH_CHUNKS chunks, weighted by positions), against the run's CPU hours (wall hours
+where its metrics predate ``cpu_s``) (default RUNDIR/loss.png).
 """
 from __future__ import annotations
 
@@ -47,6 +51,39 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+FRESH_CHUNKS = 5  # chunks in the running mean of a distill run's fresh (held-out) losses
+
+
+def plot_distill(run_dir: str, out: str | None = None) -> str:
+    """A `tabula distill` run's RUNDIR/metrics.jsonl (one line a chunk) as three panels against its compute."""
+    rows = [r for r in read_jsonl(os.path.join(run_dir, METRICS)) if "policy_kl" in r]
+    plt = _pyplot()
+    cpu = all("cpu_s" in r for r in rows)
+    hours = [r["cpu_s" if cpu else "elapsed_s"] / 3600 for r in rows]
+    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, (trained, fresh, title) in zip(axes, (("policy_kl", "fresh_policy_kl", "policy KL from the teacher"),
+                                                  ("top1", "fresh_top1", "the teacher's top move"),
+                                                  ("value_mse", "fresh_value_mse", "value MSE"))):
+        ax.plot(hours, [r.get(trained, float("nan")) for r in rows], label="batches trained")
+        held = [(h, r[fresh], r.get("labelled", 1)) for h, r in zip(hours, rows) if fresh in r]
+        if held:
+            ax.plot([h for h, _, _ in held], [v for _, v, _ in held], ".", alpha=0.3, color="tab:orange")
+            mean = [sum(v * n for _, v, n in held[max(0, i - FRESH_CHUNKS + 1):i + 1])
+                    / sum(n for _, _, n in held[max(0, i - FRESH_CHUNKS + 1):i + 1]) for i in range(len(held))]
+            ax.plot([h for h, _, _ in held], mean, color="tab:orange",
+                    label=f"new labels before training (mean of {FRESH_CHUNKS} chunks)")
+        ax.set_title(title)
+        ax.set_xlabel("CPU hours (this process)" if cpu else "wall hours")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
+    return _save(plt, figure, out or os.path.join(run_dir, "loss.png"))
+
+
+def is_distill_run(run_dir: str) -> bool:
+    return any("policy_kl" in r for r in read_jsonl(os.path.join(run_dir, METRICS)))
 
 
 def plot_training(run_dir: str, out: str | None = None) -> str | None:
@@ -205,7 +242,8 @@ def plot_curve(run_dir: str, arenas: list[str], out: str | None = None, gap_minu
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tabula plot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", metavar="RUNDIR", help="a `tabula train` or a `tabula rl` run directory")
+    parser.add_argument("run_dir", metavar="RUNDIR", help="a `tabula train`, `tabula rl` or `tabula distill` run "
+                                                          "directory")
     parser.add_argument("--out", default=None, help="image file (default RUNDIR/loss.png, RUNDIR/elo.png or, with "
                                                     "--arena, RUNDIR/curve.png)")
     parser.add_argument("--arena", nargs="+", default=[], metavar="DIR",
@@ -217,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--arena needs a `tabula rl` run directory ({args.run_dir} has no {ELO})")
     if not args.gap_minutes > 0:
         parser.error("--gap-minutes must be above 0")
-    if os.path.exists(os.path.join(args.run_dir, METRICS)):
+    if is_distill_run(args.run_dir):
+        out = plot_distill(args.run_dir, args.out)
+    elif os.path.exists(os.path.join(args.run_dir, METRICS)):
         out = plot_training(args.run_dir, args.out)
         if out is None:
             print(f"tabula plot: no metrics in {args.run_dir}", file=sys.stderr)
