@@ -211,6 +211,17 @@ def test_snapshots_are_the_student_after_their_chunk_and_leave_its_training_alon
     assert np.array_equal(outputs[1], outputs[2]) and not np.array_equal(outputs[0], outputs[1])
     rows = [json.loads(line) for line in (tmp_path / "snap" / "metrics.jsonl").read_text().splitlines()]
     assert 0 < rows[0]["cpu_s"] <= rows[1]["cpu_s"] == pytest.approx(b["cpu_s"], abs=5)
+    # stopped inside chunk 2 after its checkpoint: the resumed run trains the rest of it (no new labels) and then
+    # writes its snapshot; a checkpoint from before cpu_s was counted goes on without a total
+    b["step"] = 3
+    del b["cpu_s"]
+    torch.save(b, tmp_path / "snap" / "checkpoint.pt")
+    (tmp_path / "snap" / "snapshots" / "chunk-000002.onnx").unlink()
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "snap", chunks=2, snapshot_chunks=1), **quiet)
+    assert (tmp_path / "snap" / "snapshots" / "chunk-000002.onnx").exists()
+    last = json.loads((tmp_path / "snap" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["chunk"] == 2 and last["step"] == 4 and "cpu_s" not in last
+    assert torch.load(tmp_path / "snap" / "checkpoint.pt", weights_only=True)["cpu_s"] is None
     with pytest.raises(SystemExit):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--snapshot-chunks", "-1"])
 
@@ -269,7 +280,11 @@ def test_tabula_plot_draws_a_distill_run(tmp_path):
               "top1": 0.4, "value_mse": 0.2, "labelled": 1000, "fresh_policy_kl": 1.2 / c, "fresh_top1": 0.38,
               "fresh_value_mse": 0.3} for c in (1, 2, 3)]
     lines[1].pop("fresh_top1")  # a chunk taken without fresh losses is drawn without them
+    lines.append({"chunk": 4, "step": 300, "elapsed_s": 250.0, "cpu_s": 450.0, "labelled": 900,
+                  "fresh_policy_kl": 0.5, "fresh_top1": 0.4, "fresh_value_mse": 0.3})  # stopped before training
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert plot.is_distill_run(str(tmp_path))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(lines[-1]) + "\n")
+    assert plot.is_distill_run(str(tmp_path))  # a run stopped before its first trained step is still one
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert plot.main([str(tmp_path), "--out", str(tmp_path / "curve.png")]) == 0
     assert (tmp_path / "curve.png").stat().st_size > 10_000

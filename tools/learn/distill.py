@@ -410,7 +410,7 @@ def _settle_config(config: DistillConfig) -> None:
 
 def distill(config: DistillConfig, log=print) -> dict:
     """Label and train chunk after chunk until a limit; returns the last chunk's record."""
-    started = time.time()
+    started, cpu_started = time.time(), time.process_time()
     try:
         check(config)
     except ValueError as error:
@@ -427,7 +427,8 @@ def distill(config: DistillConfig, log=print) -> dict:
     optimizer = trainer.make_optimizer(train_config, model)
     average = trainer.WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
     checkpoint_path = os.path.join(config.run, CHECKPOINT)
-    step, chunk, cursor, elapsed_before, cpu_before = 0, 0, 0, 0.0, 0.0
+    step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
+    cpu_before: float | None = 0.0
     if os.path.exists(checkpoint_path):
         state = trainer.load_training_checkpoint(checkpoint_path)
         saved = NetSpec.from_dict(state["spec"])
@@ -443,7 +444,8 @@ def distill(config: DistillConfig, log=print) -> dict:
             average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
         step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])
         elapsed_before = float(state.get("elapsed_s", 0.0))
-        cpu_before = float(state.get("cpu_s", 0.0))
+        # a run begun before cpu_s was counted has no total: it records none rather than part of one
+        cpu_before = float(state["cpu_s"]) if state.get("cpu_s") is not None else None
         log(f"tabula distill: resuming {config.run} at chunk {chunk}, step {step}")
     elif config.init:
         model.load_state_dict(initial_student(config.init, spec).state_dict())
@@ -492,8 +494,8 @@ def distill(config: DistillConfig, log=print) -> dict:
         except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
             raise SystemExit(f"tabula distill: {error}") from None
         return _run_chunks(config, log, started, model, optimizer, average, spec, device, bf16, train_config,
-                           step, chunk, cursor, (elapsed_before, cpu_before), teacher, selfplay, records, pool,
-                           label_dir)
+                           step, chunk, cursor, (elapsed_before, cpu_before, cpu_started), teacher, selfplay,
+                           records, pool, label_dir)
     finally:
         if pool is not None:
             close_pool(pool)
@@ -501,18 +503,17 @@ def distill(config: DistillConfig, log=print) -> dict:
 
 def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, average, spec: NetSpec,
                 device: torch.device, bf16: bool, train_config: trainer.TrainConfig, step: int, chunk: int,
-                cursor: int, spent_before: tuple[float, float], teacher, selfplay, records, pool,
+                cursor: int, spent: tuple[float, float | None, float], teacher, selfplay, records, pool,
                 label_dir: str) -> dict:
     """``distill``'s loop: label and train chunk after chunk until a limit, checkpointing as it goes, then write the
-    checkpoint and the student (before the caller stops the label workers). ``spent_before``: the wall and CPU
-    seconds of the run's earlier invocations."""
-    elapsed_before, cpu_before = spent_before
-    cpu_started = time.process_time()
+    checkpoint and the student (before the caller stops the label workers). ``spent``: the wall and CPU seconds of
+    the run's earlier invocations (CPU None: not counted then), and ``time.process_time()`` at this one's start."""
+    elapsed_before, cpu_before, cpu_started = spent
 
-    def cpu_s() -> float:
-        # this process's CPU time, every thread's (labelling and training where --label-workers is 0; the label
-        # workers' processes are not counted)
-        return round(cpu_before + time.process_time() - cpu_started, 1)
+    def cpu_s() -> float | None:
+        # this process's CPU time since the run began, every thread's (labelling and training where
+        # --label-workers is 0; the label workers' processes are not counted)
+        return None if cpu_before is None else round(cpu_before + time.process_time() - cpu_started, 1)
 
     checkpoint_path = os.path.join(config.run, CHECKPOINT)
     try:
@@ -541,13 +542,13 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
         # a copy: the model trains on after a snapshot, on its device, in its memory format and mode
         final = average.averaged(model) if average is not None else copy.deepcopy(model)
         final = final.to("cpu").to(memory_format=torch.contiguous_format).eval()
-        export_onnx(final, path + ".tmp.onnx",
+        export_onnx(final, path + ".partial",
                     f"tabula distill: {config.student_arch} of {config.student_encoding} taught by "
                     f"{os.path.basename(config.teacher)}{f' at {config.visits} visits' if config.visits else ''}, "
                     f"{step} steps x {config.batch}, chunk {chunk}"
                     + (f"; planes {config.zero_planes} zeroed in training: for measurement, not play"
                        if config.zero_planes else ""))
-        os.replace(path + ".tmp.onnx", path)
+        os.replace(path + ".partial", path)
 
     stop = {"signal": None}
 
@@ -629,9 +630,11 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
             trained = step - first_step
             train_seconds = time.time() - train_started
             record = {"chunk": chunk, "step": step, "window": window.size,
-                      "elapsed_s": round(elapsed_before + time.time() - started, 1), "cpu_s": cpu_s(),
+                      "elapsed_s": round(elapsed_before + time.time() - started, 1),
                       **{k: round(v / max(trained, 1), 5) for k, v in sums.items()},
                       "samples_per_s": round(trained * config.batch / max(train_seconds, 1e-9), 1)}
+            if cpu_s() is not None:
+                record["cpu_s"] = cpu_s()
             if labelled:
                 record.update({"labelled": labelled["positions"], "label_s": round(label_seconds, 2),
                                "labels_per_s": round(labelled["positions"] / max(label_seconds, 1e-9), 1),
@@ -646,11 +649,15 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
             if step < chunk * config.steps_per_chunk:  # stopped inside the chunk
                 reason = "out of time"
                 break
-            if config.snapshot_chunks and labelled and chunk % config.snapshot_chunks == 0:
-                os.makedirs(os.path.join(config.run, SNAPSHOTS), exist_ok=True)
-                write_student(os.path.join(config.run, SNAPSHOTS, f"chunk-{chunk:06d}.onnx"))
             if time.time() - last_save[0] >= 60 * config.checkpoint_minutes:
                 save()
+            if config.snapshot_chunks and chunk % config.snapshot_chunks == 0:  # the chunk is trained
+                snapshot = os.path.join(config.run, SNAPSHOTS, f"chunk-{chunk:06d}.onnx")
+                try:
+                    os.makedirs(os.path.dirname(snapshot), exist_ok=True)
+                    write_student(snapshot)
+                except Exception as error:  # noqa: BLE001 - a missing snapshot stops no training
+                    log(f"tabula distill: no snapshot {snapshot}: {error}")
         save(reason)
         if config.export:
             write_student(os.path.join(config.run, STUDENT))

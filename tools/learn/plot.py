@@ -58,9 +58,9 @@ FRESH_CHUNKS = 5  # chunks in the running mean of a distill run's fresh (held-ou
 
 def plot_distill(run_dir: str, out: str | None = None) -> str:
     """A `tabula distill` run's RUNDIR/metrics.jsonl (one line a chunk) as three panels against its compute."""
-    rows = [r for r in read_jsonl(os.path.join(run_dir, METRICS)) if "policy_kl" in r]
+    rows = [r for r in read_jsonl(os.path.join(run_dir, METRICS)) if _distill_line(r)]
     plt = _pyplot()
-    cpu = all("cpu_s" in r for r in rows)
+    cpu = all(r.get("cpu_s") is not None for r in rows)
     hours = [r["cpu_s" if cpu else "elapsed_s"] / 3600 for r in rows]
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for ax, (trained, fresh, title) in zip(axes, (("policy_kl", "fresh_policy_kl", "policy KL from the teacher"),
@@ -82,8 +82,13 @@ def plot_distill(run_dir: str, out: str | None = None) -> str:
     return _save(plt, figure, out or os.path.join(run_dir, "loss.png"))
 
 
+def _distill_line(record: dict) -> bool:
+    # a chunk trained has the teacher's KL; one stopped before its first step has only the fresh losses
+    return "policy_kl" in record or "fresh_policy_kl" in record
+
+
 def is_distill_run(run_dir: str) -> bool:
-    return any("policy_kl" in r for r in read_jsonl(os.path.join(run_dir, METRICS)))
+    return any(_distill_line(r) for r in read_jsonl(os.path.join(run_dir, METRICS)))
 
 
 def plot_training(run_dir: str, out: str | None = None) -> str | None:
