@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sgfmill import sgf
 
-from tabula.tools.compete.match import build_parser, config_from_args, main, run_match, schedule
+from tabula.tools.compete.match import GAMES_LEFT, build_parser, config_from_args, main, run_match, schedule
 from tabula.tools.compete.referee import Clock, parse_score
 from tabula.tools.compete.results import read_results, summarise
 from tabula.tools.compete.settings import ABSOLUTE, BYOYOMI, CANADIAN, MatchConfig, TimeControl
@@ -306,11 +306,15 @@ def test_sigterm_stops_cleanly(tmp_path):
 def test_max_minutes_starts_no_game_after_it_and_a_rerun_resumes(tmp_path, capsys):
     out = tmp_path / "m"
     # a game takes over 0.4 s (black's 7 genmoves of 0.06 s), so none starts after the first's 0.3 s have passed
-    assert run(out, f"{FAKE} --slow 0.06", FAKE, games=3, extra=("--max-minutes", "0.005")) == 0
+    assert run(out, f"{FAKE} --slow 0.06", FAKE, games=3, extra=("--max-minutes", "0.005")) == GAMES_LEFT
     assert len(results(out)) == 1
     assert "--max-minutes are up: no game started after it, 2 left; rerun the same command" in capsys.readouterr().out
     assert run(out, f"{FAKE} --slow 0.06", FAKE, games=3) == 0
     assert [r["game"] for r in results(out)] == ["0-1-0000", "0-1-0001", "0-1-0002"]
+    for bad in ("-1", "nan"):
+        with pytest.raises(SystemExit):
+            run(tmp_path / "bad", FAKE, FAKE, extra=("--max-minutes", bad))
+    assert not (tmp_path / "bad").exists()  # refused before anything is written
 
 
 def test_wind_down_lets_the_games_in_flight_finish(tmp_path):
@@ -336,7 +340,7 @@ def test_sigusr1_finishes_the_games_in_flight_and_exits_cleanly(tmp_path):
     runner = start_after_a_game(out)
     runner.send_signal(signal.SIGUSR1)
     stdout, stderr = runner.communicate(timeout=30)
-    assert runner.returncode == 0, stderr
+    assert runner.returncode == GAMES_LEFT, stderr
     played = read_results(out / "results.jsonl")
     assert 1 <= len(played) < 50 and all(r["result"] != "Void" for r in played)
     assert "SIGUSR1: the games in flight finish" in stdout and f"{50 - len(played)} left" in stdout

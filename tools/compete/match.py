@@ -225,8 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the ko rule our referee enforces (simple: as GNU Go plays)")
     parser.add_argument("--parallel", type=int, default=1, help="games played at once")
     parser.add_argument("--max-minutes", type=float, default=0.0,
-                        help="start no game after this many minutes; the games in flight finish, and rerunning "
-                             "the same command resumes (default 0: no limit). SIGUSR1 does the same at once")
+                        help="start no game after this many minutes; the games in flight finish, the exit status "
+                             "is 3 where games are left, and rerunning the same command resumes (default 0: no "
+                             "limit). SIGUSR1 does the same at once")
     parser.add_argument("--gauntlet", action="store_true", help="the first engine plays each other one")
     parser.add_argument("--fixed-colors", action="store_true", help="the first engine of each pair always has black")
     parser.add_argument("--anchor", default="", help="INDEX=ELO or NAME=ELO: fix one engine's rating in the table")
@@ -416,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         return 0
     args = parser.parse_args(argv)
+    if not args.max_minutes >= 0:
+        parser.error("--max-minutes must be 0 (no limit) or more")
     out = Path(args.out)
     config_path = out / CONFIG_FILE
     if args.summary:
@@ -424,6 +427,28 @@ def main(argv: list[str] | None = None) -> int:
         saved = load_config(config_path)
         print(summarise(saved, read_results(out / RESULTS_FILE)))
         return 0
+    # SIGUSR1 from here on (the engines' probe included): the games in flight finish, no other starts
+    wind_down = threading.Event()
+
+    def finish_in_flight(_signum, _frame):
+        wind_down.set()
+        print("SIGUSR1: the games in flight finish, no other starts", flush=True)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGUSR1, finish_in_flight) if main_thread else None
+    try:
+        return _play(parser, args, wind_down)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGUSR1, previous if previous is not None else signal.SIG_DFL)
+
+
+GAMES_LEFT = 3  # main's exit status where --max-minutes or SIGUSR1 stopped the match with games still to play
+
+
+def _play(parser: argparse.ArgumentParser, args: argparse.Namespace, wind_down: threading.Event) -> int:
+    out = Path(args.out)
+    config_path = out / CONFIG_FILE
     try:
         config = config_from_args(args)
         if len(config.engines) < 2:
@@ -447,21 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(error))
     write_atomic(config_path, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
 
-    if args.max_minutes < 0:
-        parser.error("--max-minutes must be 0 (no limit) or more")
-
     def terminate(_signum, _frame):
         raise KeyboardInterrupt
 
-    wind_down = threading.Event()
-
-    def finish_in_flight(_signum, _frame):
-        wind_down.set()
-        print("SIGUSR1: the games in flight finish, no other starts", flush=True)
-
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
-    previous_usr1 = signal.signal(signal.SIGUSR1, finish_in_flight) if main_thread else None
     try:
         records = run_match(config, progress=lambda line: print(line, flush=True), max_minutes=args.max_minutes,
                             wind_down=wind_down)
@@ -471,13 +486,13 @@ def main(argv: list[str] | None = None) -> int:
         print(summarise(config, records))
         return 130
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-            signal.signal(signal.SIGUSR1, previous_usr1)
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
     print()
     print(summarise(config, records))
     print(f"\ngames and results: {out}/ (`tabula match --out {out} --summary` prints this again)")
-    return 0
+    played = {record["game"] for record in records}
+    return GAMES_LEFT if any(spec.game_id not in played for spec in schedule(config)) else 0
 
 
 __all__ = ["main", "run_match", "schedule", "probe_names", "build_parser", "load_config", "config_from_args",
