@@ -518,6 +518,18 @@ def test_settings_placeholders_survive_paths_with_spaces(tmp_path, monkeypatch):
     assert shlex.split(args.engines[1]) == [sys.executable, "-m", "tabula.gtp"]
 
 
+def test_the_weights_placeholder_names_a_shipped_network_from_any_folder(tmp_path, monkeypatch):
+    import shlex
+
+    from tabula.tools.compete.match import build_parser, settings_argv
+
+    monkeypatch.chdir(tmp_path)
+    parser = build_parser()
+    args = parser.parse_args(["--out", "x"] + settings_argv(parser, {"engines": [
+        "{python} -m tabula.gtp --weights {weights}/tabula-6x64-komi-lead-int8.onnx"]}))
+    assert Path(shlex.split(args.engines[0])[-1]).is_file()
+
+
 # -- openings -------------------------------------------------------------------------------------------------------
 
 

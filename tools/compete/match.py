@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.resources
 import json
 import math
 import shlex
@@ -352,11 +353,14 @@ def load_sets(path: Path) -> dict[str, dict]:
 
 
 def _placeholders(word: str) -> str:
-    """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path. Both
+    """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path;
+    {weights}: the installed package's weights folder (a shipped network by name, from any working directory). All
     shell-quoted, as the engines' command lines are split as a shell would (gtp_client): a path with spaces stays
     one word."""
     gnugo = shutil.which("gnugo") or "/usr/games/gnugo"
-    return word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", shlex.quote(gnugo))
+    weights = str(importlib.resources.files("tabula.weights"))
+    return (word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", shlex.quote(gnugo))
+            .replace("{weights}", shlex.quote(weights)))
 
 
 def settings_argv(parser: argparse.ArgumentParser, options: dict) -> list[str]:
