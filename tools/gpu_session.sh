@@ -57,7 +57,7 @@ else
   # one label worker a core (the games' moves and the student's planes are Python); a worker plays 8 of the 128
   # games a chunk in lockstep, so its teacher calls hold up to 8 positions of a size: the CUDA graphs go to 16
   student=(6x64 9,13,19,19 128 "$cores" 16); training=(256 100)
-  distill_minutes=7; after=30
+  distill_minutes=7; after=75  # the teacher's bench (45 s at most), then the student's
   playouts=1600
 fi
 
@@ -199,14 +199,17 @@ fi
 # (tools/learn/transfer.py); QUICK=1 from a random 1x8 network of the same kind. INIT="" starts from random weights.
 init=()
 if [ -n "$teacher" ] && [ ${#resume[@]} -eq 0 ]; then
-  start=${INIT-$([ "${QUICK:-0}" = 1 ] && echo "$work/random/init-random.onnx" || echo weights/tabula-6x64-komi-lead.onnx)}
-  if [ -n "$start" ] && [ "${QUICK:-0}" = 1 ] && [ ! -f "$start" ]; then
+  random_start=$work/random/init-random.onnx
+  start=${INIT-$([ "${QUICK:-0}" = 1 ] && echo "$random_start" || echo weights/tabula-6x64-komi-lead.onnx)}
+  if [ "$start" = "$random_start" ] && [ ! -f "$start" ]; then
     step 90 "${cli[@]}" export --random --head pooled --aux --blocks 1 --filters 8 --seed 55 \
         --calibration-source random --no-int8 "$start"
   fi
   if [ -n "$start" ] && [ -f "$start" ]; then
     init=(--init "$start")
     note "a new run, started from $start"
+  elif [ -n "$start" ]; then
+    note "no $start here: a new run from random weights"
   fi
 fi
 if [ -n "$teacher" ]; then
@@ -235,7 +238,7 @@ fi
 # 3. While time is left: the teacher's raw throughput on every GPU path (a KataGo network's positions/s on the GPU,
 # docs/KATAGO.md), the student's and the CPU's fp32, and the student's search at tabula gtp's GPU default (1 thread,
 # 2 batches in flight of 64), then the Python side's bound for its planes.
-if [ -n "$teacher" ] && [ -f "$teacher" ]; then
+if [[ "$teacher" == *.onnx ]] && [ -f "$teacher" ]; then  # bench net reads ONNX (not a .bin.gz teacher)
   step 45 "${cli[@]}" bench net "$teacher" --size 19 --threads "$cores" --batches 1,64,256 --seconds 0.5 \
       --rounds 2 --accuracy-positions 0 --paths onnx-fp32,torch-cuda-fp16,torch-cuda-bf16 --results "$results"
 fi
