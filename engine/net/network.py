@@ -592,7 +592,9 @@ def set_metadata(proto, metadata: dict[str, str]) -> None:
 
 
 def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float = 1e-4) -> float:
-    """Run torch and onnxruntime on the same random planes; raise if they differ. Returns the largest difference."""
+    """Run torch and onnxruntime on the same random planes; raise if they differ. Returns the largest difference,
+    relative where an output is above 1 in size: random planes drive logits and scores (points) far past what real
+    positions give, and there float32's rounding alone passes an absolute 1e-4."""
     import onnxruntime as ort
 
     rng = np.random.default_rng(size)
@@ -607,7 +609,8 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     names = list(OUTPUTS + (AUX_OUTPUTS if model.spec.aux else ()))
     actual = session.run(names, {"planes": planes})
-    diff = max(float(np.abs(a - e.numpy()).max()) for a, e in zip(actual, expected))
+    diff = max(float((np.abs(a - e.numpy()) / np.maximum(1.0, np.abs(e.numpy()))).max())
+               for a, e in zip(actual, expected))
     if not diff <= tolerance:
         raise RuntimeError(f"{path}: onnxruntime and torch differ by {diff:g} on {size}x{size}")
     return diff

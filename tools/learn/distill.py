@@ -658,6 +658,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                     write_student(snapshot)
                 except Exception as error:  # noqa: BLE001 - a missing snapshot stops no training
                     log(f"tabula distill: no snapshot {snapshot}: {error}")
+                    if os.path.exists(snapshot + ".partial"):
+                        os.remove(snapshot + ".partial")
         save(reason)
         if config.export:
             write_student(os.path.join(config.run, STUDENT))
