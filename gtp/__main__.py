@@ -71,10 +71,11 @@ def _state_defaults(parser: argparse.ArgumentParser) -> None:
         action.help = f"{help_text} (default {shown})" if help_text else f"default {shown}"
 
 
-def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> None:
+def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True,
+                         search_help: dict[str, str] | None = None) -> None:
     """The options of the engine's configuration (``build_config`` reads them), in the groups of GROUPS: the network,
     the search and the rules, and with ``play`` the player, the clock and play's own (``tabula analysis`` takes all
-    but those)."""
+    but those). ``search_help``: help texts of search options for a command whose defaults differ from gtp's."""
     defaults = EngineConfig()
     group = _groups(parser)
     # Every option that sets a configuration field is made from the field (gtp/flags.py add_flags), which checks its
@@ -106,6 +107,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True) -> 
         "threads": "search threads (default 0: 1 where the network runs on a GPU, 2 on the CPU)",
         "lcb": "let a move whose lower confidence bound is above the most visited move's mean be chosen",
         "root_symmetries": "evaluate the root under all 8 symmetries and average",
+        **(search_help or {}),
     })
     add_flags(group["network"], defaults.search, {
         "batch_size": "leaves per network call, at most (small searches use fewer; default 0: 64 on a GPU, 8 on "

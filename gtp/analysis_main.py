@@ -40,11 +40,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "quit_without_waiting": "at the end of input, stop the searches and drop the queued turns instead of "
                                 "answering them (KataGo's -quit-without-waiting)",
     })
-    add_engine_arguments(parser, play=False)
-    for action in parser._actions:  # the engine's flag, with this command's default (build_analysis_config)
-        if action.dest == "threads" and "--threads" in action.option_strings:
-            action.help = (f"search threads per position (default 0: {ANALYSIS_SEARCH_THREADS}; the positions "
-                           "searched at once fill the batches)")
+    add_engine_arguments(parser, play=False, search_help={  # this command's default (build_analysis_config)
+        "threads": f"search threads per position (default 0: {ANALYSIS_SEARCH_THREADS}; the positions searched at "
+                   "once fill the batches)"})
     return parser.parse_args(argv)
 
 

@@ -282,7 +282,6 @@ def test_tabula_plot_draws_a_distill_run(tmp_path):
     lines[1].pop("fresh_top1")  # a chunk taken without fresh losses is drawn without them
     lines.append({"chunk": 4, "step": 300, "elapsed_s": 250.0, "cpu_s": 450.0, "labelled": 900,
                   "fresh_policy_kl": 0.5, "fresh_top1": 0.4, "fresh_value_mse": 0.3})  # stopped before training
-    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (tmp_path / "metrics.jsonl").write_text(json.dumps(lines[-1]) + "\n")
     assert plot.is_distill_run(str(tmp_path))  # a run stopped before its first trained step is still one
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

@@ -521,7 +521,7 @@ def test_settings_placeholders_survive_paths_with_spaces(tmp_path, monkeypatch):
 def test_the_weights_placeholder_names_a_shipped_network_from_any_folder(tmp_path, monkeypatch):
     import shlex
 
-    from tabula.tools.compete.match import build_parser, settings_argv
+    from tabula.tools.compete.match import settings_argv
 
     monkeypatch.chdir(tmp_path)
     parser = build_parser()

@@ -633,8 +633,9 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                       "elapsed_s": round(elapsed_before + time.time() - started, 1),
                       **{k: round(v / max(trained, 1), 5) for k, v in sums.items()},
                       "samples_per_s": round(trained * config.batch / max(train_seconds, 1e-9), 1)}
-            if cpu_s() is not None:
-                record["cpu_s"] = cpu_s()
+            cpu = cpu_s()
+            if cpu is not None:
+                record["cpu_s"] = cpu
             if labelled:
                 record.update({"labelled": labelled["positions"], "label_s": round(label_seconds, 2),
                                "labels_per_s": round(labelled["positions"] / max(label_seconds, 1e-9), 1),
