@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import numpy as np
 import pytest
@@ -287,3 +288,32 @@ def test_tabula_plot_draws_a_distill_run(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert plot.main([str(tmp_path), "--out", str(tmp_path / "curve.png")]) == 0
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_a_run_goes_on_with_its_teacher_from_another_file_but_not_with_another_network(tiny_aux_onnx, tiny_onnx,
+                                                                                       tmp_path):
+    quiet = dict(log=lambda *_: None)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=1), **quiet)
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["teacher_network"] == teacher.teacher_identity(str(tiny_aux_onnx))
+    moved = tmp_path / "elsewhere" / "teacher.onnx"  # the same network at another path: a new machine
+    moved.parent.mkdir()
+    shutil.copyfile(tiny_aux_onnx, moved)
+    assert distill.distill(run_config(moved, tmp_path / "run", chunks=2), **quiet)["chunk"] == 2
+    with pytest.raises(SystemExit, match="taught by another network"):
+        distill.distill(run_config(tiny_onnx, tmp_path / "run", chunks=3), **quiet)
+
+
+def test_a_katago_teacher_is_the_same_network_in_its_model_file_and_its_onnx_files(tmp_path):
+    from tabula.engine.net import katago_model as km
+    from tabula.engine.net import katago_network as kn
+
+    model = km.random_model(8, seed=5, channels=8, mid=4, gpool=2, head=4)
+    km.write_model(model, tmp_path / "net.bin.gz")
+    kn.export_onnx(kn.KataGoNet(model), model, str(tmp_path / "net.onnx"), "net.bin.gz", board_sizes=(9,),
+                   check=False)
+    named = teacher.teacher_identity(str(tmp_path / "net.bin.gz"))
+    assert named == f"katago:{model['name']}" == teacher.teacher_identity(str(tmp_path / "net.onnx"))
+    (tmp_path / "not.onnx").write_bytes(b"not a network")
+    with pytest.raises(ValueError, match="not a readable ONNX file"):
+        teacher.teacher_identity(str(tmp_path / "not.onnx"))

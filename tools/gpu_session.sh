@@ -161,15 +161,15 @@ rm -rf "$run"
 mkdir -p "$run"
 resume=()
 if [ -n "$teacher" ] && [ -f "$kept/checkpoint.pt" ] && [ -f "$kept/config.json" ]; then
-  # The kept run's settings that a resumed run must share (distill's FIXED_ON_RESUME but the teacher's path, which
-  # is this machine's) and its other training settings, as options after this script's own (the last one counts).
+  # The kept run's settings that a resumed run must share (distill's FIXED_ON_RESUME; its teacher is checked here by
+  # the file's name) and its other training settings, as options after this script's own (the last one counts).
   # Its config.json stays behind: it names the teacher by the CPU machine's path.
   if python3 - "$kept/config.json" "$teacher" > "$work/resume-options" 2> "$work/resume-refused" <<'EOF'
 import json, os, sys
 config = json.load(open(sys.argv[1]))
 def stem(path):
     name = os.path.basename(path)
-    for end in (".bin.gz", ".onnx16", ".onnx"):
+    for end in (".bin.gz", ".onnx16", ".onnx", "-int8"):  # a KataGo network's int8 export is the same teacher
         name = name[: -len(end)] if name.endswith(end) else name
     return name
 kept, here = stem(config["teacher"]), stem(sys.argv[2])

@@ -828,9 +828,15 @@ def random_model(version: int = 15, seed: int = 0, channels: int = 16, mid: int 
 def looks_like_katago(path: str | os.PathLike) -> bool:
     """Whether a file's first tokens are a KataGo model's (a name, then the model version and input planes): not
     ONNX, not Leela Zero weights (a format version, then floats). Reads the first kilobyte."""
+    return header_name(path) is not None
+
+
+def header_name(path: str | os.PathLike) -> str | None:
+    """The model's name where a file's first tokens are a KataGo model's header (a name, then the model version and
+    input planes), else None. Reads the first kilobyte."""
     path = os.fspath(path)
     if path.lower().endswith(".onnx"):
-        return False
+        return None
     try:
         with open(path, "rb") as handle:
             head = handle.read(1024)
@@ -839,9 +845,11 @@ def looks_like_katago(path: str | os.PathLike) -> bool:
                 with gzip.GzipFile(fileobj=handle) as unpacked:
                     head = unpacked.read(1024)
     except (OSError, EOFError, zlib.error):
-        return False
+        return None
     tokens = head.split()[:4]
-    return len(tokens) >= 4 and all(token.isdigit() for token in tokens[1:4])
+    if len(tokens) < 4 or not all(token.isdigit() for token in tokens[1:4]):
+        return None
+    return tokens[0].decode("utf-8", "replace")
 
 
 # The conversion's own version, in the cached files' names: a change of what the converted graph computes or holds
@@ -864,25 +872,21 @@ def converted_onnx(path: str | os.PathLike, log: Callable[[str], None] | None = 
     The conversion needs torch; without it, NetworkFileError says to install it. A file that is no usable KataGo
     model is a NetworkFileError naming it."""
     import atexit
-    import hashlib
     import shutil
     import tempfile
     import time
 
-    from tabula.engine.net.netfile import NetworkFileError
+    from tabula.engine.net.netfile import NetworkFileError, file_sha256
 
     path = os.fspath(path)
     name = os.path.basename(path)
-    digest = hashlib.sha256()
     try:
-        with open(path, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
+        digest = file_sha256(path)
     except OSError as e:
         raise NetworkFileError(path, e.strerror or str(e)) from None
     stem = re.sub(r"[^A-Za-z0-9_.-]", "_", re.sub(r"\.(bin|txt)(\.gz)?$|\.gz$", "", name))[:80] or "network"
     directory = cache_dir or conversion_cache_dir()
-    target = os.path.join(directory, f"{stem}-{digest.hexdigest()[:16]}-c{CONVERTER_VERSION}.onnx")
+    target = os.path.join(directory, f"{stem}-{digest[:16]}-c{CONVERTER_VERSION}.onnx")
     if os.path.isfile(target):
         if log is not None:
             log(f"tabula: KataGo network {name}: converted before, loading {target}")
@@ -998,6 +1002,6 @@ def describe(model: dict) -> str:
 
 __all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POSTPROCESS", "KataGoModelError", "NUM_GLOBAL_FEATURES",
            "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "conversion_cache_dir", "converted_onnx",
-           "describe", "from_structure", "looks_like_katago", "model_bytes",
+           "describe", "from_structure", "header_name", "looks_like_katago", "model_bytes",
            "parse_model", "policy_channels", "random_model", "read_model", "structure",
            "unsupported_version_message", "write_model"]

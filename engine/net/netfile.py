@@ -27,6 +27,17 @@ def is_katago_network(metadata: dict[str, str]) -> bool:
     return KATAGO_STRUCTURE in metadata
 
 
+def file_sha256(path: str) -> str:
+    """The hex SHA-256 of a file's bytes, read a megabyte at a time (OSError where it cannot be read)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def read_fp32_onnx(path: str, structure_key: str, what: str, proto=None) -> tuple[dict[str, str], dict]:
     """(metadata, numpy initialisers by name) of an fp32 ONNX file whose metadata has ``structure_key`` (the model's
     description, ``what`` names it in the error), the initialisers the exporter shares between parameters through
@@ -52,4 +63,5 @@ def read_fp32_onnx(path: str, structure_key: str, what: str, proto=None) -> tupl
     return metadata, tensors
 
 
-__all__ = ["METADATA_FORMAT_VERSION", "KATAGO_STRUCTURE", "NetworkFileError", "is_katago_network", "read_fp32_onnx"]
+__all__ = ["METADATA_FORMAT_VERSION", "KATAGO_STRUCTURE", "NetworkFileError", "file_sha256", "is_katago_network",
+           "read_fp32_onnx"]

@@ -63,10 +63,12 @@ METRICS = "metrics.jsonl"
 CONFIG = "config.json"
 LABELS = "labels"
 STUDENT = "model.onnx"
+TEACHER_NETWORK = "teacher_network"  # config.json's key: the teacher's network (teacher.teacher_identity)
 SNAPSHOTS = "snapshots"  # RUN/snapshots/chunk-NNNNNN.onnx: the student after that chunk (--snapshot-chunks)
 POOL_GRACE_S = 5.0  # seconds the label workers have to exit at a stop before they are killed
 # Settings a resumed run must share with the run it continues
-FIXED_ON_RESUME = ("teacher", "student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch",
+# (the teacher is fixed by the network it holds, TEACHER_NETWORK, not by its path)
+FIXED_ON_RESUME = ("student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch",
                    "optimizer", "lr", "init")
 
 
@@ -399,13 +401,32 @@ def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
 
 def _settle_config(config: DistillConfig) -> None:
     path = os.path.join(config.run, CONFIG)
-    if os.path.exists(path) and config.student_encoding != features.KOMI_INPUT_ENCODING:
+    saved = None
+    if os.path.exists(path):
         with open(path) as handle:
             saved = json.load(handle)
-        if "student_encoding" not in saved:  # begun before there was a choice: its student reads leelaz-18+komi
-            raise SystemExit(f"tabula distill: {config.run}'s student reads {features.KOMI_INPUT_ENCODING}: go on "
-                             f"with --student-encoding {features.KOMI_INPUT_ENCODING}")
-    settle_run_config(config.run, config, FIXED_ON_RESUME, "tabula distill", "--run", CONFIG)
+    old_encoding = saved is not None and "student_encoding" not in saved
+    if old_encoding and config.student_encoding != features.KOMI_INPUT_ENCODING:
+        # begun before there was a choice: its student reads leelaz-18+komi
+        raise SystemExit(f"tabula distill: {config.run}'s student reads {features.KOMI_INPUT_ENCODING}: go on "
+                         f"with --student-encoding {features.KOMI_INPUT_ENCODING}")
+    try:
+        network = teaching.teacher_identity(config.teacher)
+    except ValueError as error:
+        raise SystemExit(f"tabula distill: --teacher {error}") from None
+    if saved is not None:
+        before = saved.get(TEACHER_NETWORK)
+        if before is None and saved.get("teacher", config.teacher) != config.teacher:
+            # begun before the teacher was kept by its network: that of the file it named, where the file is here
+            if not os.path.isfile(saved["teacher"]):
+                raise SystemExit(f"tabula distill: {config.run} was taught by {saved['teacher']}, not here: give "
+                                 f"--teacher that file, or use another --run")
+            before = teaching.teacher_identity(saved["teacher"])
+        if before is not None and before != network:
+            raise SystemExit(f"tabula distill: {config.run} is a run taught by another network ({before}, "
+                             f"--teacher holds {network}); use another --run")
+    settle_run_config(config.run, config, FIXED_ON_RESUME, "tabula distill", "--run", CONFIG,
+                      extra={TEACHER_NETWORK: network})
 
 
 def distill(config: DistillConfig, log=print) -> dict:

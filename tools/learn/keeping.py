@@ -69,10 +69,10 @@ def restore_kept(directory: str, keep: str, marker: str, names: Iterable[str] | 
 
 
 def settle_run_config(directory: str, config, fixed: Iterable[str], command: str, flag: str,
-                      name: str = "config.json") -> None:
-    """Write a run's ``name`` (``config.to_dict()``) into ``directory``, or, where the run is there already, check
-    that ``config`` keeps each of the ``fixed`` fields it was started with: SystemExit naming them otherwise
-    (``command`` and ``flag``, the option that names the run directory, say what to do)."""
+                      name: str = "config.json", extra: dict | None = None) -> None:
+    """Write a run's ``name`` (``config.to_dict()``, and ``extra``'s entries) into ``directory``, or, where the run
+    is there already, check that ``config`` keeps each of the ``fixed`` fields it was started with: SystemExit
+    naming them otherwise (``command`` and ``flag``, the option that names the run directory, say what to do)."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, name)
     if os.path.exists(path):
@@ -82,7 +82,8 @@ def settle_run_config(directory: str, config, fixed: Iterable[str], command: str
         if different:
             raise SystemExit(f"{command}: {directory} is a run with other {', '.join(different)} "
                              f"({', '.join(f'{k}={saved[k]!r}' for k in different)}); use another {flag}")
-    _write_atomic(path, lambda handle: json.dump(config.to_dict(), handle, indent=2), "w")
+    written = {**config.to_dict(), **(extra or {})}
+    _write_atomic(path, lambda handle: json.dump(written, handle, indent=2), "w")
 
 
 __all__ = ["copy_atomic", "restore_kept", "settle_run_config"]

@@ -586,6 +586,33 @@ def throughput(teacher: Teacher, positions: Sequence[Position], repeat: int = 1)
     return repeat * len(positions) / max(time.perf_counter() - started, 1e-9)
 
 
+def teacher_identity(path: str) -> str:
+    """The network a teacher file holds, whichever file or precision holds it: a KataGo model's name (from its model
+    file, or from an ONNX file converted from one, fp32 or int8), else the SHA-256 of the file. A run goes on with
+    the same teacher, not necessarily the same path: on another machine, or from its int8 file. ValueError where
+    the file cannot be read."""
+    from tabula.engine.net import katago_model
+    from tabula.engine.net.netfile import KATAGO_STRUCTURE, file_sha256
+
+    name = katago_model.header_name(path)
+    if name is not None:
+        return f"katago:{name}"
+    if path.lower().endswith(".onnx"):
+        import onnx
+
+        try:
+            metadata = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
+            structure = json.loads(metadata[KATAGO_STRUCTURE]) if KATAGO_STRUCTURE in metadata else None
+        except Exception as error:  # onnx raises its own DecodeError and others for a file that is not ONNX
+            raise ValueError(f"{path}: not a readable ONNX file ({type(error).__name__})") from None
+        if structure and structure.get("name"):
+            return f"katago:{structure['name']}"
+    try:
+        return f"sha256:{file_sha256(path)}"
+    except OSError as error:
+        raise ValueError(f"{path}: {error.strerror}") from None
+
+
 def iter_label_files(directory: str) -> Iterator[str]:
     if not os.path.isdir(directory):
         return
@@ -639,7 +666,7 @@ __all__ = ["Teacher", "Position", "RecordPositions", "SelfPlayPositions", "SelfP
            "LabelEncodingError", "write_labels", "read_labels", "encode_positions", "decode_planes", "plane_layout",
            "student_encoding_named", "sparse_policy", "dense_policy", "LABEL_FIELDS", "STUDENT_ENCODINGS",
            "DEFAULT_STUDENT_ENCODING", "CONSTANT_SCALE", "SOURCES", "group_by_size", "join_evaluations",
-           "throughput", "iter_label_files"]
+           "throughput", "iter_label_files", "teacher_identity"]
 
 
 if __name__ == "__main__":
