@@ -314,6 +314,33 @@ def test_a_katago_teacher_is_the_same_network_in_its_model_file_and_its_onnx_fil
                    check=False)
     named = teacher.teacher_identity(str(tmp_path / "net.bin.gz"))
     assert named == f"katago:{model['name']}" == teacher.teacher_identity(str(tmp_path / "net.onnx"))
+    # another policy optimism mixes the policies otherwise: another teacher
+    kn.export_onnx(kn.KataGoNet(model, policy_optimism=1.0), model, str(tmp_path / "optimist.onnx"), "net.bin.gz",
+                   board_sizes=(9,), check=False)
+    assert teacher.teacher_identity(str(tmp_path / "optimist.onnx")) == f"{named}, policy optimism 1"
     (tmp_path / "not.onnx").write_bytes(b"not a network")
     with pytest.raises(ValueError, match="not a readable ONNX file"):
         teacher.teacher_identity(str(tmp_path / "not.onnx"))
+
+
+def test_a_run_from_before_teacher_network_is_checked_by_the_file_it_named(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=1), **quiet)
+    path = tmp_path / "run" / "config.json"
+
+    def saved_as_before(teacher_path) -> None:  # a config.json written before teacher_network
+        saved = json.loads(path.read_text())
+        saved.pop("teacher_network", None)
+        path.write_text(json.dumps({**saved, "teacher": str(teacher_path)}))
+
+    moved = tmp_path / "moved.onnx"
+    shutil.copyfile(tiny_aux_onnx, moved)
+    saved_as_before(tiny_aux_onnx)
+    assert distill.distill(run_config(moved, tmp_path / "run", chunks=2), **quiet)["chunk"] == 2
+    saved_as_before(tmp_path / "gone.onnx")
+    with pytest.raises(SystemExit, match="gone.onnx, not here"):
+        distill.distill(run_config(moved, tmp_path / "run", chunks=3), **quiet)
+    (tmp_path / "broken.onnx").write_bytes(b"not a network")
+    saved_as_before(tmp_path / "broken.onnx")
+    with pytest.raises(SystemExit, match="not a readable ONNX file"):
+        distill.distill(run_config(moved, tmp_path / "run", chunks=3), **quiet)

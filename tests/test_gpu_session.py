@@ -149,6 +149,32 @@ def test_a_resumed_gpu_run_takes_every_fixed_setting_of_the_kept_run():
     assert set(distill.FIXED_ON_RESUME) - names == {"init"} and "teacher" not in distill.FIXED_ON_RESUME
 
 
+def resume_check(config: dict, teacher: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """The script's check of the kept run (its Python between ``<<'EOF'`` and ``EOF``) on ``config`` and a teacher
+    file, run as the script runs it; returns the finished process."""
+    code = re.search(r"resume-refused\" <<'EOF'\n(.*?)\nEOF\n", SCRIPT.read_text(), flags=re.S).group(1)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    return subprocess.run([sys.executable, "-", str(tmp_path / "config.json"), str(teacher)], input=code, text=True,
+                          capture_output=True, cwd=ROOT)
+
+
+def test_the_gpu_session_goes_on_from_the_kept_run_only_with_its_teachers_network(tiny_aux_onnx, tiny_onnx,
+                                                                                  tmp_path):
+    from tabula.tools.learn.teacher import teacher_identity
+
+    kept = {"teacher": "/cpu/machine/teacher.onnx", "teacher_network": teacher_identity(str(tiny_aux_onnx)),
+            "student_arch": "6x64", "student_encoding": "tabula-v2", "batch": 256}
+    same = resume_check(kept, tiny_aux_onnx, tmp_path)
+    assert same.returncode == 0 and same.stdout.split() == ["--student-arch", "6x64", "--student-encoding", "tabula-v2",
+                                                            "--batch", "256"]
+    other = resume_check(kept, tiny_onnx, tmp_path)
+    assert other.returncode != 0 and "a new run" in other.stderr
+    # a kept run from before teacher_network: by the files' names, an int8 export the same teacher
+    old = {"teacher": "/m/g170e-b15c192-s1.bin.gz", "batch": 256}
+    assert resume_check(old, tmp_path / "g170e-b15c192-s1-int8.onnx", tmp_path).returncode == 0
+    assert resume_check(old, tmp_path / "b10c384-int8.onnx", tmp_path).returncode != 0
+
+
 def test_what_travels_to_the_gpu_machine_fits_with_the_packed_teacher():
     """The tracked tree, the packed b15c192 teacher and the kept run (tracked once committed) fit the device tool's
     64 MiB."""

@@ -161,9 +161,9 @@ rm -rf "$run"
 mkdir -p "$run"
 resume=()
 if [ -n "$teacher" ] && [ -f "$kept/checkpoint.pt" ] && [ -f "$kept/config.json" ]; then
-  # The kept run's settings that a resumed run must share (distill's FIXED_ON_RESUME; its teacher is checked here by
-  # the file's name) and its other training settings, as options after this script's own (the last one counts).
-  # Its config.json stays behind: it names the teacher by the CPU machine's path.
+  # The kept run's settings that a resumed run must share (distill's FIXED_ON_RESUME; its teacher's network is
+  # checked here) and its other training settings, as options after this script's own (the last one counts).
+  # Its config.json stays behind: the run writes its own, with this machine's paths.
   if python3 - "$kept/config.json" "$teacher" > "$work/resume-options" 2> "$work/resume-refused" <<'EOF'
 import json, os, sys
 config = json.load(open(sys.argv[1]))
@@ -173,7 +173,15 @@ def stem(path):
         name = name[: -len(end)] if name.endswith(end) else name
     return name
 kept, here = stem(config["teacher"]), stem(sys.argv[2])
-if not (here.startswith(kept) or kept.startswith(here)):  # a KataGo model file's name begins its conversion's
+if config.get("teacher_network"):  # the network the kept run's teacher holds, whichever file
+    from tabula.tools.learn.teacher import teacher_identity
+    try:
+        same = teacher_identity(sys.argv[2]) == config["teacher_network"]
+    except ValueError as error:
+        sys.exit(f"this teacher: {error}: a new run")
+else:  # a run from before teacher_network: a KataGo model file's name begins its conversion's
+    same = here.startswith(kept) or kept.startswith(here)
+if not same:
     sys.exit(f"the kept run's teacher is {os.path.basename(config['teacher'])}, this one "
              f"{os.path.basename(sys.argv[2])}: a new run")
 for name in ("student_arch", "student_encoding", "zero_planes", "seed", "steps_per_chunk", "batch", "optimizer", "lr",

@@ -30,6 +30,9 @@ import numpy as np
 
 # Model versions whose inputs are KataGo's V7 features (22 spatial, 19 global): the ones Tabula reads.
 SUPPORTED_VERSIONS = range(8, 18)
+# How much of the optimistic policy (model versions 12 and later) a converted network's policy mixes in: KataGo's
+# default at the search's root and in kata-raw-nn (rootPolicyOptimism; its search uses 1.0 below the root)
+DEFAULT_POLICY_OPTIMISM = 0.2
 NUM_SPATIAL_FEATURES = 22
 NUM_GLOBAL_FEATURES = 19
 ACTIVATIONS = ("ACTIVATION_IDENTITY", "ACTIVATION_RELU", "ACTIVATION_MISH", "ACTIVATION_SILU")
@@ -1000,8 +1003,8 @@ def describe(model: dict) -> str:
             f"{trunk['trunk_channels']}: {kinds})")
 
 
-__all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POSTPROCESS", "KataGoModelError", "NUM_GLOBAL_FEATURES",
-           "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "conversion_cache_dir", "converted_onnx",
-           "describe", "from_structure", "header_name", "looks_like_katago", "model_bytes",
+__all__ = ["ACTIVATIONS", "BLOCK_KINDS", "DEFAULT_POLICY_OPTIMISM", "DEFAULT_POSTPROCESS", "KataGoModelError",
+           "NUM_GLOBAL_FEATURES", "NUM_SPATIAL_FEATURES", "SUPPORTED_VERSIONS", "block_kinds", "conversion_cache_dir",
+           "converted_onnx", "describe", "from_structure", "header_name", "looks_like_katago", "model_bytes",
            "parse_model", "policy_channels", "random_model", "read_model", "structure",
            "unsupported_version_message", "write_model"]

@@ -40,9 +40,7 @@ OUTPUTS = ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_
 BOARD_SIZES = tuple(range(2, 20))  # what KataGo's networks are trained on (and KataGo plays by default)
 # Global input features read by the postprocessing: a ko rule other than simple, territory scoring
 _GLOBAL_KO_NOT_SIMPLE = 6
-# How much of the optimistic policy (model versions 12 and later) the policy mixes in: KataGo's default at the
-# search's root and in kata-raw-nn (rootPolicyOptimism; its search uses 1.0 below the root)
-DEFAULT_POLICY_OPTIMISM = 0.2
+DEFAULT_POLICY_OPTIMISM = katago_model.DEFAULT_POLICY_OPTIMISM
 _GLOBAL_TERRITORY = 9
 
 

@@ -421,7 +421,10 @@ def _settle_config(config: DistillConfig) -> None:
             if not os.path.isfile(saved["teacher"]):
                 raise SystemExit(f"tabula distill: {config.run} was taught by {saved['teacher']}, not here: give "
                                  f"--teacher that file, or use another --run")
-            before = teaching.teacher_identity(saved["teacher"])
+            try:
+                before = teaching.teacher_identity(saved["teacher"])
+            except ValueError as error:
+                raise SystemExit(f"tabula distill: {config.run}'s teacher {error}") from None
         if before is not None and before != network:
             raise SystemExit(f"tabula distill: {config.run} is a run taught by another network ({before}, "
                              f"--teacher holds {network}); use another --run")

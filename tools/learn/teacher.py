@@ -588,9 +588,10 @@ def throughput(teacher: Teacher, positions: Sequence[Position], repeat: int = 1)
 
 def teacher_identity(path: str) -> str:
     """The network a teacher file holds, whichever file or precision holds it: a KataGo model's name (from its model
-    file, or from an ONNX file converted from one, fp32 or int8), else the SHA-256 of the file. A run goes on with
-    the same teacher, not necessarily the same path: on another machine, or from its int8 file. ValueError where
-    the file cannot be read."""
+    file, or from an ONNX file converted from one, fp32 or int8; with its policy optimism where that is not the
+    conversion's default, since it changes the policy), else the SHA-256 of the file. A run goes on with the same
+    teacher, not necessarily the same path: on another machine, or from its int8 file. ValueError where the file
+    cannot be read."""
     from tabula.engine.net import katago_model
     from tabula.engine.net.netfile import KATAGO_STRUCTURE, file_sha256
 
@@ -603,10 +604,12 @@ def teacher_identity(path: str) -> str:
         try:
             metadata = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
             structure = json.loads(metadata[KATAGO_STRUCTURE]) if KATAGO_STRUCTURE in metadata else None
+            optimism = float(metadata.get("policy_optimism", katago_model.DEFAULT_POLICY_OPTIMISM))
         except Exception as error:  # onnx raises its own DecodeError and others for a file that is not ONNX
             raise ValueError(f"{path}: not a readable ONNX file ({type(error).__name__})") from None
         if structure and structure.get("name"):
-            return f"katago:{structure['name']}"
+            mixed = "" if optimism == katago_model.DEFAULT_POLICY_OPTIMISM else f", policy optimism {optimism:g}"
+            return f"katago:{structure['name']}{mixed}"
     try:
         return f"sha256:{file_sha256(path)}"
     except OSError as error:
