@@ -344,3 +344,23 @@ def test_a_run_from_before_teacher_network_is_checked_by_the_file_it_named(tiny_
     saved_as_before(tmp_path / "broken.onnx")
     with pytest.raises(SystemExit, match="not a readable ONNX file"):
         distill.distill(run_config(moved, tmp_path / "run", chunks=3), **quiet)
+
+
+def test_a_weight_average_turned_on_at_a_resume_starts_from_the_trained_weights(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    config = run_config(tiny_aux_onnx, tmp_path / "run", lr=0.05, warmup_steps=0, steps_per_chunk=4)
+    distill.distill(config, **quiet)
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    trained = state["state_dict"]
+    state["step"] = 100_000  # a long run's: the average's warm-up (its decay rising from 0.1) long over
+    torch.save(state, tmp_path / "run" / "checkpoint.pt")
+    torch.manual_seed(config.seed)
+    initial = distill.TabulaNet(distill.student_spec(config)).state_dict()
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", lr=0.05, warmup_steps=0, steps_per_chunk=4, chunks=2,
+                               ema_decay=0.9), **quiet)
+    average = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["ema_state_dict"]
+
+    def distance(a, b) -> float:
+        return sum(float((a[k].float() - b[k].float()).square().sum()) for k in b if b[k].is_floating_point())
+
+    assert distance(average, trained) < distance(average, initial)  # not the untrained network's weights

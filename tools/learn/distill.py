@@ -466,6 +466,8 @@ def distill(config: DistillConfig, log=print) -> dict:
         torch.set_rng_state(state["torch_rng"])
         if average is not None and "ema_state_dict" in state:
             average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
+        elif average is not None:  # --ema-decay given to a run trained without it: the average starts here
+            average = trainer.WeightAverage(model, config.ema_decay)
         step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])
         elapsed_before = float(state.get("elapsed_s", 0.0))
         # a run begun before cpu_s was counted has no total: it records none rather than part of one
