@@ -169,17 +169,17 @@ import json, os, sys
 config = json.load(open(sys.argv[1]))
 def stem(path):
     name = os.path.basename(path)
-    for end in (".bin.gz", ".onnx16", ".onnx", "-int8"):  # a KataGo network's int8 export is the same teacher
+    for end in (".bin.gz", ".onnx16", ".onnx"):
         name = name[: -len(end)] if name.endswith(end) else name
     return name
-kept, here = stem(config["teacher"]), stem(sys.argv[2])
 if config.get("teacher_network"):  # the network the kept run's teacher holds, whichever file
     from tabula.tools.learn.teacher import teacher_identity
     try:
         same = teacher_identity(sys.argv[2]) == config["teacher_network"]
     except ValueError as error:
         sys.exit(f"this teacher: {error}: a new run")
-else:  # a run from before teacher_network: a KataGo model file's name begins its conversion's
+else:  # a run from before teacher_network: a KataGo model file's name begins its conversions' (and int8 export's)
+    kept, here = stem(config["teacher"]), stem(sys.argv[2])
     same = here.startswith(kept) or kept.startswith(here)
 if not same:
     sys.exit(f"the kept run's teacher is {os.path.basename(config['teacher'])}, this one "

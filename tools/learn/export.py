@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import json
 import os
 import random
@@ -36,6 +35,7 @@ from glob import glob
 import numpy as np
 
 from tabula.engine.net.features import INPUT_ENCODING
+from tabula.engine.net.netfile import file_sha256
 from tabula.engine.rules.coords import PASS
 from tabula.engine.rules.game import GameState, Rules
 
@@ -364,11 +364,6 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
 # -- the command -----------------------------------------------------------------------------------------------------
 
 
-def _sha256(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:16]
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tabula export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -525,7 +520,8 @@ def _export(args: argparse.Namespace) -> int:
                              "pooled head")
         model = network.from_leelaz(read_leelaz(args.from_leelaz))
         sizes = [model.spec.board_size]
-        provenance = f"Leela Zero weights {os.path.basename(args.from_leelaz)} sha256:{_sha256(args.from_leelaz)}"
+        digest = file_sha256(args.from_leelaz)[:16]
+        provenance = f"Leela Zero weights {os.path.basename(args.from_leelaz)} sha256:{digest}"
     else:
         if len(paths) != 2:
             raise SystemExit("tabula export IN OUT.onnx")
@@ -535,7 +531,7 @@ def _export(args: argparse.Namespace) -> int:
             return 0
         model = network.load_network(source)
         sizes = _sizes(args, model.spec, source)
-        provenance = f"converted from {os.path.basename(source)} sha256:{_sha256(source)}"
+        provenance = f"converted from {os.path.basename(source)} sha256:{file_sha256(source)[:16]}"
         if args.add_small_board_value:
             if model.spec.small_board_value:
                 raise SystemExit(f"tabula export: {source} already has the small-board value term")
