@@ -70,3 +70,19 @@ def test_the_winrate_on_the_search_line_serves_where_no_candidates_follow(tmp_pa
                    "2500 playouts/s, batch 4.0, cache hits 0, nodes 50\n")
     [[move]] = read_log(log)
     assert (move.move, move.playouts, move.winrate) == ("E5", 50, 0.485)
+
+
+def test_a_run_that_ends_in_a_resignation_goes_to_the_game_it_ended(tmp_path):
+    (tmp_path / "games").mkdir()
+    (tmp_path / "logs").mkdir()
+    game(tmp_path / "games" / "0-1-0000.sgf", ";B[cg];W[gc];B[cc]")
+    game(tmp_path / "games" / "0-1-0001.sgf", ";B[ee];W[de];B[ff];W[dd]")
+    (tmp_path / "logs" / "engine1-w0.log").write_text(
+        "tabula.search: move 2: G7 after 40 playouts (40 visits, 0 reused) in 0.50 s, winrate 40.0%, nodes 40\n"
+        "tabula.search: move 4: resign after 30 playouts (30 visits, 0 reused) in 0.10 s, winrate 3.0%, nodes 30\n")
+    assigned, unmatched = assign(tmp_path)
+    assert [m.move for m in assigned[1]["0-1-0000"]] == ["G7", "resign"]
+    assert unmatched == {}
+    # the same lines name no game that went on past move 3
+    (tmp_path / "games" / "0-1-0000.sgf").unlink()
+    assert assign(tmp_path) == ({}, {1: 1})

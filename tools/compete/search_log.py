@@ -100,6 +100,14 @@ def game_moves(path: Path) -> dict[int, str]:
     return {number: format_vertex(move, record.size).upper() for number, (_, move) in enumerate(record.moves, 1)}
 
 
+def _names(moves: dict[int, str], searched: SearchedMove) -> bool:
+    """Whether a finished game's ``moves`` hold ``searched``: its move at that number, or, for a resignation (which
+    no SGF move records), the game's end right before it."""
+    if searched.move.lower() == "resign":
+        return searched.number == len(moves) + 1
+    return moves.get(searched.number) == searched.move.upper()
+
+
 def assign(out: Path) -> tuple[Assigned, dict[int, int]]:
     """engine → game → its searched moves, and engine → runs of lines that match no finished game."""
     games: dict[str, dict[int, str]] = {}
@@ -117,7 +125,7 @@ def assign(out: Path) -> tuple[Assigned, dict[int, int]]:
         for name, moves in games.items():
             if str(engine) not in GAME_NAME.match(name).groups():
                 continue
-            fits = [index for index in free if all(moves.get(m.number) == m.move.upper() for m in runs[index])]
+            fits = [index for index in free if all(_names(moves, m) for m in runs[index])]
             if fits:
                 # An interrupted game that opened as a finished one did matches it too: the whole game is the
                 # longer run, or the later one (a replay comes after what it replays).
