@@ -78,8 +78,8 @@ def test_distill_init_takes_an_onnx_network_and_transfers_it(tmp_path):
     again = distill.initial_student(same, TARGET)
     assert all(torch.equal(v, student.state_dict()[k]) for k, v in again.state_dict().items()
                if not k.startswith("head.reply_") and not k.endswith("num_batches_tracked"))
-    with pytest.raises(SystemExit, match="neither a 3x16 student"):
-        distill.initial_student(path, NetSpec(blocks=3, filters=16, head=POOLED, aux=True, head_channels=8,
+    with pytest.raises(SystemExit, match="neither a 1x16 student"):  # a smaller trunk: nothing to grow
+        distill.initial_student(path, NetSpec(blocks=1, filters=16, head=POOLED, aux=True, head_channels=8,
                                               value_hidden=16, input_encoding=TABULA_V2))
     with pytest.raises(SystemExit, match="--init"):
         distill.initial_student(str(tmp_path / "missing.pt"), TARGET)

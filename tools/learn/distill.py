@@ -44,7 +44,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 
 import numpy as np
 import torch
@@ -53,9 +53,9 @@ from torch.nn import functional as F
 from tabula.engine.net import features
 from tabula.engine.net.encodings import encoding_named, plane_indices
 from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_network
+from tabula.tools.learn import grow, transfer
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
-from tabula.tools.learn import transfer
 from tabula.tools.learn.keeping import settle_run_config
 
 CHECKPOINT = "checkpoint.pt"
@@ -81,7 +81,8 @@ class DistillConfig:
     zero_planes: str = ""  # planes zeroed in training and the fresh losses (names or indices): ablations only
     labels_from: str = ""  # another run's label directory whose chunks are taken in place of labelling ("": label)
     # start the student from this Tabula checkpoint or fp32 ONNX network: the student's architecture and encoding,
-    # or a leelaz-18(+komi) network of the same trunk, its weights mapped onto the student's inputs (transfer.py)
+    # a smaller network of its encoding grown into it (grow.py: the same function in more blocks or filters), or a
+    # leelaz-18(+komi) network, its weights mapped onto the student's inputs (transfer.py) and grown where smaller
     init: str = ""
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
@@ -375,8 +376,9 @@ def student_spec(config: DistillConfig) -> NetSpec:
 
 def initial_student(path: str, spec: NetSpec) -> TabulaNet:
     """``--init``'s network as a student of ``spec``: a checkpoint (its trained weights, not their average) or an
-    fp32 ONNX file, of the student's architecture and encoding, or of Leela Zero's inputs with the same trunk
-    (``transfer.transferred``); SystemExit saying why otherwise."""
+    fp32 ONNX file, of the student's architecture and encoding, or of a smaller one of it (``grow.grown``: the same
+    function in more blocks or filters), or of Leela Zero's inputs (``transfer.transferred``, then grown where its
+    trunk is smaller); SystemExit saying why otherwise."""
     from tabula.engine.net.netfile import NetworkFileError
 
     try:
@@ -385,11 +387,18 @@ def initial_student(path: str, spec: NetSpec) -> TabulaNet:
         raise SystemExit(f"tabula distill: --init {path}: {error}") from None
     if source.spec.same_weights(spec):
         return source
-    if transfer.can_transfer(source.spec, spec):
-        return transfer.transferred(source, spec)
+    # a leelaz-18 network is mapped onto the student's inputs at its own trunk's size first
+    trunk = replace(spec, blocks=source.spec.blocks, filters=source.spec.filters)
+    if transfer.can_transfer(source.spec, trunk):
+        source = transfer.transferred(source, trunk)
+        if source.spec.same_weights(spec):
+            return source
+    if grow.can_grow(source.spec, spec):
+        return grow.grown(source, spec)
     raise SystemExit(f"tabula distill: --init {path} is a {source.spec.blocks}x{source.spec.filters} network of "
                      f"{source.spec.input_encoding}, neither a {spec.blocks}x{spec.filters} student of "
-                     f"{spec.input_encoding} nor a leelaz-18 network of that trunk to start one from")
+                     f"{spec.input_encoding} or a smaller one to grow it from, nor a leelaz-18 network to start "
+                     "one from")
 
 
 def trainer_config(config: DistillConfig) -> trainer.TrainConfig:
