@@ -19,6 +19,8 @@ their trunk side grows. Exact up to float rounding: a test checks the outputs.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from tabula.engine.net.network import NetSpec, TabulaNet
@@ -31,8 +33,6 @@ SPREAD = 0.1
 def can_grow(source: NetSpec, target: NetSpec) -> bool:
     """Whether ``grown`` maps a network of ``source`` onto ``target``: the same everything but at least as many
     blocks and filters, and more of one of them."""
-    from dataclasses import replace
-
     same_rest = replace(source, blocks=target.blocks, filters=target.filters).same_weights(target)
     larger = target.blocks >= source.blocks and target.filters >= source.filters
     return same_rest and larger and (target.blocks, target.filters) != (source.blocks, source.filters)
@@ -77,7 +77,7 @@ def grown(source: TabulaNet, target: NetSpec, seed: int = 0) -> TabulaNet:
     mapping = _channel_map(old, new)
     have = {name: value.detach().clone() for name, value in source.state_dict().items()}
 
-    def trunk_shares() -> torch.Tensor:
+    def shares() -> torch.Tensor:  # a fresh random split for each layer that reads widened channels
         return _split(mapping, old, generator)
 
     state: dict[str, torch.Tensor] = {}
@@ -91,9 +91,9 @@ def grown(source: TabulaNet, target: NetSpec, seed: int = 0) -> TabulaNet:
     old_blocks = []
     for index in range(spec.blocks):
         block = {k.split(".", 2)[2]: v for k, v in have.items() if k.startswith(f"tower.{index}.")}
-        block["first.conv.weight"] = _read(block["first.conv.weight"], mapping, trunk_shares())
+        block["first.conv.weight"] = _read(block["first.conv.weight"], mapping, shares())
         _write(block, "first", mapping)
-        block["second.conv.weight"] = _read(block["second.conv.weight"], mapping, _split(mapping, old, generator))
+        block["second.conv.weight"] = _read(block["second.conv.weight"], mapping, shares())
         _write(block, "second", mapping)
         old_blocks.append(block)
     # the heads read the trunk
@@ -101,7 +101,7 @@ def grown(source: TabulaNet, target: NetSpec, seed: int = 0) -> TabulaNet:
         if name.startswith("head."):
             state[name] = value
     for prefix in ("head.policy_conv", "head.value_conv"):
-        state[f"{prefix}.conv.weight"] = _read(state[f"{prefix}.conv.weight"], mapping, trunk_shares())
+        state[f"{prefix}.conv.weight"] = _read(state[f"{prefix}.conv.weight"], mapping, shares())
 
     model = TabulaNet(target)
     fresh = model.state_dict()
