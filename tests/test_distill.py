@@ -271,7 +271,41 @@ def test_bad_settings_are_clear_errors(tiny_aux_onnx, tmp_path):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--student-arch", "6"])
     with pytest.raises(SystemExit):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--selfplay-games", "0"])
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--records",
+                            str(tmp_path / "missing.tar.xz")])
+    for drops in ("12600", "12600:0", "-1:0.001", "5:0.1,5:0.2", "a:b"):
+        with pytest.raises(SystemExit):
+            distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--lr-drops", drops])
     assert distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r")]).student_arch == "6x64"
+
+
+def test_the_learning_rate_warms_up_then_takes_each_drop_from_its_step():
+    config = distill.DistillConfig(teacher="t", run="r", lr=0.001, warmup_steps=10, lr_drops="300:0.0001,200:0.0003")
+    train_config = distill.trainer_config(config)
+    lrs = {step: distill.learning_rate(config, train_config, step) for step in (0, 9, 10, 199, 200, 299, 300, 10**6)}
+    assert lrs[0] == pytest.approx(0.0001) and lrs[9] == lrs[10] == lrs[199] == pytest.approx(0.001)
+    assert lrs[200] == lrs[299] == pytest.approx(0.0003) and lrs[300] == lrs[10**6] == pytest.approx(0.0001)
+
+
+def test_a_resumed_run_may_drop_the_learning_rate_only_where_it_has_not_trained(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    run = tmp_path / "run"
+    distill.distill(run_config(tiny_aux_onnx, run, lr=0.01, warmup_steps=0), **quiet)  # steps 0 and 1
+    config_before = (run / "config.json").read_text()
+    with pytest.raises(SystemExit, match="lr-drops"):
+        distill.distill(run_config(tiny_aux_onnx, run, lr=0.01, warmup_steps=0, chunks=2, lr_drops="1:0.001"),
+                        **quiet)
+    assert (run / "config.json").read_text() == config_before  # the refused settings are not written down
+    distill.distill(run_config(tiny_aux_onnx, run, lr=0.01, warmup_steps=0, chunks=2, lr_drops="2:0.001"), **quiet)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert state["step"] == 4 and state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.001)
+    with pytest.raises(SystemExit, match="lr-drops"):  # the drop is now part of what the run trained
+        distill.distill(run_config(tiny_aux_onnx, run, lr=0.01, warmup_steps=0, chunks=3), **quiet)
+    distill.distill(run_config(tiny_aux_onnx, run, lr=0.01, warmup_steps=0, chunks=3, lr_drops="2:0.001,4:0.0002"),
+                    **quiet)
+    state = torch.load(run / "checkpoint.pt", weights_only=False)
+    assert state["step"] == 6 and state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0002)
 
 
 def test_tabula_plot_draws_a_distill_run(tmp_path):

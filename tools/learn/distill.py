@@ -30,8 +30,9 @@ teacher is not loaded): with the same settings, the other run's training repeate
 so that an ablation costs no labelling and sees exactly the labels the run it is compared with saw.
 
 The model, optimizer, learning rate, weight average, checkpoint writing and auxiliary losses are ``tabula train``'s;
-the batches are a pure function of (seed, step) and the window, so a resumed run trains exactly as an uninterrupted
-one on the same labels.
+``--lr-drops STEP:LR,...`` lowers the learning rate from those steps on (a run on its plateau: rerun the command
+with a drop after the step it is at). The batches are a pure function of (seed, step) and the window, so a resumed
+run trains exactly as an uninterrupted one on the same labels.
 """
 from __future__ import annotations
 
@@ -111,6 +112,9 @@ class DistillConfig:
     lr: float = 0.001
     weight_decay: float = 1e-4
     warmup_steps: int = 100
+    # later learning rates: STEP:LR,... (from optimizer step STEP on, the lr is LR). A resumed run may add or move
+    # drops only among the steps it has not trained, so that it still trains as one uninterrupted run would
+    lr_drops: str = ""
     ema_decay: float = 0.0
     policy_weight: float = 1.0
     value_weight: float = 1.0
@@ -174,10 +178,14 @@ def check(config: DistillConfig) -> None:
         path = getattr(config, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name} {path}: no such file")
+    for path in (p for p in config.records.split(",") if p):
+        if not os.path.exists(path):
+            raise ValueError(f"--records {path}: no such file or folder")
     if config.labels_from and not os.path.isdir(config.labels_from):
         raise ValueError(f"--labels-from {config.labels_from}: no such directory")
     if config.labels_from and os.path.abspath(config.labels_from) == os.path.abspath(os.path.join(config.run, LABELS)):
         raise ValueError("--labels-from is another run's label directory, not this run's")
+    parse_lr_drops(config.lr_drops)
     if config.checkpoint_minutes < 0:
         raise ValueError("--checkpoint-minutes is 0 (after every chunk) or more")
     if config.snapshot_chunks < 0:
@@ -192,6 +200,43 @@ def check(config: DistillConfig) -> None:
     sizes = [int(s) for s in config.sizes.split(",") if s.strip()]
     if not sizes or any(not 7 <= s <= 19 for s in sizes):
         raise ValueError("--sizes are board sizes from 7 to 19")
+
+
+def parse_lr_drops(text: str) -> list[tuple[int, float]]:
+    """``--lr-drops`` as (step, lr) pairs in step order; ValueError where it is not STEP:LR,... with distinct steps
+    of 0 or more and learning rates above 0."""
+    drops = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        try:
+            step_text, lr_text = item.split(":")
+            step, lr = int(step_text), float(lr_text)
+        except ValueError:
+            raise ValueError(f"--lr-drops is STEP:LR,..., e.g. 12600:0.0003, not {text!r}") from None
+        if step < 0 or not lr > 0:
+            raise ValueError(f"--lr-drops {item}: a step of 0 or more and a learning rate above 0")
+        drops.append((step, lr))
+    if len({step for step, _ in drops}) != len(drops):
+        raise ValueError(f"--lr-drops {text}: each step once")
+    return sorted(drops)
+
+
+def learning_rate(config: DistillConfig, train_config: trainer.TrainConfig, step: int) -> float:
+    """The lr of optimizer step ``step``: ``tabula train``'s warm-up to ``--lr``, then the last drop reached."""
+    lr = trainer.learning_rate(train_config, step)
+    for drop_step, drop_lr in parse_lr_drops(config.lr_drops):
+        if step >= drop_step:
+            lr = drop_lr
+    return lr
+
+
+def check_lr_drops_on_resume(saved: str, given: str, step: int) -> None:
+    """ValueError where ``given`` changes the learning rate of a step below ``step``, which the run has trained."""
+    trained = lambda text: [(s, lr) for s, lr in parse_lr_drops(text) if s < step]  # noqa: E731
+    if trained(saved) != trained(given):
+        raise ValueError(f"--lr-drops {given!r} changes the learning rate of steps this run has trained (it is at "
+                         f"step {step}, begun with --lr-drops {saved!r}): change only drops after step {step}")
 
 
 def zeroed_planes(config: DistillConfig) -> list[int]:
@@ -448,6 +493,14 @@ def distill(config: DistillConfig, log=print) -> dict:
         check(config)
     except ValueError as error:
         raise SystemExit(f"tabula distill: {error}") from None
+    checkpoint_path = os.path.join(config.run, CHECKPOINT)
+    state = trainer.load_training_checkpoint(checkpoint_path) if os.path.exists(checkpoint_path) else None
+    if state is not None:  # before the run's config.json is rewritten with the settings given
+        try:
+            check_lr_drops_on_resume(json.loads(state.get("config", "{}")).get("lr_drops", ""), config.lr_drops,
+                                     int(state["step"]))
+        except ValueError as error:
+            raise SystemExit(f"tabula distill: {error}") from None
     _settle_config(config)
     if config.threads > 0:
         torch.set_num_threads(config.threads)
@@ -459,11 +512,9 @@ def distill(config: DistillConfig, log=print) -> dict:
     model = TabulaNet(spec)
     optimizer = trainer.make_optimizer(train_config, model)
     average = trainer.WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
-    checkpoint_path = os.path.join(config.run, CHECKPOINT)
     step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
     cpu_before: float | None = 0.0
-    if os.path.exists(checkpoint_path):
-        state = trainer.load_training_checkpoint(checkpoint_path)
+    if state is not None:
         saved = NetSpec.from_dict(state["spec"])
         if saved.input_encoding != spec.input_encoding:  # a run begun before --student-encoding had its default
             raise SystemExit(f"tabula distill: {checkpoint_path}'s student reads {saved.input_encoding}: go on with "
@@ -649,7 +700,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
             while step < chunk * config.steps_per_chunk:
                 if out_of_time():
                     break
-                lr = trainer.learning_rate(train_config, step)
+                lr = learning_rate(config, train_config, step)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
                 batch = {k: v.to(device) for k, v in window.batch(config.seed, step, config.batch).items()}
