@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,6 +323,28 @@ def test_tabula_plot_draws_a_distill_run(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert plot.main([str(tmp_path), "--out", str(tmp_path / "curve.png")]) == 0
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_tabula_plot_draws_a_distill_runs_strength_curve_from_its_matches(tmp_path):
+    from tabula.tools.learn import plot
+
+    kept = Path(__file__).resolve().parent.parent / "docs" / "matches" / "distill-s10803-vs-default-byo2-9"
+    match = tmp_path / "match"
+    match.mkdir()
+    for name in ("config.json", "results.jsonl"):
+        shutil.copy(kept / name, match / name)
+    assert plot.read_match(str(match)) == {"points": 18, "games": 30, "opponent": "default", "size": 9}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(
+        {"chunk": c, "step": 100 * c, "elapsed_s": 60.0 * c, "policy_kl": 1.0 / c, "top1": 0.4, "value_mse": 0.2})
+        + "\n" for c in (1, 2, 3)))
+    assert plot.main([str(run), "--match", f"1:{match}", f"3:{match}", "--out", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    for bad in (f"4:{match}", f"x:{match}", "2", f"2:{tmp_path / 'none'}", f"2:{run}"):  # no chunk 4; run: no match
+        with pytest.raises(SystemExit):
+            plot.main([str(run), "--match", bad, "--out", str(tmp_path / "bad.png")])
+    assert not (tmp_path / "bad.png").exists()
 
 
 def test_a_run_goes_on_with_its_teacher_from_another_file_but_not_with_another_network(tiny_aux_onnx, tiny_onnx,

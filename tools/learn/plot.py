@@ -10,7 +10,10 @@ of more than ``--gap-minutes`` between generations, counted as one median step),
 A `tabula distill` run (RUNDIR/metrics.jsonl with the teacher's losses): the policy KL from the teacher, the
 teacher's top move and the value MSE, on the batches trained and on each chunk's new labels before training on them
 (held out; a running mean over FRESH_CHUNKS chunks, weighted by positions), against the run's CPU hours (wall hours
-where its metrics predate ``cpu_s``) (default RUNDIR/loss.png).
+where its metrics predate ``cpu_s``) (default RUNDIR/loss.png). With ``--match CHUNK:DIR...`` (`tabula match --out`
+directories whose first engine played the run's student after chunk CHUNK, e.g. its RUNDIR/snapshots file): a
+fourth panel, the strength curve, each match's score (95% Wilson interval) at that chunk's hours, one line per
+opponent and board size.
 """
 from __future__ import annotations
 
@@ -56,13 +59,61 @@ def _pyplot():
 FRESH_CHUNKS = 5  # chunks in the running mean of a distill run's fresh (held-out) losses
 
 
-def plot_distill(run_dir: str, out: str | None = None) -> str:
-    """A `tabula distill` run's RUNDIR/metrics.jsonl (one line a chunk) as three panels against its compute."""
+def read_match(directory: str) -> dict:
+    """A `tabula match --out` directory's first engine's points (1 a win, 0.5 a draw; void games left out) against
+    its second, the games counted, the second's name and the board size; ValueError where it is no match or has no
+    games."""
+    from pathlib import Path
+
+    from tabula.tools.compete.match import load_config
+    from tabula.tools.compete.results import pair_score, read_results
+
+    try:
+        config = load_config(Path(directory) / "config.json")
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{directory}: no `tabula match --out` directory ({error})") from None
+    scores = [s for s in (pair_score(0, r) for r in read_results(Path(directory) / "results.jsonl")
+                          if 0 in (r["black"], r["white"]) and 1 in (r["black"], r["white"])) if s is not None]
+    if not scores:
+        raise ValueError(f"{directory}: no finished games between its first two engines")
+    opponent = config.names[1] if len(config.names) > 1 else config.engines[1]
+    return {"points": sum(scores), "games": len(scores), "opponent": opponent, "size": config.size}
+
+
+def parse_matches(items: list[str]) -> list[tuple[int, str]]:
+    """``--match CHUNK:DIR`` items as (chunk, directory); ValueError for one that is not."""
+    found = []
+    for item in items:
+        chunk, _, directory = item.partition(":")
+        if not chunk.isdigit() or not directory:
+            raise ValueError(f"--match is CHUNK:DIR (the student after chunk CHUNK played DIR's first engine), "
+                             f"not {item!r}")
+        if not os.path.isdir(directory):
+            raise ValueError(f"--match {item}: no such directory")
+        found.append((int(chunk), directory))
+    return found
+
+
+def plot_distill(run_dir: str, out: str | None = None, matches: list[tuple[int, str]] = ()) -> str:
+    """A `tabula distill` run's RUNDIR/metrics.jsonl (one line a chunk) as three panels against its compute, and with
+    ``matches`` ((chunk, `tabula match` directory) pairs) a fourth: the student's score in them."""
+    from tabula.tools.compete.elo import wilson_interval
+
     rows = [r for r in read_jsonl(os.path.join(run_dir, METRICS)) if _distill_line(r)]
-    plt = _pyplot()
     cpu = all(r.get("cpu_s") is not None for r in rows)
     hours = [r["cpu_s" if cpu else "elapsed_s"] / 3600 for r in rows]
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    hours_at = {r["chunk"]: h for r, h in zip(rows, hours) if "chunk" in r}
+    series: dict[str, list[tuple[float, float, float, float]]] = {}
+    for chunk, directory in matches:
+        if chunk not in hours_at:
+            raise ValueError(f"--match {chunk}:{directory}: {run_dir} has no chunk {chunk}")
+        match = read_match(directory)
+        low, high = wilson_interval(match["points"], match["games"])
+        score = match["points"] / match["games"]
+        label = f"against {match['opponent']} ({match['size']}x{match['size']})"
+        series.setdefault(label, []).append((hours_at[chunk], 100 * score, 100 * (score - low), 100 * (high - score)))
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 4 if matches else 3, figsize=(20 if matches else 15, 4.2))
     for ax, (trained, fresh, title) in zip(axes, (("policy_kl", "fresh_policy_kl", "policy KL from the teacher"),
                                                   ("top1", "fresh_top1", "the teacher's top move"),
                                                   ("value_mse", "fresh_value_mse", "value MSE"))):
@@ -76,6 +127,19 @@ def plot_distill(run_dir: str, out: str | None = None) -> str:
                     label=f"new labels before training (mean of {FRESH_CHUNKS} chunks)")
         ax.set_title(title)
         ax.set_xlabel("CPU hours (this process)" if cpu else "wall hours")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    if matches:
+        ax = axes[3]
+        for label, points in sorted(series.items()):
+            points.sort()
+            ax.errorbar([p[0] for p in points], [p[1] for p in points],
+                        yerr=[[p[2] for p in points], [p[3] for p in points]], fmt="o-", capsize=3, label=label)
+        ax.axhline(50, color="grey", linewidth=0.8)
+        ax.set_ylim(0, 100)
+        ax.set_title("the student's score, % (95% interval)")
+        ax.set_xlabel(axes[0].get_xlabel())
+        ax.set_xlim(axes[0].get_xlim())  # the same hours as the losses beside it
         ax.grid(alpha=0.3)
         ax.legend()
     figure.suptitle(os.path.basename(os.path.normpath(run_dir)))
@@ -253,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                                                     "--arena, RUNDIR/curve.png)")
     parser.add_argument("--arena", nargs="+", default=[], metavar="DIR",
                         help="an rl run: `tabula arena --out` directories of its networks, for the learning curve")
+    parser.add_argument("--match", nargs="+", default=[], metavar="CHUNK:DIR",
+                        help="a distill run: `tabula match --out` directories whose first engine played the "
+                             "student after chunk CHUNK, for the strength curve")
     parser.add_argument("--gap-minutes", type=float, default=10.0,
                         help="with --arena: a longer time between generations is a pause (default 10)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -260,8 +327,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--arena needs a `tabula rl` run directory ({args.run_dir} has no {ELO})")
     if not args.gap_minutes > 0:
         parser.error("--gap-minutes must be above 0")
+    if args.match and not is_distill_run(args.run_dir):
+        parser.error(f"--match needs a `tabula distill` run directory ({args.run_dir} is none)")
     if is_distill_run(args.run_dir):
-        out = plot_distill(args.run_dir, args.out)
+        try:
+            out = plot_distill(args.run_dir, args.out, parse_matches(args.match))
+        except ValueError as error:
+            parser.error(str(error))
     elif os.path.exists(os.path.join(args.run_dir, METRICS)):
         out = plot_training(args.run_dir, args.out)
         if out is None:
