@@ -347,6 +347,19 @@ def test_int8_preparation_of_a_katago_network(exported, tmp_path):
     assert np.abs(runs[0][0] - runs[1][0]).max() < 1e-4 and np.abs(runs[0][1] - runs[1][1]).max() < 1e-5
 
 
+def test_int8_calibration_draws_the_komi_for_every_encoding_that_reads_it():
+    """int8 layers calibrated at the games' one komi clip every other komi to that one's value (a teacher's labels
+    beyond it were all alike): the calibration positions draw the komi from -20 to 20 for katago-v7's and
+    tabula-v2's komi among the globals as for the komi plane of leelaz-18+komi."""
+    from tabula.engine.net.encodings import encoding_named
+    from tabula.tools.learn.export import calibration_planes
+
+    for name in ("katago-v7", "tabula-v2", "leelaz-18+komi"):
+        komi = calibration_planes(9, 16, seed=1, source="random", encoding=name)[
+            :, encoding_named(name).plane_names.index("komi"), 0, 0]
+        assert komi.max() == -komi.min() > 0 and len(np.unique(komi)) > 6, name
+
+
 def test_tabula_export_from_katago(tmp_path, capsys):
     from tabula.tools.learn import export
 

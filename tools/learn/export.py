@@ -114,14 +114,15 @@ def positions(size: int, count: int, seed: int, games: str = "", source: str = "
 def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "",
                        encoding: str = INPUT_ENCODING) -> np.ndarray:
     """float32 [count, C, N, N] of ``positions`` under the network's input ``encoding``: from the real games of
-    ``games`` on 19×19 where there are any, otherwise random games. A komi plane's komi is drawn, in half points
-    from -20 to 20 (the ends always among them), so that the int8 trunk's reading of the plane (its convolution)
-    covers that range, to about 0.16 points; the heads, which read the komi for the value and score, stay fp32."""
+    ``games`` on 19×19 where there are any, otherwise random games. Where the encoding reads the komi (a komi
+    plane, or katago-v7's and tabula-v2's komi among their globals), each position's komi is drawn, in half points
+    from -20 to 20 (the ends always among them), so that the int8 layers that read it cover that range, to about
+    0.16 points: calibrated at the games' one komi, they clip any komi beyond it to that komi's value."""
     from tabula.engine.net.encodings import encoding_named
 
     chosen = encoding_named(encoding)
     states = positions(size, count, seed, games, source)
-    if chosen.komi_plane is not None:
+    if chosen.komi_plane is not None or "komi" in (chosen.plane_names or ()):
         rng = np.random.default_rng([seed, 20])
         komi = rng.integers(-40, 41, len(states)) / 2.0
         ends = np.array([20.0, -20.0, -20.0, 20.0])[:len(komi)]  # the plane's range: 20 for or against the mover
