@@ -165,6 +165,44 @@ def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     assert [p.name for p in (tmp_path / "parts" / "labels").iterdir()] == ["chunk-000002-9x9.npz"]
 
 
+def test_a_moved_komi_is_the_position_encoded_at_that_komi():
+    enc = encoding_named("tabula-v2")
+    for size, moves, shift in ((9, 7, 3.5), (9, 8, -11.0), (13, 5, 30.0)):  # 30: held at the calibrated 20
+        state = random_game(size, moves, seed=size + moves)[-1]
+        sign = 1.0 if state.to_move == BLACK else -1.0  # the side to move's komi is -komi for black
+        state.rules = Rules(komi=6.5, superko=state.rules.superko)
+        planes = enc.encode_batch([state], None)
+        made = distill.move_komi(planes, np.array([-sign * 6.5], np.float32), np.array([shift]), size, enc.name)
+        state.rules = Rules(komi=6.5 - sign * float(made[0]), superko=state.rules.superko)
+        assert made[0] == (shift if shift < 20 else 20.0 + sign * 6.5)
+        assert np.array_equal(planes, enc.encode_batch([state], None)), (size, shift)
+
+
+def test_a_batch_at_moved_komis_trains_their_score_alone(tiny_aux_onnx, tmp_path):
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", student_encoding="tabula-v2"), log=lambda *_: None)
+    window = distill.LabelWindow(str(tmp_path / "run" / "labels"), 1000, encoding="tabula-v2")
+    plain, moved = window.batch(1, 3, 64), window.batch(1, 3, 64, komi_spread=5.0, komi_share=0.5)
+    full = moved["full"].numpy() == 1
+    assert 10 < (~full).sum() < 54 and plain["full"].numpy().all()
+    komi = encoding_named("tabula-v2").plane_names.index("komi")
+    shift = 20.0 * (moved["planes"][:, komi, 0, 0] - plain["planes"][:, komi, 0, 0]).numpy()
+    assert np.allclose(shift[full], 0.0) and (shift[~full] != 0).mean() > 0.7  # a draw rounds to 0 now and then
+    assert np.allclose((moved["score"] - plain["score"]).numpy(), shift, atol=1e-3)
+    assert torch.equal(moved["policy"], plain["policy"]) and not moved["ownership_weight"][~full].any()
+    config = run_config(tiny_aux_onnx, tmp_path / "x", student_encoding="tabula-v2")
+    model = distill.TabulaNet(distill.student_spec(config)).eval()
+    with torch.no_grad():
+        out = model.train_outputs(moved["planes"])
+        _, parts = distill.distill_losses(out, moved, config)
+        kept = {k: v[full] for k, v in moved.items()}
+        _, alone = distill.distill_losses({k: v[full] for k, v in out.items()}, kept, config)
+    for name in ("policy_kl", "value_mse", "top1", "ownership_loss"):  # the moved positions count for none of these
+        assert float(parts[name]) == pytest.approx(float(alone[name]), rel=1e-4, abs=1e-6), name
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--student-encoding",
+                            "leelaz-18+komi", "--train-komi-spread", "4"])
+
+
 def test_another_player_plays_and_a_teacher_without_ownership_labels(tiny_pooled_onnx, tiny_aux_onnx, tiny_onnx,
                                                                       tmp_path):
     config = run_config(tiny_pooled_onnx, tmp_path / "run", player=str(tiny_aux_onnx))

@@ -177,10 +177,10 @@ def _fill(state: GameState, spatial: np.ndarray, glob: np.ndarray) -> None:
     glob[10] = 1.0 if rules.tax == TAX_SEKI else 0.0
     glob[14] = 1.0 if history.pass_ends_phase else 0.0
     if rules.scoring == AREA:
-        glob[18] = _komi_wave(self_komi, size)
+        glob[18] = komi_wave(self_komi, size)
 
 
-def _komi_wave(self_komi: np.float32, size: int) -> float:
+def komi_wave(self_komi: np.float32, size: int) -> float:
     """KataGo's triangle wave of the komi against the board's parity: rising where a draw becomes possible."""
     two = np.float32(2.0)
     if (size * size) % 2 == 0:
@@ -1339,4 +1339,4 @@ def clear_caches() -> None:
 
 
 __all__ = ["INPUT_ENCODING", "NUM_SPATIAL", "NUM_GLOBAL", "NUM_PLANES", "features", "encode", "encode_batch",
-           "inverse_transform_policy", "clear_caches", "Geometry"]
+           "komi_wave", "inverse_transform_policy", "clear_caches", "Geometry"]

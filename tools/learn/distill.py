@@ -53,6 +53,7 @@ from torch.nn import functional as F
 
 from tabula.engine.net import features
 from tabula.engine.net.encodings import encoding_named, plane_indices
+from tabula.engine.net.katago_features import komi_wave
 from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_network
 from tabula.tools.learn import grow, transfer
 from tabula.tools.learn import teacher as teaching
@@ -66,6 +67,7 @@ LABELS = "labels"
 STUDENT = "model.onnx"
 TEACHER_NETWORK = "teacher_network"  # config.json's key: the teacher's network (teacher.teacher_identity)
 SNAPSHOTS = "snapshots"  # RUN/snapshots/chunk-NNNNNN.onnx: the student after that chunk (--snapshot-chunks)
+MAX_MOVED_KOMI = 20.0  # --train-komi-spread's moved komis stay within the range int8 files are calibrated on
 POOL_GRACE_S = 5.0  # seconds the label workers have to exit at a stop before they are killed
 # Settings a resumed run must share with the run it continues
 # (the teacher is fixed by the network it holds, TEACHER_NETWORK, not by its path)
@@ -121,6 +123,13 @@ class DistillConfig:
     score_weight: float = 0.5
     ownership_weight: float = 1.5
     outcome_mix: float = 0.25  # where a game's result is known, the value and score targets move this far to it
+    # The score's komi: ``train_komi_share`` of each batch's positions are seen at their komi moved by a normal draw
+    # of ``train_komi_spread`` points (half points, |komi| at most MAX_MOVED_KOMI), the score target moved with it
+    # point for point (the lead is what the komi would have to change by for an even game), and train the score
+    # alone: the teacher's policy, value and ownership are those of the komi it saw. 0: none. Why: a teacher's
+    # positions come at few komis, too few for the student's score to learn the komi from them on every size.
+    train_komi_spread: float = 0.0
+    train_komi_share: float = 0.5
     seed: int = 1
     device: str = "cpu"  # cpu | cuda
     precision: str = "auto"  # auto | bf16 | fp32
@@ -192,6 +201,12 @@ def check(config: DistillConfig) -> None:
         raise ValueError("--snapshot-chunks is 0 (none) or more")
     if not 0.0 <= config.records_share <= 1.0 or not 0.0 <= config.outcome_mix <= 1.0 or not 0 < config.keep <= 1:
         raise ValueError("--records-share, --outcome-mix and --keep are shares from 0 to 1")
+    if not 0.0 <= config.train_komi_share <= 1.0 or not 0.0 <= config.train_komi_spread <= MAX_MOVED_KOMI:
+        raise ValueError(f"--train-komi-share is a share from 0 to 1, --train-komi-spread points from 0 to "
+                         f"{MAX_MOVED_KOMI:g}")
+    if config.train_komi_spread > 0 and "komi_wave" not in encoding_named(config.student_encoding).plane_names:
+        raise ValueError(f"--train-komi-spread moves the komi among katago-v7's globals (katago-v7 and tabula-v2 "
+                         f"students), not a {config.student_encoding} student's")
     if not config.records and config.selfplay_games <= 0:
         raise ValueError("no positions: give --records or --selfplay-games above 0")
     for name in ("steps_per_chunk", "batch", "label_batch", "window_positions", "chunk_positions", "per_game"):
@@ -306,38 +321,67 @@ class LabelWindow:
                         for size, group in groups.items()}
         self.size = sum(len(g["value"]) for g in self.by_size.values())
 
-    def batch(self, seed: int, step: int, count: int) -> dict[str, torch.Tensor]:
+    def batch(self, seed: int, step: int, count: int, komi_spread: float = 0.0,
+              komi_share: float = 0.5) -> dict[str, torch.Tensor]:
         """The batch of optimizer step ``step``: one board size drawn by its share of the window, ``count``
-        positions of it drawn uniformly, each under a random symmetry."""
+        positions of it drawn uniformly, each under a random symmetry; with ``komi_spread``, ``komi_share`` of
+        them at a moved komi (DistillConfig.train_komi_spread)."""
         rng = np.random.default_rng([seed, step, 104729])
         sizes = sorted(self.by_size)
         counts = np.array([len(self.by_size[s]["value"]) for s in sizes], np.float64)
         size = sizes[int(rng.choice(len(sizes), p=counts / counts.sum()))]
         labels = self.by_size[size]
         rows = rng.integers(0, len(labels["value"]), count)
-        return batch_of(labels, size, rows, rng.integers(0, features.NUM_SYMMETRIES, count), self.encoding,
-                        self.zero_planes)
+        symmetries = rng.integers(0, features.NUM_SYMMETRIES, count)
+        shifts = None
+        if komi_spread > 0:  # drawn after the rest, so that a run without it draws the same batches as before
+            moved = rng.random(count) < komi_share
+            shifts = np.where(moved, np.round(2.0 * rng.normal(0.0, komi_spread, count)) / 2.0, 0.0)
+        return batch_of(labels, size, rows, symmetries, self.encoding, self.zero_planes, shifts)
+
+
+def move_komi(planes: np.ndarray, komi: np.ndarray, shifts: np.ndarray, size: int, encoding: str) -> np.ndarray:
+    """Change ``planes`` (a batch of ``encoding``'s, in place) to show each side to move's ``komi`` moved by its
+    shift, at most MAX_MOVED_KOMI either way, and the komi wave with it under area scoring; returns the shifts
+    made."""
+    names = encoding_named(encoding).plane_names
+    moved = np.clip(komi + shifts, -MAX_MOVED_KOMI, MAX_MOVED_KOMI).astype(np.float32)
+    planes[:, names.index("komi")] = (moved / np.float32(20.0))[:, None, None]
+    if "komi_wave" in names:
+        area = planes[:, names.index("territory_scoring"), 0, 0] == 0
+        waves = np.array([komi_wave(k, size) for k in moved], np.float32)
+        planes[area, names.index("komi_wave")] = waves[area][:, None, None]
+    return moved - komi
 
 
 def batch_of(labels: dict[str, np.ndarray], size: int, rows: np.ndarray, symmetries: np.ndarray,
-             encoding: str = teaching.DEFAULT_STUDENT_ENCODING, zero_planes: list[int] | None = None
-             ) -> dict[str, torch.Tensor]:
+             encoding: str = teaching.DEFAULT_STUDENT_ENCODING, zero_planes: list[int] | None = None,
+             komi_shifts: np.ndarray | None = None) -> dict[str, torch.Tensor]:
     """The training tensors of stored positions ``rows`` of one board size, each under its symmetry: ``planes``
-    the student's input (``encoding``'s, with ``zero_planes`` zeroed)."""
+    the student's input (``encoding``'s, with ``zero_planes`` zeroed). ``komi_shifts``: points by which each
+    position's komi is moved (``move_komi``); a moved one's score and margin move with it and it trains the score
+    alone (``full`` 0)."""
     count = len(rows)
     points = size * size
     planes = features.transform_planes(teaching.decode_planes(labels, size, rows, encoding), symmetries)
+    score = labels["score"][rows].astype(np.float32)
+    margin = labels["margin"][rows].astype(np.float32)
+    full = np.ones(count, np.float32)
+    if komi_shifts is not None and np.any(komi_shifts != 0):
+        made = move_komi(planes, labels["komi"][rows].astype(np.float32), komi_shifts, size, encoding)
+        score, margin = score + made, margin + made
+        full = (komi_shifts == 0).astype(np.float32)
     if zero_planes:
         planes[:, zero_planes] = 0.0
     policy = features.transform_policy(teaching.dense_policy(labels, points + 1, rows), symmetries)
     ownership = (labels["ownership"][rows].astype(np.float32).reshape(count, 1, size, size)
                  / teaching.OWNERSHIP_LEVELS)
     ownership = features.transform_planes(ownership, symmetries).reshape(count, points)
-    score = labels["score"][rows].astype(np.float32)
     known = labels.get("ownership_known")
-    ownership_weight = known[rows].astype(np.float32) if known is not None else np.ones(count, np.float32)
+    ownership_weight = (known[rows].astype(np.float32) if known is not None else np.ones(count, np.float32)) * full
     score_weight = np.isfinite(score).astype(np.float32)
-    return {"planes": torch.from_numpy(np.ascontiguousarray(planes)),
+    return {"full": torch.from_numpy(full),
+            "planes": torch.from_numpy(np.ascontiguousarray(planes)),
             "policy": torch.from_numpy(np.ascontiguousarray(policy)),
             "value": torch.from_numpy(labels["value"][rows].astype(np.float32)),
             "score": torch.from_numpy(np.nan_to_num(score)),
@@ -346,8 +390,8 @@ def batch_of(labels: dict[str, np.ndarray], size: int, rows: np.ndarray, symmetr
             "ownership_weight": torch.from_numpy(ownership_weight),
             "outcome": torch.from_numpy(labels["outcome"][rows].astype(np.float32)),
             "outcome_weight": torch.from_numpy(labels["outcome_weight"][rows].astype(np.float32)),
-            "margin": torch.from_numpy(np.nan_to_num(labels["margin"][rows].astype(np.float32))),
-            "margin_known": torch.from_numpy(np.isfinite(labels["margin"][rows]).astype(np.float32)),
+            "margin": torch.from_numpy(np.nan_to_num(margin)),
+            "margin_known": torch.from_numpy(np.isfinite(margin).astype(np.float32)),
             "komi": torch.from_numpy(labels["komi"][rows].astype(np.float32))}
 
 
@@ -387,12 +431,14 @@ def distill_losses(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
     divergence, value MSE, and ``train.aux_losses``' score and ownership losses against the mixed targets."""
     logits = out["policy"].float()
     target = batch["policy"]
+    full = batch["full"]  # 0 for a position at a moved komi: its score alone trains
+    share = full.sum().clamp(min=1.0)
     log_student = F.log_softmax(logits, dim=1)
-    cross_entropy = -(target * log_student).sum(dim=1).mean()
-    entropy = -(target * torch.log(target.clamp(min=1e-12))).sum(dim=1).mean()
+    cross_entropy = (-(target * log_student).sum(dim=1) * full).sum() / share
+    entropy = (-(target * torch.log(target.clamp(min=1e-12))).sum(dim=1) * full).sum() / share
     mix = config.outcome_mix * batch["outcome_weight"]
     value_target = (1.0 - mix) * batch["value"] + mix * batch["outcome"]
-    value_loss = ((torch.tanh(out["value"].float()) - value_target) ** 2).mean()
+    value_loss = (((torch.tanh(out["value"].float()) - value_target) ** 2) * full).sum() / share
     score_mix = config.outcome_mix * batch["margin_known"]
     count = len(target)
     aux = trainer.aux_losses(out, {
@@ -403,7 +449,7 @@ def distill_losses(out: dict[str, torch.Tensor], batch: dict[str, torch.Tensor],
         "ownership": batch["ownership"], "ownership_weight": batch["ownership_weight"]})
     loss = (config.policy_weight * cross_entropy + config.value_weight * value_loss
             + config.score_weight * aux["score_loss"] + config.ownership_weight * aux["ownership_loss"])
-    top1 = (logits.argmax(dim=1) == target.argmax(dim=1)).float().mean()
+    top1 = ((logits.argmax(dim=1) == target.argmax(dim=1)).float() * full).sum() / share
     return loss, {"policy_kl": cross_entropy - entropy, "policy_ce": cross_entropy, "value_mse": value_loss,
                   "score_loss": aux["score_loss"], "ownership_loss": aux["ownership_loss"], "top1": top1}
 
@@ -703,7 +749,9 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                 lr = learning_rate(config, train_config, step)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                batch = {k: v.to(device) for k, v in window.batch(config.seed, step, config.batch).items()}
+                batch = {k: v.to(device) for k, v in window.batch(config.seed, step, config.batch,
+                                                                  config.train_komi_spread,
+                                                                  config.train_komi_share).items()}
                 planes = batch["planes"].contiguous(memory_format=torch.channels_last)
                 with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                     out = model.train_outputs(planes)
