@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import math
 import os
@@ -217,7 +218,8 @@ def check(config: DistillConfig) -> None:
         raise ValueError("--sizes are board sizes from 7 to 19")
 
 
-def parse_lr_drops(text: str) -> list[tuple[int, float]]:
+@functools.lru_cache(maxsize=8)  # read at every optimizer step: parsed once per setting
+def parse_lr_drops(text: str) -> tuple[tuple[int, float], ...]:
     """``--lr-drops`` as (step, lr) pairs in step order; ValueError where it is not STEP:LR,... with distinct steps
     of 0 or more and learning rates above 0."""
     drops = []
@@ -234,7 +236,7 @@ def parse_lr_drops(text: str) -> list[tuple[int, float]]:
         drops.append((step, lr))
     if len({step for step, _ in drops}) != len(drops):
         raise ValueError(f"--lr-drops {text}: each step once")
-    return sorted(drops)
+    return tuple(sorted(drops))
 
 
 def learning_rate(config: DistillConfig, train_config: trainer.TrainConfig, step: int) -> float:
