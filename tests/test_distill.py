@@ -165,6 +165,18 @@ def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     assert [p.name for p in (tmp_path / "parts" / "labels").iterdir()] == ["chunk-000002-9x9.npz"]
 
 
+def test_records_that_run_out_are_said_and_counted_in_the_metrics(tiny_aux_onnx, tmp_path):
+    for game in range(2):
+        (tmp_path / f"g{game}.sgf").write_bytes(game_sgf(play_game(game, moves=30), result="B+R"))
+    said: list[str] = []
+    config = run_config(tiny_aux_onnx, tmp_path / "run", records=str(tmp_path), per_game=2, chunk_positions=8,
+                        records_share=0.5, chunks=2)
+    distill.distill(config, log=said.append)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["from_records"] for r in rows] == [4, 0]  # both games' positions, then none left
+    assert sum("the records ran out after 2 games" in line for line in said) == 1
+
+
 def test_a_moved_komi_is_the_position_encoded_at_that_komi():
     enc = encoding_named("tabula-v2")
     for size, moves, shift in ((9, 7, 3.5), (9, 8, -11.0), (13, 5, 30.0)):  # 30: held at the calibrated 20

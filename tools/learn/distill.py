@@ -699,6 +699,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
 
     record: dict = {}
     reason = "done"
+    records_out = [False]
     try:
         while True:
             if step >= chunk * config.steps_per_chunk and config.chunks and chunk >= config.chunks:
@@ -724,6 +725,12 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                 chunk += 1
                 if records is not None:
                     cursor = records.cursor
+                    if records.exhausted and not records_out[0]:
+                        # said once a process: a run whose records ran out learns from self-play alone, and
+                        # drifts from the positions people play (the chunks' from_records counts show it)
+                        records_out[0] = True
+                        log(f"tabula distill: the records ran out after {cursor} games: the chunks go on with "
+                            "self-play alone; give --records more archives (their order kept, new ones last)")
                 try:
                     window.refresh()
                 except teaching.LabelEncodingError as error:
@@ -777,6 +784,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                                "labels_per_s": round(labelled["positions"] / max(label_seconds, 1e-9), 1),
                                "bytes_per_position": round(labelled["bytes"] / max(labelled["positions"], 1), 1),
                                "by_size": labelled["by_size"], **fresh})
+                if "from_records" in labelled:
+                    record["from_records"] = labelled["from_records"]
             trainer._append_metrics(os.path.join(config.run, METRICS), record)
             log(f"chunk {chunk:>5}  step {step:>7}  "
                 + (f"labelled {labelled['positions']} ({record['labels_per_s']:.0f}/s, new KL "
@@ -972,6 +981,7 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
     ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share;
     None, and nothing written, where ``stopped()`` turns true while they work."""
     parts: dict[int, list[dict[str, np.ndarray]]] = {}
+    taken: list = []
     if records is not None and not records.exhausted:
         share = config.records_share if config.selfplay_games > 0 else 1.0
         taken = records.take(max(1, round(config.chunk_positions * share))) if share > 0 else []
@@ -1010,7 +1020,7 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
         count = len(joined["value"])
         total += count
         by_size[str(size)] = count
-    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths}
+    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths, "from_records": len(taken)}
 
 
 def main(argv: list[str] | None = None) -> int:
