@@ -68,7 +68,8 @@ LABELS = "labels"
 STUDENT = "model.onnx"
 TEACHER_NETWORK = "teacher_network"  # config.json's key: the teacher's network (teacher.teacher_identity)
 SNAPSHOTS = "snapshots"  # RUN/snapshots/chunk-NNNNNN.onnx: the student after that chunk (--snapshot-chunks)
-MAX_MOVED_KOMI = 20.0  # --train-komi-spread's moved komis stay within the range int8 files are calibrated on
+# --train-komi-spread's moved komis stay within the komi plane's unit, the range int8 files are calibrated on
+MAX_MOVED_KOMI = features.KOMI_SCALE
 POOL_GRACE_S = 5.0  # seconds the label workers have to exit at a stop before they are killed
 # Settings a resumed run must share with the run it continues
 # (the teacher is fixed by the network it holds, TEACHER_NETWORK, not by its path)
@@ -348,7 +349,7 @@ def move_komi(planes: np.ndarray, komi: np.ndarray, shifts: np.ndarray, size: in
     made."""
     names = encoding_named(encoding).plane_names
     moved = np.clip(komi + shifts, -MAX_MOVED_KOMI, MAX_MOVED_KOMI).astype(np.float32)
-    planes[:, names.index("komi")] = (moved / np.float32(20.0))[:, None, None]
+    planes[:, names.index("komi")] = (moved / np.float32(features.KOMI_SCALE))[:, None, None]
     if "komi_wave" in names:
         area = planes[:, names.index("territory_scoring"), 0, 0] == 0
         waves = np.array([komi_wave(k, size) for k in moved], np.float32)

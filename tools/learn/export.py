@@ -119,13 +119,16 @@ def calibration_planes(size: int, count: int, seed: int, source: str = "auto", g
     from -20 to 20 (the ends always among them), so that the int8 layers that read it cover that range, to about
     0.16 points: calibrated at the games' one komi, they clip any komi beyond it to that komi's value."""
     from tabula.engine.net.encodings import encoding_named
+    from tabula.engine.net.features import KOMI_SCALE
 
     chosen = encoding_named(encoding)
     states = positions(size, count, seed, games, source)
     if chosen.komi_plane is not None or "komi" in (chosen.plane_names or ()):
         rng = np.random.default_rng([seed, 20])
-        komi = rng.integers(-40, 41, len(states)) / 2.0
-        ends = np.array([20.0, -20.0, -20.0, 20.0])[:len(komi)]  # the plane's range: 20 for or against the mover
+        half_points = int(2 * KOMI_SCALE)
+        komi = rng.integers(-half_points, half_points + 1, len(states)) / 2.0
+        # the plane's unit range, KOMI_SCALE points for or against the mover
+        ends = np.array([KOMI_SCALE, -KOMI_SCALE, -KOMI_SCALE, KOMI_SCALE])[:len(komi)]
         komi[:len(ends)] = ends
         for state, value in zip(states, komi):
             state.rules = Rules(komi=float(value), superko=state.rules.superko)
