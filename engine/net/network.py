@@ -69,6 +69,9 @@ class NetSpec:
     small_board_komi_parity: bool = False
     # leelaz-18+komi with aux only: a komi term of the score alone that only boards below 19x19 see (PooledHead)
     small_board_score_komi: bool = False
+    # katago-v7 and tabula-v2 (the komi among their global planes), pooled head only: the head reads the komi and
+    # its parity wave itself, into the value's hidden layer and straight into the score (PooledHead)
+    head_komi: bool = False
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -92,6 +95,10 @@ class NetSpec:
             raise ValueError("the small-board komi parity term extends the small-board komi term, which is missing")
         if self.small_board_score_komi and (encoding.komi_plane is None or not self.aux):
             raise ValueError("the small-board score komi term needs the komi input and the score head")
+        if self.head_komi and (self.head != POOLED or encoding.komi_plane is not None
+                               or not {"komi", "komi_wave"} <= set(encoding.plane_names)):
+            raise ValueError(f"the head's komi reads the komi and komi_wave global planes with the pooled head, "
+                             f"which {self.input_encoding} with the {self.head} head has not")
 
     @property
     def encoding(self) -> Encoding:
@@ -102,7 +109,7 @@ class NetSpec:
         data = asdict(self)
         if self.encoding.komi_plane is None:
             del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
-        for flag in SMALL_BOARD_KOMI_FLAGS:
+        for flag in (*SMALL_BOARD_KOMI_FLAGS, "head_komi"):
             if not data[flag]:
                 del data[flag]  # the metadata of networks without it stays as it was
         return data
@@ -195,7 +202,17 @@ class PooledHead(nn.Module):
     alone, zero-initialised. Why: the small-board value terms above feed the score's hidden layer too, and trained
     for the value they pulled 9×9's score back from the fixed path's point for point to 0.75 points a komi point
     (docs/TRAINING.md); this term, trained alone on the moved-komi score targets (the lead), gives the score its
-    slope back without touching the value anywhere, and adds nothing at the reference komi nor on 19×19."""
+    slope back without touching the value anywhere, and adds nothing at the reference komi nor on 19×19.
+
+    With ``head_komi`` (katago-v7 and tabula-v2, whose global planes carry the side to move's komi k = points / 20
+    and KataGo's komi parity wave w): ``value_head_komi``, a linear map of k and w and their size-scaled copies into
+    the value's hidden layer, and with the score head ``score_head_komi``, a linear map of the komi (in the score's
+    tens of points) and its size-scaled copy added to the score; both zero-initialised, so that a network given
+    them computes what it computed. Why: through the trunk alone a student learned the komi on 19×19 but hardly on
+    9×9 (the score moved 0.3 points a komi point, its value leaned to black at komi 7.5, docs/TRAINING.md). The
+    score moves point for point with the komi at any size, which a linear path learns at once; the value's path
+    learns how much a point weighs at each size. Not grafted: every size and komi trains them, and they are part of
+    the architecture a new student starts with."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -234,12 +251,21 @@ class PooledHead(nn.Module):
         if spec.small_board_score_komi:
             self.score_komi_small_boards = nn.Linear(2, 1, bias=False)
             nn.init.zeros_(self.score_komi_small_boards.weight)
+        self.value_head_komi, self.score_head_komi = None, None
+        if spec.head_komi:
+            self.value_head_komi = nn.Linear(4, spec.value_hidden, bias=False)
+            nn.init.zeros_(self.value_head_komi.weight)
+            if spec.aux:
+                self.score_head_komi = nn.Linear(2, 1, bias=False)
+                nn.init.zeros_(self.score_head_komi.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
-                komi_plane: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                komi_plane: torch.Tensor | None = None,
+                komi_globals: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """``size``: float [B, 1], the board's side length; ``black``: float [B, 1], 1 when black is to move, else 0
         (needed by the small-board and komi terms only); ``komi_plane``: float [B, N, N], the input's komi plane
-        (the komi input's networks only).
+        (the komi input's networks only); ``komi_globals``: float [B, 2], the side to move's komi / KOMI_SCALE and
+        the komi parity wave (``head_komi`` only).
         Raw outputs: value before tanh, ownership before tanh, score in tens of points."""
         p = F.relu(self.policy_conv(x))
         pooled = torch.cat([p.mean(dim=(2, 3)), p.amax(dim=(2, 3))], dim=1)
@@ -270,6 +296,10 @@ class PooledHead(nn.Module):
                 wave = komi_parity_wave(komi, size)
                 hidden = hidden + self.value_parity_small_boards(
                     torch.cat([wave * mean, with_size_term(wave, size)], dim=1) * smallness)
+        if self.value_head_komi is not None:
+            k, wave = komi_globals[:, :1], komi_globals[:, 1:2]
+            hidden = hidden + self.value_head_komi(torch.cat([with_size_term(k, size), with_size_term(wave, size)],
+                                                             dim=1))
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.aux:
@@ -284,6 +314,9 @@ class PooledHead(nn.Module):
                 if self.score_komi_small_boards is not None:
                     line = self.score_komi_small_boards(with_size_term(moved / KOMI_SCALE, size))
                     out["score"] = out["score"] + (line * smallness)[:, 0]
+            if self.score_head_komi is not None:  # the komi in the score's unit: a weight of 1 moves it point for point
+                komi_tens = komi_globals[:, :1] * (KOMI_SCALE / SCORE_SCALE)
+                out["score"] = out["score"] + self.score_head_komi(with_size_term(komi_tens, size))[:, 0]
         return out
 
 
@@ -328,6 +361,8 @@ class TabulaNet(nn.Module):
             self.input = ConvBN(spec.encoding.planes, spec.filters, 3)
         self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
         self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
+        names = spec.encoding.plane_names
+        self.komi_globals = [names.index("komi"), names.index("komi_wave")] if spec.head_komi else None
 
     def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:
         """Raw head outputs: policy and reply logits, value and ownership before tanh, score in tens of points."""
@@ -352,7 +387,9 @@ class TabulaNet(nn.Module):
         needs_black = self.spec.small_board_value or komi_plane is not None
         # rounded: an int8 file's 1 is 0.99999994
         black = torch.round(planes[:, 16].amax(dim=(1, 2)))[:, None] if needs_black else None
-        return self.head(x, size, black, komi_plane)
+        # each a plane of one value over the board, which its mean reads
+        komi_globals = planes[:, self.komi_globals].mean(dim=(2, 3)) if self.komi_globals is not None else None
+        return self.head(x, size, black, komi_plane, komi_globals)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         out = self.train_outputs(planes)

@@ -464,8 +464,18 @@ def student_spec(config: DistillConfig) -> NetSpec:
     """The student: a pooled network with the score and ownership heads reading ``--student-encoding``, and none of
     the grafted small-board or komi terms (the komi of katago-v7 and tabula-v2 is among their global planes)."""
     blocks, filters = parse_arch(config.student_arch)
-    return NetSpec(blocks=blocks, filters=filters, head=POOLED, aux=True,
-                   input_encoding=encoding_named(config.student_encoding).name)
+    encoding = encoding_named(config.student_encoding)
+    return NetSpec(blocks=blocks, filters=filters, head=POOLED, aux=True, input_encoding=encoding.name,
+                   head_komi={"komi", "komi_wave"} <= set(encoding.plane_names) and encoding.komi_plane is None)
+
+
+def with_head_komi(source: TabulaNet) -> TabulaNet:
+    """``source`` with the head's komi paths (``NetSpec.head_komi``), zero, so that it computes what it computed."""
+    model = TabulaNet(replace(source.spec, head_komi=True))
+    missing, unexpected = model.load_state_dict(source.state_dict(), strict=False)
+    if unexpected or not all(".value_head_komi." in k or ".score_head_komi." in k for k in missing):
+        raise ValueError(f"not a network the head's komi extends: missing {missing}, unexpected {unexpected}")
+    return model.train(source.training)
 
 
 def initial_student(path: str, spec: NetSpec) -> TabulaNet:
@@ -482,11 +492,14 @@ def initial_student(path: str, spec: NetSpec) -> TabulaNet:
     if source.spec.same_weights(spec):
         return source
     # a leelaz-18 network is mapped onto the student's inputs at its own trunk's size first
-    trunk = replace(spec, blocks=source.spec.blocks, filters=source.spec.filters)
+    trunk = replace(spec, blocks=source.spec.blocks, filters=source.spec.filters, head_komi=False)
     if transfer.can_transfer(source.spec, trunk):
         source = transfer.transferred(source, trunk)
-        if source.spec.same_weights(spec):
-            return source
+    # a student from before the head read the komi gets its komi paths, zero
+    if spec.head_komi and replace(source.spec, head_komi=True).same_weights(replace(trunk, head_komi=True)):
+        source = with_head_komi(source)
+    if source.spec.same_weights(spec):
+        return source
     if grow.can_grow(source.spec, spec):
         return grow.grown(source, spec)
     raise SystemExit(f"tabula distill: --init {path} is a {source.spec.blocks}x{source.spec.filters} network of "
@@ -557,6 +570,8 @@ def distill(config: DistillConfig, log=print) -> dict:
     train_config = trainer_config(config)
     bf16 = trainer.use_bf16(train_config)
     spec = student_spec(config)
+    if state is not None and not NetSpec.from_dict(state["spec"]).head_komi:
+        spec = replace(spec, head_komi=False)  # a run begun before the head read the komi goes on as it began
     torch.manual_seed(config.seed)
     model = TabulaNet(spec)
     optimizer = trainer.make_optimizer(train_config, model)
