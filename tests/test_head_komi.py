@@ -137,6 +137,18 @@ def test_a_run_begun_before_the_head_read_the_komi_goes_on_without_it(tiny_aux_o
     distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=1), log=lambda *_: None)
     monkeypatch.setattr(distill, "student_spec", new_spec)
     assert distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=2), log=lambda *_: None)["step"] == 4
-    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
-    assert not NetSpec.from_dict(state["spec"]).head_komi
-    assert not any("head_komi" in name for name in state["state_dict"])
+    before = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert not NetSpec.from_dict(before["spec"]).head_komi
+    assert not any("head_komi" in name for name in before["state_dict"])
+    # told to, a resume adds the paths, zero: at the chunk it has reached it trains nothing and keeps the rest
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=2, add_head_komi=True), log=lambda *_: None)
+    added = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert NetSpec.from_dict(added["spec"]).head_komi
+    for name, tensor in added["state_dict"].items():
+        if "head_komi" in name:
+            assert not tensor.any()
+        else:
+            assert torch.equal(tensor, before["state_dict"][name]), name
+    assert distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=3), log=lambda *_: None)["step"] == 6
+    trained = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    assert trained["state_dict"]["head.score_head_komi.weight"].any()  # the optimizer steps the new weights

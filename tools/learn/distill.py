@@ -89,6 +89,9 @@ class DistillConfig:
     # a smaller network of its encoding grown into it (grow.py: the same function in more blocks or filters), or a
     # leelaz-18(+komi) network, its weights mapped onto the student's inputs (transfer.py) and grown where smaller
     init: str = ""
+    # a run begun before the head read the komi (NetSpec.head_komi) gets its komi paths at this resume, zero, so
+    # that the student computes what it computed; without it such a run goes on as it began
+    add_head_komi: bool = False
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
     per_game: int = 4  # positions drawn from each record
@@ -168,11 +171,13 @@ def parse_args(argv: list[str]) -> DistillConfig:
                "symmetry": ("identity", "random", "average"),
                "provider": ("cpu", "auto", "torch", "cuda", "tensorrt")}
     for f in fields(DistillConfig):
-        if f.name in ("teacher", "run", "export"):
+        if f.name in ("teacher", "run", "export", "add_head_komi"):
             continue
         parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                             choices=choices.get(f.name))
     parser.add_argument("--no-export", dest="export", action="store_false", help="do not write RUN/model.onnx")
+    parser.add_argument("--add-head-komi", action="store_true",
+                        help="a run begun before the head read the komi gets its komi paths (zero) at this resume")
     config = DistillConfig(**vars(parser.parse_args(argv)))
     try:
         check(config)
@@ -478,6 +483,28 @@ def with_head_komi(source: TabulaNet) -> TabulaNet:
     return model.train(source.training)
 
 
+def with_head_komi_state(state: dict, model: TabulaNet) -> dict:
+    """A training checkpoint ``state`` of a student without the head's komi, for ``model`` (the same student with
+    it): the new weights zero in the weights and their average, and the optimizer's parameter list extended by them
+    (they come last in the model's order; the optimizer starts their moments when it first steps them)."""
+    names = [name for name, _ in model.named_parameters()]
+    old = state["state_dict"]
+    added = [name for name in model.state_dict() if name not in old]
+    if not added or any(".value_head_komi." not in n and ".score_head_komi." not in n for n in added):
+        raise SystemExit(f"tabula distill: the checkpoint is not this student without the head's komi ({added})")
+    if names[len(names) - len(added):] != added:
+        raise SystemExit("tabula distill: the head's komi weights are not the model's last parameters")
+    zeros = {name: torch.zeros_like(model.state_dict()[name]) for name in added}
+    state = dict(state, state_dict={**old, **zeros})
+    if "ema_state_dict" in state:
+        state["ema_state_dict"] = {**state["ema_state_dict"], **{k: v.clone() for k, v in zeros.items()}}
+    optimizer = copy.deepcopy(state["optimizer"])
+    (group,) = optimizer["param_groups"]
+    group["params"] = list(range(len(names)))
+    state["optimizer"] = optimizer
+    return state
+
+
 def initial_student(path: str, spec: NetSpec) -> TabulaNet:
     """``--init``'s network as a student of ``spec``: a checkpoint (its trained weights, not their average) or an
     fp32 ONNX file, of the student's architecture and encoding, or of a smaller one of it (``grow.grown``: the same
@@ -570,8 +597,11 @@ def distill(config: DistillConfig, log=print) -> dict:
     train_config = trainer_config(config)
     bf16 = trainer.use_bf16(train_config)
     spec = student_spec(config)
+    adding_head_komi = False
     if state is not None and not NetSpec.from_dict(state["spec"]).head_komi:
-        spec = replace(spec, head_komi=False)  # a run begun before the head read the komi goes on as it began
+        # a run begun before the head read the komi goes on as it began, unless told to add it
+        adding_head_komi = config.add_head_komi and spec.head_komi
+        spec = replace(spec, head_komi=adding_head_komi)
     torch.manual_seed(config.seed)
     model = TabulaNet(spec)
     optimizer = trainer.make_optimizer(train_config, model)
@@ -583,8 +613,11 @@ def distill(config: DistillConfig, log=print) -> dict:
         if saved.input_encoding != spec.input_encoding:  # a run begun before --student-encoding had its default
             raise SystemExit(f"tabula distill: {checkpoint_path}'s student reads {saved.input_encoding}: go on with "
                              f"--student-encoding {saved.input_encoding}")
-        if not saved.same_weights(spec):
+        if not replace(saved, head_komi=spec.head_komi).same_weights(spec):
             raise SystemExit(f"tabula distill: {checkpoint_path} holds another architecture")
+        if adding_head_komi:
+            state = with_head_komi_state(state, model)
+            log("tabula distill: the head's komi paths added (zero: the student computes what it computed)")
         model.load_state_dict(state["state_dict"])
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
