@@ -152,3 +152,48 @@ def test_a_run_begun_before_the_head_read_the_komi_goes_on_without_it(tiny_aux_o
     assert distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=3), log=lambda *_: None)["step"] == 6
     trained = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
     assert trained["state_dict"]["head.score_head_komi.weight"].any()  # the optimizer steps the new weights
+
+
+def test_the_forward_makes_no_tensor_from_host_data():
+    """The torch backend captures the forward in a CUDA graph, which refuses a copy from the host: the komi planes
+    are read through an index on the module's device, where a Python list would make a host tensor at every call
+    (aten.lift_fresh, then aten.index)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    model = student(head_komi=True)
+    planes = torch.from_numpy(encoding_named(V2).encode_batch(positions_at(9, 7.5), None))
+    with torch.inference_mode(), Ops() as ops:
+        model(planes)
+    assert any("mean" in name for name in ops.names)  # the mode saw the forward's operators
+    assert not [name for name in ops.names if "lift_fresh" in name or name.startswith("aten.index.")]
+
+
+def test_an_int8_file_keeps_the_komi_path_in_fp32(tmp_path):
+    """int8 quantization reaches the operators before the head that the file's graph gives it (a slice, a
+    concatenation): the komi's Gather and mean stay fp32, so the score moves point for point even beyond the komis
+    calibration saw (20 points)."""
+    import onnxruntime as ort
+
+    from tabula.tools.learn.export import calibration_planes, quantize_int8
+
+    model = student(head_komi=True)
+    with torch.no_grad():
+        model.head.score_head_komi.weight.copy_(torch.tensor([[1.0, 0.0]]))
+        model.head.value_head_komi.weight.normal_(generator=torch.Generator().manual_seed(1))
+    fp32, int8 = str(tmp_path / "fp32.onnx"), str(tmp_path / "int8.onnx")
+    export_onnx(model, fp32, "test", board_sizes=[9], check=False)
+    quantize_int8(fp32, int8, {9: calibration_planes(9, 32, 1, "random", "", V2)})
+    sessions = [ort.InferenceSession(path, providers=["CPUExecutionProvider"]) for path in (fp32, int8)]
+    for komi in (7.5, 30.0, -25.0):
+        planes = encoding_named(V2).encode_batch(positions_at(9, komi), None)
+        exact, quantized = (session.run(["score"], {"planes": planes})[0] for session in sessions)
+        assert np.abs(exact - quantized).max() < 0.05, komi

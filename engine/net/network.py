@@ -361,8 +361,13 @@ class TabulaNet(nn.Module):
             self.input = ConvBN(spec.encoding.planes, spec.filters, 3)
         self.tower = nn.Sequential(*[ResidualBlock(spec.filters) for _ in range(spec.blocks)])
         self.head = AgzHead(spec) if spec.head == AGZ else PooledHead(spec)
+        # The komi and komi_wave planes' numbers (head_komi), a buffer on the module's device and in no state_dict.
+        # Not a list index, which makes a tensor from host data at every call: a copy to the GPU that a CUDA graph's
+        # capture refuses. Nor slices and a concatenation, operators int8 quantization reaches, which would clip the
+        # komi to its calibrated range: the Gather of the planes and its mean stay fp32 (tools/learn/export.py).
         names = spec.encoding.plane_names
-        self.komi_globals = [names.index("komi"), names.index("komi_wave")] if spec.head_komi else None
+        self.register_buffer("komi_globals", torch.tensor([names.index("komi"), names.index("komi_wave")])
+                             if spec.head_komi else None, persistent=False)
 
     def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:
         """Raw head outputs: policy and reply logits, value and ownership before tanh, score in tens of points."""
@@ -388,7 +393,8 @@ class TabulaNet(nn.Module):
         # rounded: an int8 file's 1 is 0.99999994
         black = torch.round(planes[:, 16].amax(dim=(1, 2)))[:, None] if needs_black else None
         # each a plane of one value over the board, which its mean reads
-        komi_globals = planes[:, self.komi_globals].mean(dim=(2, 3)) if self.komi_globals is not None else None
+        komi_globals = (planes.index_select(1, self.komi_globals).mean(dim=(2, 3))
+                        if self.komi_globals is not None else None)
         return self.head(x, size, black, komi_plane, komi_globals)
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
