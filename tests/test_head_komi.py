@@ -197,3 +197,17 @@ def test_an_int8_file_keeps_the_komi_path_in_fp32(tmp_path):
         planes = encoding_named(V2).encode_batch(positions_at(9, komi), None)
         exact, quantized = (session.run(["score"], {"planes": planes})[0] for session in sessions)
         assert np.abs(exact - quantized).max() < 0.05, komi
+
+
+def test_an_init_that_is_no_student_is_refused_with_a_message(tmp_path):
+    """--init of a network without the komi planes that cannot become the student (an agz head, a pooled head of
+    other widths, another game) gets distill's message, not the spec's error about the head's komi."""
+    from tabula.engine.net.network import AGZ
+
+    spec = distill.student_spec(distill.DistillConfig(teacher="t.onnx", run=str(tmp_path), student_arch="1x8"))
+    for name, other in (("agz", NetSpec(blocks=1, filters=8, head=AGZ, board_size=9)),
+                        ("narrow", NetSpec(blocks=1, filters=8, head=POOLED, head_channels=8)),
+                        ("gomoku", NetSpec(blocks=1, filters=8, head=POOLED, input_encoding="gomoku-4"))):
+        save_checkpoint(TabulaNet(other), tmp_path / f"{name}.pt")
+        with pytest.raises(SystemExit, match="neither a 1x8 student"):
+            distill.initial_student(str(tmp_path / f"{name}.pt"), spec)

@@ -522,8 +522,9 @@ def initial_student(path: str, spec: NetSpec) -> TabulaNet:
     trunk = replace(spec, blocks=source.spec.blocks, filters=source.spec.filters, head_komi=False)
     if transfer.can_transfer(source.spec, trunk):
         source = transfer.transferred(source, trunk)
-    # a student from before the head read the komi gets its komi paths, zero
-    if spec.head_komi and replace(source.spec, head_komi=True).same_weights(replace(trunk, head_komi=True)):
+    # a student from before the head read the komi gets its komi paths, zero (compared without them: a spec of
+    # them on a network without the komi planes, such as a Leela Zero one, is no spec at all)
+    if spec.head_komi and not source.spec.head_komi and source.spec.same_weights(trunk):
         source = with_head_komi(source)
     if source.spec.same_weights(spec):
         return source
