@@ -2,6 +2,8 @@
 the score moves point for point through it at every size; ONNX files carry it; new distill students have it."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -34,17 +36,22 @@ def student(head_komi: bool, seed: int = 0) -> TabulaNet:
     return model.eval()
 
 
-def positions_at(size: int, komi: float):
+_ENCODED: dict[int, np.ndarray] = {}  # the planes of positions_at's tuples, by identity: encoding is the slow part
+
+
+@functools.lru_cache(maxsize=None)
+def positions_at(size: int, komi: float) -> tuple:
     states = random_game(size, 12, seed=size)[::4]
     for state in states:
         state.rules = Rules(komi=komi, superko=state.rules.superko)
-    return states
+    return tuple(states)
 
 
-def outputs(model: TabulaNet, states) -> tuple[torch.Tensor, ...]:
-    planes = torch.from_numpy(encoding_named(V2).encode_batch(states, None))
+def outputs(model: TabulaNet, states: tuple) -> tuple[torch.Tensor, ...]:
+    if id(states) not in _ENCODED:
+        _ENCODED[id(states)] = encoding_named(V2).encode_batch(list(states), None)
     with torch.no_grad():
-        return model(planes)
+        return model(torch.from_numpy(_ENCODED[id(states)]))
 
 
 def test_a_network_given_the_heads_komi_computes_what_it_computed():
@@ -127,6 +134,7 @@ def test_a_new_student_has_it_and_starts_from_a_network_without_it(tmp_path):
     assert np.isfinite(outputs(grown, positions_at(19, 0.5))[2].numpy()).all()
 
 
+@pytest.mark.slow
 def test_a_run_begun_before_the_head_read_the_komi_goes_on_without_it(tiny_aux_onnx, tmp_path, monkeypatch):
     from dataclasses import replace
 
@@ -170,7 +178,7 @@ def test_the_forward_makes_no_tensor_from_host_data():
             return func(*args, **(kwargs or {}))
 
     model = student(head_komi=True)
-    planes = torch.from_numpy(encoding_named(V2).encode_batch(positions_at(9, 7.5), None))
+    planes = torch.from_numpy(encoding_named(V2).encode_batch(list(positions_at(9, 7.5)), None))
     with torch.inference_mode(), Ops() as ops:
         model(planes)
     assert any("mean" in name for name in ops.names)  # the mode saw the forward's operators
@@ -194,7 +202,7 @@ def test_an_int8_file_keeps_the_komi_path_in_fp32(tmp_path):
     quantize_int8(fp32, int8, {9: calibration_planes(9, 32, 1, "random", "", V2)})
     sessions = [ort.InferenceSession(path, providers=["CPUExecutionProvider"]) for path in (fp32, int8)]
     for komi in (7.5, 30.0, -25.0):
-        planes = encoding_named(V2).encode_batch(positions_at(9, komi), None)
+        planes = encoding_named(V2).encode_batch(list(positions_at(9, komi)), None)
         exact, quantized = (session.run(["score"], {"planes": planes})[0] for session in sessions)
         assert np.abs(exact - quantized).max() < 0.05, komi
 
