@@ -177,6 +177,25 @@ def test_records_that_run_out_are_said_and_counted_in_the_metrics(tiny_aux_onnx,
     assert sum("the records ran out after 2 games" in line for line in said) == 1
 
 
+def test_frozen_batch_norms_train_with_their_running_statistics_and_keep_them(tiny_aux_onnx, tmp_path):
+    quiet = dict(log=lambda *_: None)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "free", chunks=1), **quiet)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "frozen", chunks=1, freeze_batchnorm=True,
+                               ema_decay=0.9), **quiet)
+    free = torch.load(tmp_path / "free" / "checkpoint.pt", weights_only=True)
+    frozen = torch.load(tmp_path / "frozen" / "checkpoint.pt", weights_only=True)
+    stats = [name for name in frozen["state_dict"] if name.endswith(("running_mean", "running_var"))]
+    assert stats and any(not torch.equal(free["state_dict"][n], frozen["state_dict"][n]) for n in stats)
+    for name in stats:  # a fresh network's statistics, as they started
+        assert torch.equal(frozen["state_dict"][name], torch.full_like(frozen["state_dict"][name],
+                                                                       0.0 if name.endswith("mean") else 1.0))
+        assert torch.equal(frozen["ema_state_dict"][name], frozen["state_dict"][name])
+    torch.manual_seed(1)  # the run's seed: its starting weights
+    start = distill.TabulaNet(distill.student_spec(run_config(tiny_aux_onnx, tmp_path / "x"))).state_dict()
+    assert frozen["step"] == 2 and not torch.equal(frozen["state_dict"]["input.conv.weight"],
+                                                   start["input.conv.weight"])  # the weights trained
+
+
 def test_a_moved_komi_is_the_position_encoded_at_that_komi():
     enc = encoding_named("tabula-v2")
     for size, moves, shift in ((9, 7, 3.5), (9, 8, -11.0), (13, 5, 30.0)):  # 30: held at the calibrated 20

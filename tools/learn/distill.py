@@ -123,6 +123,10 @@ class DistillConfig:
     # drops only among the steps it has not trained, so that it still trains as one uninterrupted run would
     lr_drops: str = ""
     ema_decay: float = 0.0
+    # normalize with the batch norms' running statistics and keep them: a batch holds one board size, so batch
+    # statistics train a network that plays with other (mixed sizes') statistics than it learned with; frozen, the
+    # network trained is the one that plays at every size. For a student already trained (the statistics set)
+    freeze_batchnorm: bool = False
     policy_weight: float = 1.0
     value_weight: float = 1.0
     score_weight: float = 0.5
@@ -171,11 +175,14 @@ def parse_args(argv: list[str]) -> DistillConfig:
                "symmetry": ("identity", "random", "average"),
                "provider": ("cpu", "auto", "torch", "cuda", "tensorrt")}
     for f in fields(DistillConfig):
-        if f.name in ("teacher", "run", "export", "add_head_komi"):
+        if f.name in ("teacher", "run", "export", "add_head_komi", "freeze_batchnorm"):
             continue
         parser.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default,
                             choices=choices.get(f.name))
     parser.add_argument("--no-export", dest="export", action="store_false", help="do not write RUN/model.onnx")
+    parser.add_argument("--freeze-batchnorm", action="store_true",
+                        help="train with the batch norms' running statistics, kept as they are (those of the "
+                             "weight average where there is one): the network trained is the one that plays")
     parser.add_argument("--add-head-komi", action="store_true",
                         help="a run begun before the head read the komi gets its komi paths (zero) at this resume")
     config = DistillConfig(**vars(parser.parse_args(argv)))
@@ -422,7 +429,7 @@ def fresh_losses(model: TabulaNet, paths: list[str], config: DistillConfig, devi
             for name, value in {"loss": loss, **parts}.items():
                 totals[name] = totals.get(name, 0.0) + float(value) * len(rows)
             seen += len(rows)
-    trainer.set_training(model, False)
+    trainer.set_training(model, config.freeze_batchnorm)
     return {f"fresh_{name}": round(total / max(seen, 1), 5) for name, total in totals.items()}
 
 
@@ -640,7 +647,14 @@ def distill(config: DistillConfig, log=print) -> dict:
         optimizer.load_state_dict(optimizer.state_dict())
         if average is not None:
             average.state = {k: v.to(device) for k, v in average.state.items()}
-    trainer.set_training(model, False)
+    if config.freeze_batchnorm and average is not None:
+        # the statistics frozen are the average's, which the exported student has played with, not the last few
+        # batches' that the trained weights' running statistics follow
+        with torch.no_grad():
+            for name, buffer in model.named_buffers():
+                if name.endswith(("running_mean", "running_var")) and name in average.state:
+                    buffer.copy_(average.state[name])
+    trainer.set_training(model, config.freeze_batchnorm)
 
     from tabula.engine.net.netfile import NetworkFileError
 
