@@ -44,6 +44,20 @@ OUTPUTS = ("policy", "value")
 AUX_OUTPUTS = ("score", "ownership")
 # NetSpec's small-board komi terms, each in a network's metadata only where it is on
 SMALL_BOARD_KOMI_FLAGS = ("small_board_komi", "small_board_komi_parity", "small_board_score_komi")
+# The global planes the head reads with ``head_komi``: the side to move's komi / KOMI_SCALE and its parity wave
+KOMI_GLOBALS = ("komi", "komi_wave")
+HEAD_KOMI_LAYERS = ("value_head_komi", "score_head_komi")  # the head's modules that read them
+
+
+def has_komi_globals(encoding: Encoding) -> bool:
+    """Whether ``encoding`` carries the komi among its global planes (katago-v7, tabula-v2), which ``head_komi``
+    reads; not a komi input plane of its own (leelaz-18+komi), which the older komi terms read."""
+    return encoding.komi_plane is None and set(KOMI_GLOBALS) <= set(encoding.plane_names)
+
+
+def is_head_komi_weight(name: str) -> bool:
+    """Whether a state_dict entry belongs to the head's komi paths (``head_komi``)."""
+    return any(f".{layer}." in name for layer in HEAD_KOMI_LAYERS)
 
 
 @dataclass(frozen=True)
@@ -95,8 +109,7 @@ class NetSpec:
             raise ValueError("the small-board komi parity term extends the small-board komi term, which is missing")
         if self.small_board_score_komi and (encoding.komi_plane is None or not self.aux):
             raise ValueError("the small-board score komi term needs the komi input and the score head")
-        if self.head_komi and (self.head != POOLED or encoding.komi_plane is not None
-                               or not {"komi", "komi_wave"} <= set(encoding.plane_names)):
+        if self.head_komi and (self.head != POOLED or not has_komi_globals(encoding)):
             raise ValueError(f"the head's komi reads the komi and komi_wave global planes with the pooled head, "
                              f"which {self.input_encoding} with the {self.head} head has not")
 
@@ -366,7 +379,7 @@ class TabulaNet(nn.Module):
         # capture refuses. Nor slices and a concatenation, operators int8 quantization reaches, which would clip the
         # komi to its calibrated range: the Gather of the planes and its mean stay fp32 (tools/learn/export.py).
         names = spec.encoding.plane_names
-        self.register_buffer("komi_globals", torch.tensor([names.index("komi"), names.index("komi_wave")])
+        self.register_buffer("komi_globals", torch.tensor([names.index(name) for name in KOMI_GLOBALS])
                              if spec.head_komi else None, persistent=False)
 
     def train_outputs(self, planes: torch.Tensor) -> dict[str, torch.Tensor]:

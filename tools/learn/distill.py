@@ -55,7 +55,15 @@ from torch.nn import functional as F
 from tabula.engine.net import features
 from tabula.engine.net.encodings import encoding_named, plane_indices
 from tabula.engine.net.katago_features import komi_wave
-from tabula.engine.net.network import POOLED, NetSpec, TabulaNet, export_onnx, load_network
+from tabula.engine.net.network import (
+    POOLED,
+    NetSpec,
+    TabulaNet,
+    export_onnx,
+    has_komi_globals,
+    is_head_komi_weight,
+    load_network,
+)
 from tabula.tools.learn import grow, transfer
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
@@ -478,14 +486,14 @@ def student_spec(config: DistillConfig) -> NetSpec:
     blocks, filters = parse_arch(config.student_arch)
     encoding = encoding_named(config.student_encoding)
     return NetSpec(blocks=blocks, filters=filters, head=POOLED, aux=True, input_encoding=encoding.name,
-                   head_komi={"komi", "komi_wave"} <= set(encoding.plane_names) and encoding.komi_plane is None)
+                   head_komi=has_komi_globals(encoding))
 
 
 def with_head_komi(source: TabulaNet) -> TabulaNet:
     """``source`` with the head's komi paths (``NetSpec.head_komi``), zero, so that it computes what it computed."""
     model = TabulaNet(replace(source.spec, head_komi=True))
     missing, unexpected = model.load_state_dict(source.state_dict(), strict=False)
-    if unexpected or not all(".value_head_komi." in k or ".score_head_komi." in k for k in missing):
+    if unexpected or not all(is_head_komi_weight(k) for k in missing):
         raise ValueError(f"not a network the head's komi extends: missing {missing}, unexpected {unexpected}")
     return model.train(source.training)
 
@@ -497,7 +505,7 @@ def with_head_komi_state(state: dict, model: TabulaNet) -> dict:
     names = [name for name, _ in model.named_parameters()]
     old = state["state_dict"]
     added = [name for name in model.state_dict() if name not in old]
-    if not added or any(".value_head_komi." not in n and ".score_head_komi." not in n for n in added):
+    if not added or not all(is_head_komi_weight(n) for n in added):
         raise SystemExit(f"tabula distill: the checkpoint is not this student without the head's komi ({added})")
     if names[len(names) - len(added):] != added:
         raise SystemExit("tabula distill: the head's komi weights are not the model's last parameters")
@@ -605,8 +613,9 @@ def distill(config: DistillConfig, log=print) -> dict:
     train_config = trainer_config(config)
     bf16 = trainer.use_bf16(train_config)
     spec = student_spec(config)
+    saved = NetSpec.from_dict(state["spec"]) if state is not None else None
     adding_head_komi = False
-    if state is not None and not NetSpec.from_dict(state["spec"]).head_komi:
+    if saved is not None and not saved.head_komi:
         # a run begun before the head read the komi goes on as it began, unless told to add it
         adding_head_komi = config.add_head_komi and spec.head_komi
         spec = replace(spec, head_komi=adding_head_komi)
@@ -617,7 +626,6 @@ def distill(config: DistillConfig, log=print) -> dict:
     step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
     cpu_before: float | None = 0.0
     if state is not None:
-        saved = NetSpec.from_dict(state["spec"])
         if saved.input_encoding != spec.input_encoding:  # a run begun before --student-encoding had its default
             raise SystemExit(f"tabula distill: {checkpoint_path}'s student reads {saved.input_encoding}: go on with "
                              f"--student-encoding {saved.input_encoding}")
@@ -763,7 +771,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
 
     record: dict = {}
     reason = "done"
-    records_out = [False]
+    records_out = False
     try:
         while True:
             if step >= chunk * config.steps_per_chunk and config.chunks and chunk >= config.chunks:
@@ -789,10 +797,10 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                 chunk += 1
                 if records is not None:
                     cursor = records.cursor
-                    if records.exhausted and not records_out[0]:
+                    if records.exhausted and not records_out:
                         # said once a process: a run whose records ran out learns from self-play alone, and
                         # drifts from the positions people play (the chunks' from_records counts show it)
-                        records_out[0] = True
+                        records_out = True
                         log(f"tabula distill: the records ran out after {cursor} games: the chunks go on with "
                             "self-play alone; give --records more archives (their order kept, new ones last)")
                 try:
