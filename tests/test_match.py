@@ -530,6 +530,18 @@ def test_the_weights_placeholder_names_a_shipped_network_from_any_folder(tmp_pat
     assert Path(shlex.split(args.engines[0])[-1]).is_file()
 
 
+def test_the_sets_placeholder_names_a_shipped_opening_book_as_a_plain_path(tmp_path, monkeypatch):
+    from tabula.tools.compete.match import SETS_DIR, load_sets, read_openings, settings_argv
+
+    monkeypatch.chdir(tmp_path)
+    parser = build_parser()
+    options = load_sets(SETS_DIR / "strength.json")["vs-komi-lead9"]
+    args = parser.parse_args(["--out", "x"] + settings_argv(parser, options))
+    assert args.openings == str(SETS_DIR / "book9.txt")  # a file option: not shell-quoted
+    lines = read_openings(args.openings, 9, 7.5, 0, "fixed")
+    assert len(lines) == 50 and len(set(lines)) == 50 and all(len(line.split()) == 4 for line in lines)
+
+
 # -- openings -------------------------------------------------------------------------------------------------------
 
 

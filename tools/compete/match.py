@@ -327,6 +327,8 @@ def check_resumable(saved: MatchConfig, wanted: MatchConfig) -> None:
 # -- settings files: a named set of matches ---------------------------------------------------------------------
 
 SETS_DIR = Path(__file__).with_name("sets")  # the settings files that come with Tabula
+# the options of a settings file whose values are command lines (their placeholders shell-quoted); others are paths
+COMMAND_OPTIONS = ("engines", "referee")
 
 
 def settings_path(name: str) -> Path:
@@ -352,15 +354,17 @@ def load_sets(path: Path) -> dict[str, dict]:
     return sets
 
 
-def _placeholders(word: str) -> str:
+def _placeholders(word: str, quote: bool = True) -> str:
     """{python}: this Python (so that the engines run from the same installation); {gnugo}: GNU Go's path;
-    {weights}: the installed package's weights folder (a shipped network by name, from any working directory). All
-    shell-quoted, as the engines' command lines are split as a shell would (gtp_client): a path with spaces stays
-    one word."""
+    {weights}: the installed package's weights folder (a shipped network by name, from any working directory);
+    {sets}: the folder of the shipped settings files (an opening book beside them). With ``quote``, shell-quoted,
+    as the engines' command lines are split as a shell would (gtp_client): a path with spaces stays one word; a
+    file option (``openings``) takes the path as it is."""
     gnugo = shutil.which("gnugo") or "/usr/games/gnugo"
     weights = str(importlib.resources.files("tabula.weights"))
-    return (word.replace("{python}", shlex.quote(sys.executable)).replace("{gnugo}", shlex.quote(gnugo))
-            .replace("{weights}", shlex.quote(weights)))
+    quoted = shlex.quote if quote else str
+    return (word.replace("{python}", quoted(sys.executable)).replace("{gnugo}", quoted(gnugo))
+            .replace("{weights}", quoted(weights)).replace("{sets}", quoted(str(SETS_DIR))))
 
 
 def settings_argv(parser: argparse.ArgumentParser, options: dict) -> list[str]:
@@ -375,7 +379,8 @@ def settings_argv(parser: argparse.ArgumentParser, options: dict) -> list[str]:
         if action is None or key in ("settings", "set", "summary"):
             raise ValueError(f"unknown option {key!r} in a settings file")
         values = value if isinstance(value, list) else [value]
-        values = [_placeholders(v) if isinstance(v, str) else v for v in values]
+        command = key in COMMAND_OPTIONS
+        values = [_placeholders(v, quote=command) if isinstance(v, str) else v for v in values]
         if isinstance(value, bool):
             if isinstance(action, argparse.BooleanOptionalAction):
                 words.append(f"--{key}" if value else f"--no-{key}")
