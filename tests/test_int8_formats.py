@@ -152,3 +152,41 @@ def test_under_an_emulated_avx2_cpu_the_default_format_passes_the_check_and_the_
     assert all(note.startswith("AVX2 (vpmaddubsw") for note in notes.values()), notes
     assert "no VNNI, so the network runs from its fp32 file net.onnx" in notes["vnni"], notes
     assert "fp32 file" not in notes["any"] and ", int8)" in notes["any"], notes
+
+
+@pytest.fixture(scope="module")
+def two_block_onnx(tmp_path_factory):
+    """A random 2-block network (9x9, 8 channels) as ONNX."""
+    from tabula.engine.net.network import NetSpec, export_onnx, random_network
+
+    path = tmp_path_factory.mktemp("two-blocks") / "net.onnx"
+    export_onnx(random_network(NetSpec(blocks=2, filters=8, board_size=9), seed=3), path, provenance="tests")
+    return path
+
+
+def test_fp32_blocks_keeps_the_trunks_last_blocks_out_of_int8(two_block_onnx, tmp_path):
+    from tabula.tools.learn.export import main
+
+    counts = {}
+    for blocks in (0, 1, 2):
+        out = tmp_path / f"fp32-{blocks}-int8.onnx"
+        extra = ["--fp32-blocks", str(blocks)] if blocks else []
+        assert main(["--quantize", "int8-vnni", "--calibration", "4", *extra, str(two_block_onnx), str(out)]) == 0
+        weights, metadata = _weights_and_metadata(out)
+        counts[blocks] = len(weights)
+        assert ("residual block" in metadata["provenance"]) == bool(blocks)
+    # the input convolution and two a block; each block kept fp32 takes its two out of int8
+    assert counts == {0: 5, 1: 3, 2: 1}
+
+
+def test_fp32_blocks_beyond_the_trunk_or_without_quantize_is_refused(two_block_onnx, tmp_path):
+    from tabula.tools.learn.export import main
+
+    out = tmp_path / "x-int8.onnx"
+    with pytest.raises(SystemExit, match="2 residual blocks"):
+        main(["--quantize", "int8", "--calibration", "4", "--fp32-blocks", "3", str(two_block_onnx), str(out)])
+    with pytest.raises(SystemExit, match="--quantize"):
+        main(["--fp32-blocks", "1", str(two_block_onnx), str(out)])
+    with pytest.raises(SystemExit, match="0 or more"):
+        main(["--quantize", "int8", "--fp32-blocks", "-1", str(two_block_onnx), str(out)])
+    assert not out.exists()

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 from glob import glob
@@ -184,6 +185,26 @@ def katago_fp32_nodes(blocks: int, last_share: float = 0.2):
     return nodes
 
 
+def trunk_fp32_nodes(last: int):
+    """graph -> the nodes of the last ``last`` residual blocks of a Tabula network's trunk (``/tower/tower.N/``), kept
+    fp32 by ``tabula export --quantize int8 --fp32-blocks``: the trunk's last rounding errors reach the heads with
+    nothing after them to average them out, so one fp32 block buys most of int8's lost agreement for a fifth of its
+    speed (docs/BENCHMARKS.md, "int8 on a CPU without VNNI")."""
+    pattern = re.compile(r"^/tower/tower\.(\d+)/")
+
+    def nodes(graph) -> list[str]:
+        found = [(int(match.group(1)), node.name) for node in graph.node if (match := pattern.match(node.name))]
+        if last <= 0:
+            return []
+        if not found:
+            raise ValueError(f"--fp32-blocks {last}: the network has no residual blocks named as Tabula's")
+        blocks = max(index for index, _ in found) + 1
+        if last > blocks:
+            raise ValueError(f"--fp32-blocks {last}: the network has {blocks} residual blocks")
+        return [name for index, name in found if index >= blocks - last]
+    return nodes
+
+
 def smoothing_pairs(graph) -> list[tuple[str, str, str]]:
     """(the weight scaled down, the weight scaled up, the activation between them) of each product pair of a
     converted KataGo network whose activation can be rescaled exactly, channel by channel: SwiGLU's gate and its
@@ -294,7 +315,7 @@ def input_convolutions(graph) -> list[str]:
 
 def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
                   also_exclude=None, op_types: list[str] | None = None, method: str = "percentile",
-                  kernels: str = DEFAULT_INT8_FORMAT) -> None:
+                  kernels: str = DEFAULT_INT8_FORMAT, fp32_blocks: int = 0) -> None:
     """Static int8 quantization (QDQ, per-channel weights, u8 activations) calibrated on ``calibration`` (board size
     -> its planes: one size for ``percentile``), keeping the metadata with ``precision`` set to int8 and
     ``int8_kernels`` to ``kernels``: the format (``INT8_FORMATS``), ``any`` (7-bit weights, right on every CPU) or
@@ -359,6 +380,8 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
     metadata["precision"] = "int8"
     metadata["int8_kernels"] = kernels
     form = ("7-bit weights, the input convolutions fp32" if kernels == "any" else "8-bit weights")
+    if fp32_blocks:
+        form += f", the last {fp32_blocks} residual block{'s' if fp32_blocks > 1 else ''} fp32"
     metadata["provenance"] = (metadata.get("provenance", "")
                               + f"; int8 static quantization of the trunk (QDQ, per channel, {form})")
     set_metadata(proto, metadata)
@@ -399,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="int8: 7-bit weights, right on every CPU; int8-vnni: 8-bit weights, a little closer to "
                              "fp32 where the CPU has VNNI and wrong where it has not (the engine then runs the fp32 "
                              "file beside it)")
+    parser.add_argument("--fp32-blocks", type=int, default=0, metavar="N",
+                        help="with --quantize: the trunk's last N residual blocks stay fp32 (closer to the fp32 "
+                             "file, a little slower; default 0)")
     parser.add_argument("--add-small-board-value", action="store_true",
                         help="IN OUT: add the pooled value head's small-board term, zero (the same outputs until "
                              "self-play trains it: tabula rl --start-from OUT --train-only head.value_small_boards)")
@@ -441,6 +467,10 @@ def main(argv: list[str]) -> int:
     from tabula.engine.net.evaluator import NetworkFileError
     from tabula.engine.net.leelaz import LeelazFormatError
 
+    if args.fp32_blocks < 0:
+        raise SystemExit(f"tabula export: --fp32-blocks must be 0 or more, not {args.fp32_blocks}")
+    if args.fp32_blocks and args.quantize == "none":
+        raise SystemExit("tabula export: --fp32-blocks applies to --quantize int8 or int8-vnni")
     source = args.to_leelaz or args.from_leelaz or args.from_katago or (None if args.random else args.paths[0])
     try:
         if args.from_katago:
@@ -739,7 +769,9 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
                                             args.calibration_games, metadata.get("input_encoding", INPUT_ENCODING))}
-    quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any")
+    quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any",
+                  also_exclude=trunk_fp32_nodes(args.fp32_blocks) if args.fp32_blocks else None,
+                  fp32_blocks=args.fp32_blocks)
 
 
 if __name__ == "__main__":
