@@ -135,3 +135,26 @@ def test_a_bad_line_in_the_extract_is_a_clear_error(tmp_path):
     (tmp_path / "engine0.txt").write_text("0-1-0000 1 D4 100 0.1 0.5\n0-1-0000 three D5\n")
     with pytest.raises(ValueError, match="engine0.txt:2"):
         read_written(tmp_path)
+
+
+def test_engine_picks_one_network_of_a_match_between_two(tmp_path, capsys):
+    """Both engines Tabula's (a new network against the default): --engine NAME calibrates the named one alone;
+    without it the two are pooled, with a note; a name the match lacks is a clear error."""
+    import shutil
+
+    late = [0.5] * 11
+    out = write_match(tmp_path / "two", [(f"0-1-{i:04d}", late + [0.9, 0.9, 0.9], "B+5.5") for i in range(3)])
+    shutil.copy(out / "logs" / "engine0-w0.log", out / "logs" / "engine1-w0.log")  # white searched the same way
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps(dict(config, names=["new", "old"], engines=["tabula gtp"] * 2)))
+    both = played_games(out, 3, 0.25)
+    assert {g.engine for g in both} == {0, 1}
+    assert {g.engine for g in played_games(out, 3, 0.25, "old")} == {1}
+    assert all(g.won for g in played_games(out, 3, 0.25, "new"))
+    assert main([str(out), "--min-games", "1", "--engine", "new"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[1].split()[:4] == ["9", "even", "3", "0"] and "pooled" not in captured.err
+    assert main([str(out), "--min-games", "1"]) == 0
+    assert "pooled" in capsys.readouterr().err
+    assert main([str(out), "--engine", "gnugo"]) == 2
+    assert "no engine named 'gnugo'" in capsys.readouterr().err

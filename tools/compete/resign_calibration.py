@@ -47,6 +47,7 @@ class PlayedGame:
     size: int
     handicap: int
     color: int  # BLACK or WHITE: the Tabula engine's colour
+    engine: int  # the engine's index in the match
     won: bool
     margin: float | None  # points by which it won (> 0) or lost (< 0); None when the game ended otherwise
     trigger: float  # the lowest threshold at which it would not have resigned
@@ -80,12 +81,18 @@ def margin_of(record: dict, color: int) -> float | None:
     return points if winner == color else -points
 
 
-def played_games(out: Path, consecutive: int, after: float) -> list[PlayedGame]:
+def played_games(out: Path, consecutive: int, after: float, engine_name: str | None = None) -> list[PlayedGame]:
     """Every game of the match in ``out`` that a Tabula engine (one with search lines in its log) played to a
-    result, from that engine's side."""
+    result, from that engine's side; with ``engine_name``, only the engine of that name (``tabula match --names``):
+    a match of two Tabula networks calibrates one of them. ValueError where the match has no engine of that name."""
     records = {record["game"]: record for record in read_results(out / "results.jsonl")}
     config = _read_config(out)
     assigned, _ = searched_moves(out)  # its logs, or what search_log --write kept of them (OUT/searched)
+    if engine_name is not None:
+        names = list(config.get("names") or [])
+        if engine_name not in names:
+            raise ValueError(f"{out}: no engine named {engine_name!r} (its engines: {', '.join(names) or 'unnamed'})")
+        assigned = {engine: runs for engine, runs in assigned.items() if names[engine] == engine_name}
     games = []
     for engine, runs in assigned.items():
         for name, moves in runs.items():
@@ -96,7 +103,7 @@ def played_games(out: Path, consecutive: int, after: float) -> list[PlayedGame]:
             size = int(record.get("size") or config.get("size", 19))
             handicap = int(record.get("handicap") or 0)
             won = record["winner"] == ("B" if color == BLACK else "W")
-            games.append(PlayedGame(out.name, name, size, handicap, color, won, margin_of(record, color),
+            games.append(PlayedGame(out.name, name, size, handicap, color, engine, won, margin_of(record, color),
                                     trigger(moves, size, handicap, color, consecutive, after)))
     return games
 
@@ -143,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-loss", type=float, default=20.0, help="points: a loss by more is a big loss")
     parser.add_argument("--ceiling", type=float, default=0.2, help="the calibrated threshold never exceeds this "
                         "(default 0.2, as tabula rl: a game against another opponent turns more often than self-play)")
+    parser.add_argument("--engine", metavar="NAME", help="only the engine of this name in each match (tabula match "
+                        "--names): the network calibrated, where both engines are Tabula's (default: every Tabula "
+                        "engine)")
     parser.add_argument("--games", action="store_true", help="also list every game's trigger")
     args = parser.parse_args(argv)
     if args.consecutive < 1 or not 0 <= args.after < 1 or not 0 < args.max_false_positive < 1 \
@@ -154,7 +164,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl, or neither logs/ nor "
                   f"{SEARCHED_DIR}/)", file=sys.stderr)
             return 2
-        games += played_games(out, args.consecutive, args.after)
+        try:
+            found = played_games(out, args.consecutive, args.after, args.engine)
+        except ValueError as error:
+            print(f"tabula resign: {error}", file=sys.stderr)
+            return 2
+        if args.engine is None and len({g.engine for g in found}) > 1:
+            print(f"tabula resign: {out}: more than one Tabula engine; their games are pooled (--engine NAME "
+                  f"calibrates one network)", file=sys.stderr)
+        games += found
     if not games:
         print("tabula resign: no game with a Tabula engine's search lines", file=sys.stderr)
         return 2
