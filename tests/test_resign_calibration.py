@@ -149,8 +149,9 @@ def test_engine_picks_one_network_of_a_match_between_two(tmp_path, capsys):
     (out / "config.json").write_text(json.dumps(dict(config, names=["new", "old"], engines=["tabula gtp"] * 2)))
     both = played_games(out, 3, 0.25)
     assert {g.engine for g in both} == {0, 1}
-    assert {g.engine for g in played_games(out, 3, 0.25, "old")} == {1}
-    assert all(g.won for g in played_games(out, 3, 0.25, "new"))
+    assert {g.engine for g in played_games(out, 3, 0.25, ["old"])} == {1}
+    assert all(g.won for g in played_games(out, 3, 0.25, ["new"]))
+    assert {g.engine for g in played_games(out, 3, 0.25, ["new", "tabula"])} == {0}  # names of other matches too
     assert main([str(out), "--min-games", "1", "--engine", "new"]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines()[1].split()[:4] == ["9", "even", "3", "0"] and "pooled" not in captured.err
@@ -158,3 +159,4 @@ def test_engine_picks_one_network_of_a_match_between_two(tmp_path, capsys):
     assert "pooled" in capsys.readouterr().err
     assert main([str(out), "--engine", "gnugo"]) == 2
     assert "no engine named 'gnugo'" in capsys.readouterr().err
+    assert main([str(out), "--min-games", "1", "--engine", "new", "--engine", "tabula"]) == 0

@@ -26,6 +26,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from tabula.engine.config import ResignThresholds
 from tabula.engine.data.replay import calibrate_resign_threshold, false_positive_rate
@@ -81,18 +82,22 @@ def margin_of(record: dict, color: int) -> float | None:
     return points if winner == color else -points
 
 
-def played_games(out: Path, consecutive: int, after: float, engine_name: str | None = None) -> list[PlayedGame]:
+def played_games(out: Path, consecutive: int, after: float,
+                 engine_names: Sequence[str] = ()) -> list[PlayedGame]:
     """Every game of the match in ``out`` that a Tabula engine (one with search lines in its log) played to a
-    result, from that engine's side; with ``engine_name``, only the engine of that name (``tabula match --names``):
-    a match of two Tabula networks calibrates one of them. ValueError where the match has no engine of that name."""
+    result, from that engine's side; with ``engine_names``, only the engines of those names (``tabula match
+    --names``): a match of two Tabula networks calibrates one of them. ValueError where the match has no engine of
+    any of those names."""
     records = {record["game"]: record for record in read_results(out / "results.jsonl")}
     config = _read_config(out)
     assigned, _ = searched_moves(out)  # its logs, or what search_log --write kept of them (OUT/searched)
-    if engine_name is not None:
+    if engine_names:
         names = list(config.get("names") or [])
-        if engine_name not in names:
-            raise ValueError(f"{out}: no engine named {engine_name!r} (its engines: {', '.join(names) or 'unnamed'})")
-        assigned = {engine: runs for engine, runs in assigned.items() if names[engine] == engine_name}
+        if not set(engine_names) & set(names):
+            raise ValueError(f"{out}: no engine named {' or '.join(map(repr, engine_names))} (its engines: "
+                             f"{', '.join(names) or 'unnamed'})")
+        assigned = {engine: runs for engine, runs in assigned.items()
+                    if engine < len(names) and names[engine] in engine_names}
     games = []
     for engine, runs in assigned.items():
         for name, moves in runs.items():
@@ -150,9 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--big-loss", type=float, default=20.0, help="points: a loss by more is a big loss")
     parser.add_argument("--ceiling", type=float, default=0.2, help="the calibrated threshold never exceeds this "
                         "(default 0.2, as tabula rl: a game against another opponent turns more often than self-play)")
-    parser.add_argument("--engine", metavar="NAME", help="only the engine of this name in each match (tabula match "
-                        "--names): the network calibrated, where both engines are Tabula's (default: every Tabula "
-                        "engine)")
+    parser.add_argument("--engine", metavar="NAME", action="append", default=[],
+                        help="only the engine of this name in each match (tabula match --names; repeat it for "
+                             "matches that name the network differently): the network calibrated, where both "
+                             "engines are Tabula's (default: every Tabula engine)")
     parser.add_argument("--games", action="store_true", help="also list every game's trigger")
     args = parser.parse_args(argv)
     if args.consecutive < 1 or not 0 <= args.after < 1 or not 0 < args.max_false_positive < 1 \
@@ -169,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"tabula resign: {error}", file=sys.stderr)
             return 2
-        if args.engine is None and len({g.engine for g in found}) > 1:
+        if not args.engine and len({g.engine for g in found}) > 1:
             print(f"tabula resign: {out}: more than one Tabula engine; their games are pooled (--engine NAME "
                   f"calibrates one network)", file=sys.stderr)
         games += found
