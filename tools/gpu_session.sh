@@ -51,7 +51,7 @@ teachers=${TEACHERS:-runs/teacher}
 if [ "${QUICK:-0}" = 1 ]; then
   # the student, board sizes, self-play games a chunk, label workers, label batch; training batch, steps a chunk
   student=(1x8 9,13,19 4 2 16); training=(16 3)
-  distill_minutes=$(awk "BEGIN { print 0.4 * $scale }"); after=20  # seconds kept for the bench after it
+  distill_minutes=$(awk "BEGIN { print 0.15 * $scale }"); after=20  # seconds kept for the bench after it
   playouts=48
 else
   # one label worker a core (the games' moves and the student's planes are Python); a worker plays 8 of the 128

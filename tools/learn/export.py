@@ -37,7 +37,7 @@ import numpy as np
 
 from tabula.engine.net.features import INPUT_ENCODING
 from tabula.engine.net.netfile import file_sha256
-from tabula.engine.rules.coords import PASS
+from tabula.engine.rules.coords import EMPTY, PASS
 from tabula.engine.rules.game import GameState, Rules
 
 # -- positions for calibration and accuracy checks ----------------------------------------------------------------
@@ -54,13 +54,30 @@ def random_positions(size: int, count: int, seed: int, max_moves: int | None = N
         state = GameState(size)
         stop = rng.randrange(min_moves, max_moves)
         for _ in range(stop):
-            moves = [m for m in state.legal_moves()
-                     if not state.board.is_own_eye(state.board.geometry.padded[m], state.to_move)]
-            state.play(rng.choice(moves) if moves else PASS)
+            state.play(_random_move(state, rng))
             if state.is_game_over():
                 break
         positions.append(state)
     return positions
+
+
+def _random_move(state: GameState, rng: random.Random) -> int:
+    """A legal move of ``state``'s side to move that fills none of its own eyes, each such move equally likely;
+    PASS where there is none. Points are drawn without replacement until one qualifies: a few legality checks a
+    move, where listing every legal move first made a 25x25 board's random games take minutes."""
+    board = state.board
+    padded, color, to_move = board.geometry.padded, board.color, state.to_move
+    points = list(range(state.size * state.size))
+    remaining = len(points)
+    while remaining:
+        j = rng.randrange(remaining)
+        remaining -= 1
+        points[j], points[remaining] = points[remaining], points[j]
+        move = points[remaining]
+        pad = padded[move]
+        if color[pad] == EMPTY and not board.is_own_eye(pad, to_move) and state.legal(move):
+            return move
+    return PASS
 
 
 def sgf_positions(count: int, seed: int, games: str, per_game: int = 8, skip_games: int = 0,
