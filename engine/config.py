@@ -306,11 +306,14 @@ class PlayConfig:
     # playouts and this many rollouts of the rollout policy (0: random playouts alone).
     ownership_playouts: int = 64
     ownership_rollouts: int = 128
+    # ... and this share of the map taken from the network's ownership head (the mean over the 8 symmetries), where
+    # the network has one (0: the playouts and rollouts alone)
+    ownership_network: float = 0.0
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "temperature_moves", "temperature", "ownership_rollouts")  # temperature 0: the search's move
         _at_least(self, 1, "resign_consecutive", "ownership_playouts")
-        _unit_interval(self, "resign_after", "lost_winrate")
+        _unit_interval(self, "resign_after", "lost_winrate", "ownership_network")
         resign = self.resign_winrate
         _require(self, "resign_winrate", resign == CALIBRATED or (_finite(resign) and 0.0 <= resign < 1.0),
                  f"in [0, 1), or {CALIBRATED:g}: the network's calibrated threshold")

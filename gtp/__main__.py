@@ -187,6 +187,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True,
         "temperature": "the temperature of --temperature-moves (default 1)",
         "resign_winrate": "resign below this winrate for several moves in a row (0: never resign; default -1: the "
                           "threshold calibrated for the network, never resigning with one that has none)",
+        "ownership_network": "the share in [0, 1] of the dead-stone judgement (final_status_list, final_score, "
+                             "cleanup) taken from the network's ownership head, the rest from random playouts and "
+                             "rollouts (default %(default)s)",
     })
     if play:  # the per-move lines come from the player, which tabula analysis does not have
         group["analysis"].add_argument("-v", "--verbose", action="store_true",

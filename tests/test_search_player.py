@@ -510,6 +510,23 @@ def test_dead_stones_are_judged_by_random_playouts_and_the_rollout_policy_not_th
     assert rigged.calls == [PlayConfig().ownership_rollouts] * 2 and judged.search.tree.root.visits == 0
 
 
+def test_ownership_network_mixes_the_networks_ownership_head_into_the_judgement_from_blacks_view():
+    """--ownership-network F: that share of the map is the network's ownership (black's view whoever is to move),
+    the rest the playouts and rollouts as before; a network without an ownership head leaves the map as it was."""
+    from tests.test_search import LeadEvaluator
+    for to_move in (BLACK, WHITE):
+        state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=to_move, komi=0.5)
+        mixed = [SearchPicker(evaluator, SearchConfig(threads=1), rng=np.random.default_rng(0),
+                              playout_rng=random.Random(5), play=PlayConfig(ownership_network=share),
+                              judging_rollouts=RiggedRollouts).ownership(state)
+                 for evaluator, share in ((LeadEvaluator(10.0, 0.5), 0.0), (LeadEvaluator(10.0, 0.5), 0.25),
+                                          (UniformEvaluator(), 0.25))]
+        assert np.allclose(mixed[1], 0.75 * mixed[0] + 0.25 * 0.5)
+        assert np.array_equal(mixed[2], mixed[0])
+    with pytest.raises(ValueError, match="ownership_network"):
+        PlayConfig(ownership_network=1.5)
+
+
 def test_a_rollout_policy_that_cannot_be_read_leaves_dead_stones_to_random_playouts(caplog):
     state = board_from_ascii(DEAD_WHITE_STONES_IN_BLACKS_WALL, to_move=BLACK, komi=0.5)
     loads = []

@@ -144,19 +144,26 @@ class SearchPicker:
     def ownership(self, state: GameState) -> np.ndarray:
         """float32 [N*N] in [-1, 1], black's view, by which final_status_list, final_score and cleanup judge dead
         stones: the mean of random playouts' ownership and of the rollout policy's (``PlayConfig``'s counts), or
-        the random playouts alone where there is no rollout policy.
+        the random playouts alone where there is no rollout policy; then ``PlayConfig.ownership_network`` of it
+        from the network's ownership head, where the network has one.
 
-        The network's ownership is left out: mixed in, it lowered the agreement with GNU Go's dead-stone lists
-        (docs/RELIABILITY.md: on 100 held-out 19x19 records random playouts agreed in 84, the rollout policy in
-        90, their mean in 92, the mean with tabula-6x64-anysize's search tree as well in 87, playouts and tree in
-        76; on 100 9x9 games 95, 97, 97, 95 and 92). Random playouts capture what has no eyes however the shape
-        reads, but throw live groups away now and then; the rollout policy plays the moves that decide life."""
+        Random playouts capture what has no eyes however the shape reads, but throw live groups away now and then,
+        and break a seki at random; the rollout policy plays the moves that decide life. A network's ownership head
+        is only as good as what it learned: one taught the playouts' own verdicts lowered the agreement with GNU
+        Go's dead stones, one taught by KataGo's ownership raised it (docs/RELIABILITY.md, "Dead stones against
+        GNU Go")."""
         owned = playout.ownership(state, self.playout_rng, self.play.ownership_playouts)
         rollouts = self._rollouts_for_judging() if self.play.ownership_rollouts > 0 else None
-        if rollouts is None:
-            return owned
-        rng = np.random.default_rng(self.playout_rng.getrandbits(63))
-        return 0.5 * (owned + rollouts.ownership(state, rng, self.play.ownership_rollouts))
+        if rollouts is not None:
+            rng = np.random.default_rng(self.playout_rng.getrandbits(63))
+            owned = 0.5 * (owned + rollouts.ownership(state, rng, self.play.ownership_rollouts))
+        share = self.play.ownership_network
+        if share > 0:
+            evaluation = evaluate_all_symmetries(self.search.evaluator, [state])
+            if evaluation.ownership is not None:
+                network = np.asarray(evaluation.ownership[0], dtype=np.float32)[: state.size * state.size]
+                owned = (1.0 - share) * owned + share * (network if state.to_move == BLACK else -network)
+        return owned
 
     def dead_stones(self, state: GameState) -> list[int]:
         """Flat points of the stones judged dead: ``ownership``'s verdict, near-even strings judged again without
