@@ -161,7 +161,7 @@ class SearchPicker:
         if share > 0:
             evaluation = evaluate_all_symmetries(self.search.evaluator, [state])
             if evaluation.ownership is not None:
-                network = np.asarray(evaluation.ownership[0], dtype=np.float32)[: state.size * state.size]
+                network = evaluation.ownership[0]
                 owned = (1.0 - share) * owned + share * (network if state.to_move == BLACK else -network)
         return owned
 

@@ -64,7 +64,9 @@ def random_positions(size: int, count: int, seed: int, max_moves: int | None = N
 def _random_move(state: GameState, rng: random.Random) -> int:
     """A legal move of ``state``'s side to move that fills none of its own eyes, each such move equally likely;
     PASS where there is none. Points are drawn without replacement until one qualifies: a few legality checks a
-    move, where listing every legal move first made a 25x25 board's random games take minutes."""
+    move, where listing every legal move first made a 25x25 board's random games take minutes. (The same draw as
+    ``engine.rules.playout.random_move``, which keeps its listing so that the seeded random player's games stay
+    as they were.)"""
     board = state.board
     padded, color, to_move = board.geometry.padded, board.color, state.to_move
     points = list(range(state.size * state.size))
