@@ -217,7 +217,8 @@ ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
 # PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that
 # plays the board size (its metadata ``resign_winrate``, written by ``tabula export --resign-winrate``: a
 # ResignThresholds), and never resigning with a network that has none: a value head nobody measured is no reason to
-# give up a game.
+# give up a game. Likewise PlayConfig.ownership_network: the share of the dead-stone judgement measured for the
+# network's ownership head (metadata ``ownership_network``, ``tabula export --ownership-network``), 0 where none was.
 CALIBRATED = -1.0
 
 
@@ -307,13 +308,17 @@ class PlayConfig:
     ownership_playouts: int = 64
     ownership_rollouts: int = 128
     # ... and this share of the map taken from the network's ownership head (the mean over the 8 symmetries), where
-    # the network has one (0: the playouts and rollouts alone)
+    # the network has one (0: the playouts and rollouts alone; CALIBRATED: the share measured for the network that
+    # plays the board size, its metadata ``ownership_network``, and 0 where it has none)
     ownership_network: float = 0.0
 
     def __post_init__(self) -> None:
         _at_least(self, 0, "temperature_moves", "temperature", "ownership_rollouts")  # temperature 0: the search's move
         _at_least(self, 1, "resign_consecutive", "ownership_playouts")
-        _unit_interval(self, "resign_after", "lost_winrate", "ownership_network")
+        _unit_interval(self, "resign_after", "lost_winrate")
+        share = self.ownership_network
+        _require(self, "ownership_network", share == CALIBRATED or (_finite(share) and 0.0 <= share <= 1.0),
+                 f"in [0, 1], or {CALIBRATED:g}: the share measured for the network")
         resign = self.resign_winrate
         _require(self, "resign_winrate", resign == CALIBRATED or (_finite(resign) and 0.0 <= resign < 1.0),
                  f"in [0, 1), or {CALIBRATED:g}: the network's calibrated threshold")
@@ -372,7 +377,8 @@ class NetConfig:
 class EngineConfig:
     rules: Rules = field(default_factory=Rules)
     search: SearchConfig = field(default_factory=lambda: SearchConfig(visits=BY_BOARD_SIZE))
-    play: PlayConfig = field(default_factory=lambda: PlayConfig(resign_winrate=CALIBRATED))
+    play: PlayConfig = field(default_factory=lambda: PlayConfig(resign_winrate=CALIBRATED,
+                                                                ownership_network=CALIBRATED))
     time: TimeConfig = field(default_factory=TimeConfig)
     net: NetConfig = field(default_factory=NetConfig)
     player: str = "search"  # move picker: search (the network, default) | random (the baseline)

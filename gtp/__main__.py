@@ -189,7 +189,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True,
                           "threshold calibrated for the network, never resigning with one that has none)",
         "ownership_network": "the share in [0, 1] of the dead-stone judgement (final_status_list, final_score, "
                              "cleanup) taken from the network's ownership head, the rest from random playouts and "
-                             "rollouts (default %(default)s)",
+                             "rollouts (default -1: the share measured for the network, 0 where none was)",
     })
     if play:  # the per-move lines come from the player, which tabula analysis does not have
         group["analysis"].add_argument("-v", "--verbose", action="store_true",

@@ -47,6 +47,27 @@ SEKI_NO_EYES = "X X X . O O O\nX X X . O O O" + SEKI_WALLS  # D7 and D6 shared, 
 SEKI_INNER_BLACK = ("A7", "C7", "A6", "B6", "C6", "C5", "D5")  # in SEKI_ONE_EYE_EACH
 SEKI_INNER_WHITE = ("E7", "G7", "E6", "F6", "G6", "E5")
 
+# A game's end on 13x13 with a seki of four strings at the top right: white's M12 N12 (liberties N13 and N11) between
+# black's M13 and black's M11 string, neither of which can fill N13 or N11; black's big J13 string has L13 and L11
+# for eyes, but each is shared with one of those two, so it lives only by the seki. A referee counts all 13 alive.
+SEKI_SHARED_EYES = """
+    X . X X O O . O X X . X .
+    X X . X O . O O O X X O O
+    X O X X X O . X O X . X .
+    O O O O O O . X X O X X X
+    . . . . . . X X O O O O X
+    . O . . X . X O O . O O O
+    . . . X . . . O . O X X X
+    . X X O O . O . O O X . X
+    . X O . . . . O X X O O X
+    . X . O . . . . O X . X .
+    . O O . . . . . O X . . .
+    . . . . . O O O X X . . .
+    . . . . . O X X X . . . .
+"""
+SEKI_SHARED_EYES_BLACK = ("J13", "K13", "K12", "L12", "K11", "M13", "M11", "M10", "L10", "N10", "N9")
+SEKI_SHARED_EYES_WHITE = ("M12", "N12")
+
 
 class FakeClock:
     """A time source for tests: ``clock()`` returns the fake time, ``advance(s)`` moves it on. No sleeping."""

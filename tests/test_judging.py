@@ -8,7 +8,8 @@ import numpy as np
 from tabula.engine.play.judging import judge_dead_stones
 from tabula.engine.rules.coords import format_vertex, parse_vertex
 from tabula.engine.rules.game import GameState
-from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_ONE_EYE_EACH, board_from_ascii
+from tests.conftest import (SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_ONE_EYE_EACH, SEKI_SHARED_EYES,
+                            SEKI_SHARED_EYES_BLACK, board_from_ascii)
 
 
 def walls(size: int, black: tuple[str, ...]) -> GameState:
@@ -116,6 +117,22 @@ def test_a_near_even_string_in_seki_is_alive():
     # otherwise turn white's near-even inner string dead.
     assert state.area_score() == -10.5
     assert judge_dead_stones(state, seki_ownership(-0.1), score=40.0) == []
+
+
+def test_a_group_living_by_a_seki_of_four_strings_is_alive_when_the_map_leans_it_dead():
+    """Random play breaks the seki at the top right of SEKI_SHARED_EYES and leaves black's 11 stones there near
+    even, leaning dead; put back, they live in the seki, as GNU Go counts them."""
+    state = board_from_ascii(SEKI_SHARED_EYES)
+    leaning = {parse_vertex(v, 13) for v in SEKI_SHARED_EYES_BLACK}
+
+    def ownership(position: GameState) -> np.ndarray:
+        owned = np.array([1.0 if position.color_at(p) == 1 else -1.0 if position.color_at(p) == 2 else 0.0
+                          for p in range(169)], dtype=np.float32)
+        for p in leaning:
+            owned[p] = -0.2
+        return owned
+
+    assert judge_dead_stones(state, ownership) == []
 
 
 def test_a_clearly_dead_string_is_not_looked_at_for_seki():

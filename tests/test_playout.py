@@ -18,7 +18,8 @@ from tabula.engine.rules.playout import (
     random_move,
     seki_stones,
 )
-from tests.conftest import SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_NO_EYES, SEKI_ONE_EYE_EACH, board_from_ascii
+from tests.conftest import (SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_NO_EYES, SEKI_ONE_EYE_EACH, SEKI_SHARED_EYES,
+                            SEKI_SHARED_EYES_BLACK, SEKI_SHARED_EYES_WHITE, board_from_ascii)
 
 
 def test_random_game_is_legal_and_never_fills_own_eyes(rng: random.Random) -> None:
@@ -126,6 +127,13 @@ def test_seki_with_no_eyes() -> None:
     # The inner strings share D7 and D6 and have no other liberty: whoever fills one is captured.
     seki = seki_stones(board_from_ascii(SEKI_NO_EYES), [])
     assert len(seki) == 15 and parse_vertex("A7", 7) in seki and parse_vertex("E5", 7) in seki
+
+
+def test_a_string_whose_eyes_are_shared_with_strings_in_seki_lives_by_the_seki() -> None:
+    # Black's J13 string has two one-point regions of black beside it, L13 and L11, but it shares each with a black
+    # string in seki (M13, M11): its life is the seki's, and so is its count.
+    seki = seki_stones(board_from_ascii(SEKI_SHARED_EYES), [])
+    assert seki == sorted(parse_vertex(v, 13) for v in SEKI_SHARED_EYES_BLACK + SEKI_SHARED_EYES_WHITE)
 
 
 def test_no_seki_where_a_string_can_connect_out() -> None:

@@ -579,6 +579,50 @@ def test_the_engine_resigns_with_its_networks_calibrated_threshold_and_never_wit
     assert not (tmp_path / "bad.onnx").exists()
 
 
+def test_the_ownership_share_measured_for_a_network_is_written_into_it_and_taken_by_default(tiny_pooled_onnx,
+                                                                                             tmp_path, capsys):
+    """`tabula export --ownership-network F NET.onnx` writes the share measured for its ownership head (and nothing
+    else); an engine built from its entry point takes it, a network without one judges by playouts alone, an
+    explicit --ownership-network wins over the file's, and a share out of [0, 1] is refused or ignored, never
+    fatal."""
+    import shutil
+
+    import onnx
+
+    from tabula.engine.config import CALIBRATED
+    from tabula.tools.learn import export
+
+    net = tmp_path / "net.onnx"
+    shutil.copy(tiny_pooled_onnx, net)
+    before = onnx.load(str(net))
+    assert export.main(["--ownership-network", "0.5", "--resign-winrate", "0.2", str(net)]) == 0
+    after = onnx.load(str(net))
+    assert after.graph == before.graph
+    metadata = {p.key: p.value for p in after.metadata_props}
+    assert (metadata["ownership_network"], metadata["resign_winrate"]) == ("0.5", "*:0.2")
+    assert EngineConfig().play.ownership_network == CALIBRATED
+
+    def picker(weights, **play):
+        return search_player.from_config(EngineConfig(net=NetConfig(weights=(str(weights),)), seed=1,
+                                                      search=SearchConfig(threads=1, visits=4),
+                                                      play=PlayConfig(resign_winrate=CALIBRATED, **play)))
+
+    assert picker(net, ownership_network=CALIBRATED).ownership_share(9) == 0.5
+    assert picker(tiny_pooled_onnx, ownership_network=CALIBRATED).ownership_share(9) == 0.0
+    assert picker(net, ownership_network=0.0).ownership_share(9) == 0.0
+    for bad in ("1.5", "-0.1", "nan", "x"):
+        with pytest.raises(SystemExit):
+            export.main(["--ownership-network", bad, str(net)])
+    assert {p.key: p.value for p in onnx.load(str(net)).metadata_props}["ownership_network"] == "0.5"
+    from tabula.tools.learn.export import _set_metadata_value
+    _set_metadata_value(str(net), "ownership_network", "2")
+    capsys.readouterr()
+    assert picker(net, ownership_network=CALIBRATED).ownership_share(9) == 0.0
+    assert "ownership_network '2' is ignored" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="ownership_network"):
+        PlayConfig(ownership_network=-0.5)
+
+
 def test_resignation_thresholds_per_size_and_for_handicap_games_are_written_in_place_and_used(tiny_pooled_onnx,
                                                                                                 tmp_path):
     """`tabula export --resign-winrate SPEC NET.onnx` changes the file's metadata and nothing else; the engine then

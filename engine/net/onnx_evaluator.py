@@ -175,6 +175,8 @@ class OnnxEvaluator:
         self.board_sizes: tuple[int, ...] = sizes
         # the winrate below which resigning loses few games, as measured for this network (None: never measured)
         self.resign_thresholds: ResignThresholds | None = _metadata_thresholds(self.metadata, path)
+        # the share of the dead-stone judgement its ownership head earned, as measured (None: never measured)
+        self.ownership_share: float | None = _metadata_ownership_share(self.metadata, path)
         self.provider: str = session.get_providers()[0]
         if self.provider != chosen[0]:  # onnxruntime fell back by itself (a GPU build without its libraries)
             notes.append(f"onnxruntime could not start {chosen[0]}")
@@ -529,6 +531,22 @@ def _metadata_thresholds(metadata: dict[str, str], path: object) -> ResignThresh
     except ValueError as error:
         print(f"tabula: {path}: its resignation thresholds are ignored: {error}", file=sys.stderr)
         return None
+
+
+def _metadata_ownership_share(metadata: dict[str, str], path: object) -> float | None:
+    """The share of the dead-stone judgement measured for the network's ownership head (metadata
+    ``ownership_network``, a number in [0, 1]), None where it has none; one it cannot read is none, with a warning."""
+    text = metadata.get("ownership_network")
+    if text is None:
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:  # NaN fails this too
+        print(f"tabula: {path}: its ownership_network {text!r} is ignored: not a number in [0, 1]", file=sys.stderr)
+        return None
+    return share
 
 
 def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:

@@ -58,7 +58,7 @@ class SearchPicker:
                  rng: np.random.Generator | None = None, playout_rng: random.Random | None = None,
                  play: PlayConfig | None = None, resign_by_size: dict[int, ResignThresholds] | None = None,
                  rollout: Rollout | None = None, judging_rollouts: Callable[[], JudgingRollouts] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 ownership_by_size: dict[int, float] | None = None, clock: Callable[[], float] = time.monotonic):
         self.play = play or PlayConfig()
         self.rng = rng if rng is not None else np.random.default_rng()
         self.playout_rng = playout_rng or random.Random(int(self.rng.integers(1 << 62)))
@@ -68,6 +68,8 @@ class SearchPicker:
         self._count_cost_s: dict[int, float] = {}  # board size -> seconds the latest full count took
         # the calibrated resignation thresholds of each board size's network, where the configuration leaves it to them
         self.resign_by_size = resign_by_size or {}
+        # ... and the share of dead-stone judging measured for each board size's network's ownership head, likewise
+        self.ownership_by_size = ownership_by_size or {}
         self.last_search: SearchResult | None = None
         self._stop = threading.Event()
         # Loads the rollout policy that judges dead stones, when first asked (its tables take a second to build).
@@ -157,13 +159,19 @@ class SearchPicker:
         if rollouts is not None:
             rng = np.random.default_rng(self.playout_rng.getrandbits(63))
             owned = 0.5 * (owned + rollouts.ownership(state, rng, self.play.ownership_rollouts))
-        share = self.play.ownership_network
+        share = self.ownership_share(state.size)
         if share > 0:
             evaluation = evaluate_all_symmetries(self.search.evaluator, [state])
             if evaluation.ownership is not None:
                 network = evaluation.ownership[0]
                 owned = (1.0 - share) * owned + share * (network if state.to_move == BLACK else -network)
         return owned
+
+    def ownership_share(self, size: int) -> float:
+        """The share of ``ownership``'s map taken from the network's ownership head on this board size: the
+        configuration's, or where it leaves it to the network (CALIBRATED) the network's own, 0 where it has none."""
+        share = self.play.ownership_network
+        return self.ownership_by_size.get(size, 0.0) if share == CALIBRATED else share
 
     def dead_stones(self, state: GameState) -> list[int]:
         """Flat points of the stones judged dead: ``ownership``'s verdict, near-even strings judged again without
@@ -348,6 +356,11 @@ def from_config(config: EngineConfig) -> SearchPicker:
         for network in reversed(networks):  # the first network that plays a size is the one that plays it
             for size in network.board_sizes:
                 resign_by_size[size] = network.resign_thresholds or ResignThresholds()
+    ownership_by_size: dict[int, float] = {}
+    if config.play.ownership_network == CALIBRATED:
+        for network in reversed(networks):
+            for size in network.board_sizes:
+                ownership_by_size[size] = network.ownership_share or 0.0
     from tabula.engine.rollout.rollout import PolicyRollouts
 
     rollout_path = config.net.rollout_weights or str(WEIGHTS_DIR / DEFAULT_ROLLOUT_WEIGHTS)
@@ -359,7 +372,7 @@ def from_config(config: EngineConfig) -> SearchPicker:
         policy = PolicyRollouts.load(rollout_path)
     return SearchPicker(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
-                           resign_by_size=resign_by_size, rollout=policy if search.rollout_mix > 0 else None,
+                           resign_by_size=resign_by_size, ownership_by_size=ownership_by_size, rollout=policy if search.rollout_mix > 0 else None,
                            judging_rollouts=lambda: policy or PolicyRollouts.load(rollout_path))
 
 

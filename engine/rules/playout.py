@@ -284,7 +284,36 @@ def seki_stones(state: GameState, dead: list[int]) -> list[int]:
         if kept == candidates:
             break
         candidates = kept
+    if candidates:
+        candidates |= _living_by_seki(cleaned, candidates, region_of, region_colors)
     return sorted(geometry.flat[p] for root in candidates for p in cleaned.string_stones(root))
+
+
+def _living_by_seki(board: Board, seki: set[int], region_of: dict[int, int], region_colors: list[int]) -> set[int]:
+    """Roots of the strings whose eyes are shared with strings in ``seki`` (roots): an empty region of one colour
+    bordered by several of its strings is an eye of each only while all of them live, so a string left with fewer
+    than two eyes of its own when those shared with seki strings are set aside lives or dies with the seki, as a
+    referee judges it. Repeated, since such a string may share its other eye with the next one."""
+    color = board.color
+    neighbors = board.geometry.neighbors
+    borders: dict[int, set[int]] = {}  # region of one colour -> the roots of its strings
+    for pad, region in region_of.items():
+        if region_colors[region] in (BLACK, WHITE):
+            borders.setdefault(region, set()).update(board.root[n] for n in neighbors[pad]
+                                                      if color[n] in (BLACK, WHITE))
+    living = set(seki)
+    while True:
+        added = set()
+        for region, roots in borders.items():
+            if not roots & living:
+                continue
+            for root in roots - living:
+                eyes = {region_of[lib] for lib in board.liberties[root] if region_colors[region_of[lib]] == color[root]}
+                if sum(1 for r in eyes if not borders[r] & living) < 2:
+                    added.add(root)
+        if not added:
+            return living - seki
+        living |= added
 
 
 def _empty_regions(board: Board) -> tuple[dict[int, int], list[int]]:

@@ -18,6 +18,8 @@ networks; quantize ONNX to int8.
         score alone on boards below 19x19, for its slope: trained alone, it leaves the value as it was)
     tabula export --resign-winrate 9:0.2,19:0.1 NET.onnx   (the calibrated resignation thresholds written into
         NET.onnx's metadata, nothing else changed; or add --resign-winrate to any of the ONNX-writing forms)
+    tabula export --ownership-network 0.5 NET.onnx   (the share of dead-stone judging measured for its ownership
+        head, likewise; both at once where both are given)
     tabula export --from-katago MODEL.bin.gz OUT.onnx [--no-int8]   (KataGo's model file as fp32 ONNX, and beside it
         OUT-int8.onnx where int8 keeps the same top move on at least 95% of test positions; --no-int8: fp32 only)
 """
@@ -472,6 +474,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "resigns with them by default; tabula resign measures them): one winrate for every "
                              "size, or SIZE:T for even games, hSIZE:T for handicap games, *:T for the other sizes, "
                              "comma-separated")
+    parser.add_argument("--ownership-network", type=_share, default=None, metavar="F",
+                        help="write into the network's metadata the share in [0, 1] of the dead-stone judgement "
+                             "(final_status_list, final_score, cleanup) that its ownership head earned against a "
+                             "referee's (docs/RELIABILITY.md): tabula gtp takes it by default")
     parser.add_argument("--calibration", type=int, default=256, help="positions for calibration (int8, random)")
     parser.add_argument("--calibration-source", choices=("auto", "sgf", "random"), default="auto",
                         help="auto: the games of --calibration-games on 19x19 where there are any, else random games")
@@ -496,13 +502,15 @@ def main(argv: list[str]) -> int:
     try:
         if args.from_katago:
             return _export_katago(args)
-        if _only_thresholds(args):
-            _set_metadata_value(args.paths[0], "resign_winrate", str(args.resign_winrate))
-            print(f"{args.paths[0]}: resign_winrate {args.resign_winrate}", file=sys.stderr)
+        if _only_metadata(args):
+            for key, value in _measured_metadata(args).items():
+                _set_metadata_value(args.paths[0], key, value)
+                print(f"{args.paths[0]}: {key} {value}", file=sys.stderr)
             return 0
         status = _export(args)
-        if args.resign_winrate is not None and not args.to_leelaz:
-            _set_metadata_value(args.paths[-1], "resign_winrate", str(args.resign_winrate))
+        if not args.to_leelaz:
+            for key, value in _measured_metadata(args).items():
+                _set_metadata_value(args.paths[-1], key, value)
         return status
     except (NetworkFileError, LeelazFormatError) as error:
         raise SystemExit(f"tabula export: {error}") from None  # the message names the file
@@ -528,11 +536,31 @@ def _komi_terms(args: argparse.Namespace) -> bool:
             or args.add_small_board_score_komi)
 
 
-def _only_thresholds(args: argparse.Namespace) -> bool:
-    """``tabula export --resign-winrate T NET.onnx``: one existing ONNX file whose metadata alone changes."""
+def _share(text: str) -> float:
+    """--ownership-network's value: a number in [0, 1]; an argparse error otherwise."""
+    try:
+        share = float(text)
+    except ValueError:
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number in [0, 1]")
+    return share
+
+
+def _measured_metadata(args: argparse.Namespace) -> dict[str, str]:
+    """The measured settings the command writes into the network's metadata (--resign-winrate,
+    --ownership-network), by metadata key."""
+    values = {"resign_winrate": args.resign_winrate, "ownership_network": args.ownership_network}
+    return {key: f"{value:g}" if isinstance(value, float) else str(value)
+            for key, value in values.items() if value is not None}
+
+
+def _only_metadata(args: argparse.Namespace) -> bool:
+    """``tabula export --resign-winrate T NET.onnx`` (or --ownership-network): one existing ONNX file whose metadata
+    alone changes."""
     converting = (args.random or args.from_leelaz or args.to_leelaz or args.add_small_board_value or _komi_terms(args)
                   or args.quantize != "none" or args.leelaz_out or args.checkpoint_out)
-    return (args.resign_winrate is not None and not converting and len(args.paths) == 1
+    return (bool(_measured_metadata(args)) and not converting and len(args.paths) == 1
             and args.paths[0].endswith(".onnx") and os.path.isfile(args.paths[0]))
 
 
@@ -660,8 +688,8 @@ def _export_katago(args: argparse.Namespace) -> int:
     difference = katago_network.export_onnx(net, model, out, args.from_katago)
     print(f"wrote {out} ({katago_model.describe(model)}, fp32; onnxruntime and torch agree to {difference:.1g}) in "
           f"{time.monotonic() - started:.0f} s", file=sys.stderr)
-    if args.resign_winrate is not None:
-        _set_metadata_value(out, "resign_winrate", str(args.resign_winrate))
+    for key, value in _measured_metadata(args).items():
+        _set_metadata_value(out, key, value)
     if not args.no_int8:
         _katago_int8(out, args)
     return 0
