@@ -394,6 +394,15 @@ def test_tabula_plot_draws_a_distill_run(tmp_path):
     assert (tmp_path / "curve.png").stat().st_size > 10_000
 
 
+def three_chunk_run(run: Path) -> Path:
+    """A distill run directory with the metrics of chunks 1 to 3 (a minute each), for `tabula plot`."""
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("".join(json.dumps(
+        {"chunk": c, "step": 100 * c, "elapsed_s": 60.0 * c, "policy_kl": 1.0 / c, "top1": 0.4, "value_mse": 0.2})
+        + "\n" for c in (1, 2, 3)))
+    return run
+
+
 def test_tabula_plot_draws_a_distill_runs_strength_curve_from_its_matches(tmp_path):
     from tabula.tools.learn import plot
 
@@ -403,16 +412,49 @@ def test_tabula_plot_draws_a_distill_runs_strength_curve_from_its_matches(tmp_pa
     for name in ("config.json", "results.jsonl"):
         shutil.copy(kept / name, match / name)
     assert plot.read_match(str(match)) == {"points": 18, "games": 30, "opponent": "default", "size": 9}
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "metrics.jsonl").write_text("".join(json.dumps(
-        {"chunk": c, "step": 100 * c, "elapsed_s": 60.0 * c, "policy_kl": 1.0 / c, "top1": 0.4, "value_mse": 0.2})
-        + "\n" for c in (1, 2, 3)))
+    run = three_chunk_run(tmp_path / "run")
     assert plot.main([str(run), "--match", f"1:{match}", f"3:{match}", "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 10_000
     for bad in (f"4:{match}", f"x:{match}", "2", f"2:{tmp_path / 'none'}", f"2:{run}"):  # no chunk 4; run: no match
         with pytest.raises(SystemExit):
             plot.main([str(run), "--match", bad, "--out", str(tmp_path / "bad.png")])
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_one_gauntlet_of_every_snapshot_draws_the_strength_curve(tmp_path):
+    """--match CHUNK:DIR:NAME scores the engine NAME of a `tabula match --gauntlet` directory against the anchor it
+    played, so one gauntlet of every snapshot draws the curve; a name the match lacks, or an engine that played two
+    opponents, is an error, not a curve."""
+    from tabula.tools.learn import plot
+
+    kept = Path(__file__).resolve().parent.parent / "docs" / "matches" / "distill-s10803-vs-default-byo2-9"
+    gauntlet = tmp_path / "gauntlet"
+    gauntlet.mkdir()
+    config = json.loads((kept / "config.json").read_text())
+    config.update(engines=["tabula gtp", "tabula gtp --weights a.onnx", "tabula gtp --weights b.onnx"],
+                  names=["anchor", "c010", "c020"], gauntlet=True)
+    (gauntlet / "config.json").write_text(json.dumps(config))
+    # the kept match's games (student 0, default 1) as the anchor against c010, then again against c020
+    games = [json.loads(line) for line in (kept / "results.jsonl").read_text().splitlines()]
+    lines = []
+    for snapshot in (1, 2):
+        for game in games:
+            moved = dict(game, black=snapshot if game["black"] == 0 else 0, white=snapshot if game["white"] == 0 else 0,
+                         game=f"0-{snapshot}-{game['game'][-4:]}")  # a gauntlet's game names its pair
+            lines.append(json.dumps(moved))
+    (gauntlet / "results.jsonl").write_text("\n".join(lines) + "\n")
+    assert plot.read_match(str(gauntlet), "c020") == {"points": 18, "games": 30, "opponent": "anchor", "size": 9}
+    assert plot.read_match(str(gauntlet)) == {"points": 12, "games": 30, "opponent": "c010", "size": 9}
+    run = three_chunk_run(tmp_path / "run")
+    assert plot.main([str(run), "--match", f"1:{gauntlet}:c010", f"3:{gauntlet}:c020",
+                      "--out", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").stat().st_size > 10_000
+    with pytest.raises(ValueError, match="no engine named"):
+        plot.read_match(str(gauntlet), "c030")
+    with pytest.raises(ValueError, match="played 2 engines"):
+        plot.read_match(str(gauntlet), "anchor")
+    with pytest.raises(SystemExit):
+        plot.main([str(run), "--match", f"1:{gauntlet}:c030", "--out", str(tmp_path / "bad.png")])
     assert not (tmp_path / "bad.png").exists()
 
 

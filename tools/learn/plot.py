@@ -11,8 +11,9 @@ A `tabula distill` run (RUNDIR/metrics.jsonl with the teacher's losses): the pol
 teacher's top move and the value MSE, on the batches trained and on each chunk's new labels before training on them
 (held out; a running mean over FRESH_CHUNKS chunks, weighted by positions), against the run's CPU hours (wall hours
 where its metrics predate ``cpu_s``) (default RUNDIR/loss.png). With ``--match CHUNK:DIR...`` (`tabula match --out`
-directories whose first engine played the run's student after chunk CHUNK, e.g. its RUNDIR/snapshots file): a
-fourth panel, the strength curve, each match's score (95% Wilson interval) at that chunk's hours, one line per
+directories whose first engine played the run's student after chunk CHUNK, e.g. its RUNDIR/snapshots file; or
+``CHUNK:DIR:NAME``, the engine NAME of DIR, so that one `tabula match --gauntlet` of every snapshot against one
+anchor draws the whole curve): a fourth panel, the strength curve, each match's score (95% Wilson interval) at that chunk's hours, one line per
 opponent and board size.
 """
 from __future__ import annotations
@@ -59,10 +60,11 @@ def _pyplot():
 FRESH_CHUNKS = 5  # chunks in the running mean of a distill run's fresh (held-out) losses
 
 
-def read_match(directory: str) -> dict:
+def read_match(directory: str, engine: str = "") -> dict:
     """A `tabula match --out` directory's first engine's points (1 a win, 0.5 a draw; void games left out) against
-    its second, the games counted, the second's name and the board size; ValueError where it is no match or has no
-    games."""
+    its second, the games counted, the opponent's name and the board size; ``engine``: the engine of that name
+    instead, against the one engine it played (a gauntlet's anchor, say). ValueError where it is no match, has no
+    such engine, or the engine has no games or played several opponents."""
     from pathlib import Path
 
     from tabula.tools.compete.match import load_config
@@ -72,31 +74,44 @@ def read_match(directory: str) -> dict:
         config = load_config(Path(directory) / "config.json")
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ValueError(f"{directory}: no `tabula match --out` directory ({error})") from None
-    scores = [s for s in (pair_score(0, r) for r in read_results(Path(directory) / "results.jsonl")
-                          if 0 in (r["black"], r["white"]) and 1 in (r["black"], r["white"])) if s is not None]
+    names = list(config.names) if config.names else [str(e) for e in config.engines]
+    if engine and engine not in names:
+        raise ValueError(f"{directory}: no engine named {engine!r} (its engines: {', '.join(names)})")
+    index = names.index(engine) if engine else 0
+    games = [r for r in read_results(Path(directory) / "results.jsonl") if index in (r["black"], r["white"])]
+    if not engine:
+        games = [r for r in games if 1 in (r["black"], r["white"])]
+    opponents = {r["white"] if r["black"] == index else r["black"] for r in games}
+    if len(opponents) > 1:
+        raise ValueError(f"{directory}: {engine} played {len(opponents)} engines; the curve takes one opponent")
+    scores = [s for s in (pair_score(index, r) for r in games) if s is not None]
     if not scores:
-        raise ValueError(f"{directory}: no finished games between its first two engines")
-    opponent = config.names[1] if len(config.names) > 1 else config.engines[1]
-    return {"points": sum(scores), "games": len(scores), "opponent": opponent, "size": config.size}
+        raise ValueError(f"{directory}: no finished games of {engine or 'its first two engines'}")
+    return {"points": sum(scores), "games": len(scores), "opponent": names[opponents.pop()], "size": config.size}
 
 
-def parse_matches(items: list[str]) -> list[tuple[int, str]]:
-    """``--match CHUNK:DIR`` items as (chunk, directory); ValueError for one that is not."""
+def parse_matches(items: list[str]) -> list[tuple[int, str, str]]:
+    """``--match CHUNK:DIR`` or ``CHUNK:DIR:NAME`` items as (chunk, directory, engine name or ""); ValueError for
+    one that is not."""
     found = []
     for item in items:
         chunk, _, directory = item.partition(":")
+        engine = ""
+        if directory and not os.path.isdir(directory) and ":" in directory:
+            directory, _, engine = directory.rpartition(":")
         if not chunk.isdigit() or not directory:
-            raise ValueError(f"--match is CHUNK:DIR (the student after chunk CHUNK played DIR's first engine), "
-                             f"not {item!r}")
+            raise ValueError(f"--match is CHUNK:DIR or CHUNK:DIR:NAME (the student after chunk CHUNK played DIR's "
+                             f"first engine, or is its engine NAME), not {item!r}")
         if not os.path.isdir(directory):
             raise ValueError(f"--match {item}: no such directory")
-        found.append((int(chunk), directory))
+        found.append((int(chunk), directory, engine))
     return found
 
 
-def plot_distill(run_dir: str, out: str | None = None, matches: list[tuple[int, str]] = ()) -> str:
+def plot_distill(run_dir: str, out: str | None = None, matches: list[tuple[int, str, str]] = ()) -> str:
     """A `tabula distill` run's RUNDIR/metrics.jsonl (one line a chunk) as three panels against its compute, and with
-    ``matches`` ((chunk, `tabula match` directory) pairs) a fourth: the student's score in them."""
+    ``matches`` ((chunk, `tabula match` directory, the student's engine name there or "" for its first engine)) a
+    fourth: the student's score in them."""
     from tabula.tools.compete.elo import wilson_interval
 
     rows = [r for r in read_jsonl(os.path.join(run_dir, METRICS)) if _distill_line(r)]
@@ -104,10 +119,10 @@ def plot_distill(run_dir: str, out: str | None = None, matches: list[tuple[int, 
     hours = [r["cpu_s" if cpu else "elapsed_s"] / 3600 for r in rows]
     hours_at = {r["chunk"]: h for r, h in zip(rows, hours) if "chunk" in r}
     series: dict[str, list[tuple[float, float, float, float]]] = {}
-    for chunk, directory in matches:
+    for chunk, directory, engine in matches:
         if chunk not in hours_at:
             raise ValueError(f"--match {chunk}:{directory}: {run_dir} has no chunk {chunk}")
-        match = read_match(directory)
+        match = read_match(directory, engine)
         low, high = wilson_interval(match["points"], match["games"])
         score = match["points"] / match["games"]
         label = f"against {match['opponent']} ({match['size']}x{match['size']})"
@@ -317,9 +332,10 @@ def main(argv: list[str] | None = None) -> int:
                                                     "--arena, RUNDIR/curve.png)")
     parser.add_argument("--arena", nargs="+", default=[], metavar="DIR",
                         help="an rl run: `tabula arena --out` directories of its networks, for the learning curve")
-    parser.add_argument("--match", nargs="+", default=[], metavar="CHUNK:DIR",
+    parser.add_argument("--match", nargs="+", default=[], metavar="CHUNK:DIR[:NAME]",
                         help="a distill run: `tabula match --out` directories whose first engine played the "
-                             "student after chunk CHUNK, for the strength curve")
+                             "student after chunk CHUNK (or whose engine NAME did: one gauntlet for all the "
+                             "snapshots), for the strength curve")
     parser.add_argument("--gap-minutes", type=float, default=10.0,
                         help="with --arena: a longer time between generations is a pause (default 10)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
