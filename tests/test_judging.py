@@ -8,8 +8,14 @@ import numpy as np
 from tabula.engine.play.judging import judge_dead_stones
 from tabula.engine.rules.coords import format_vertex, parse_vertex
 from tabula.engine.rules.game import GameState
-from tests.conftest import (SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_ONE_EYE_EACH, SEKI_SHARED_EYES,
-                            SEKI_SHARED_EYES_BLACK, board_from_ascii)
+from tests.conftest import (
+    SEKI_INNER_BLACK,
+    SEKI_INNER_WHITE,
+    SEKI_ONE_EYE_EACH,
+    SEKI_SHARED_EYES,
+    SEKI_SHARED_EYES_BLACK,
+    board_from_ascii,
+)
 
 
 def walls(size: int, black: tuple[str, ...]) -> GameState:

@@ -18,8 +18,16 @@ from tabula.engine.rules.playout import (
     random_move,
     seki_stones,
 )
-from tests.conftest import (SEKI_INNER_BLACK, SEKI_INNER_WHITE, SEKI_NO_EYES, SEKI_ONE_EYE_EACH, SEKI_SHARED_EYES,
-                            SEKI_SHARED_EYES_BLACK, SEKI_SHARED_EYES_WHITE, board_from_ascii)
+from tests.conftest import (
+    SEKI_INNER_BLACK,
+    SEKI_INNER_WHITE,
+    SEKI_NO_EYES,
+    SEKI_ONE_EYE_EACH,
+    SEKI_SHARED_EYES,
+    SEKI_SHARED_EYES_BLACK,
+    SEKI_SHARED_EYES_WHITE,
+    board_from_ascii,
+)
 
 
 def test_random_game_is_legal_and_never_fills_own_eyes(rng: random.Random) -> None:

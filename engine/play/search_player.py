@@ -372,7 +372,8 @@ def from_config(config: EngineConfig) -> SearchPicker:
         policy = PolicyRollouts.load(rollout_path)
     return SearchPicker(evaluator, search, rng=np.random.default_rng(search_seed),
                            playout_rng=random.Random(int(playout_seed.generate_state(1)[0])), play=config.play,
-                           resign_by_size=resign_by_size, ownership_by_size=ownership_by_size, rollout=policy if search.rollout_mix > 0 else None,
+                           resign_by_size=resign_by_size, ownership_by_size=ownership_by_size,
+                           rollout=policy if search.rollout_mix > 0 else None,
                            judging_rollouts=lambda: policy or PolicyRollouts.load(rollout_path))
 
 

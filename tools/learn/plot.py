@@ -13,8 +13,8 @@ teacher's top move and the value MSE, on the batches trained and on each chunk's
 where its metrics predate ``cpu_s``) (default RUNDIR/loss.png). With ``--match CHUNK:DIR...`` (`tabula match --out`
 directories whose first engine played the run's student after chunk CHUNK, e.g. its RUNDIR/snapshots file; or
 ``CHUNK:DIR:NAME``, the engine NAME of DIR, so that one `tabula match --gauntlet` of every snapshot against one
-anchor draws the whole curve): a fourth panel, the strength curve, each match's score (95% Wilson interval) at that chunk's hours, one line per
-opponent and board size.
+anchor draws the whole curve): a fourth panel, the strength curve, each match's score (95% Wilson interval) at that
+chunk's hours, one line per opponent and board size.
 """
 from __future__ import annotations
 
