@@ -222,6 +222,18 @@ ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
 CALIBRATED = -1.0
 
 
+def parse_share(text: str) -> float:
+    """A share in [0, 1] written as text (``ownership_network`` in a network's metadata, ``tabula export
+    --ownership-network``); ValueError for anything else, NaN included."""
+    try:
+        share = float(text)
+    except ValueError:
+        share = float("nan")
+    if not 0.0 <= share <= 1.0:  # NaN fails this too
+        raise ValueError(f"{text!r} is not a number in [0, 1]")
+    return share
+
+
 @dataclass(frozen=True)
 class ResignThresholds:
     """A network's calibrated resignation winrates (``tabula resign`` measures them; ``tabula export

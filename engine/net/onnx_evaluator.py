@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from tabula.engine.config import ON_GPU, NetConfig, ResignThresholds
+from tabula.engine.config import ON_GPU, NetConfig, ResignThresholds, parse_share
 from tabula.engine.net.comparison import GPU_TOLERANCE, outputs_difference
 from tabula.engine.net.encodings import encoding_named
 from tabula.engine.net.evaluation import (
@@ -540,13 +540,10 @@ def _metadata_ownership_share(metadata: dict[str, str], path: object) -> float |
     if text is None:
         return None
     try:
-        share = float(text)
+        return parse_share(text)
     except ValueError:
-        share = float("nan")
-    if not 0.0 <= share <= 1.0:  # NaN fails this too
         print(f"tabula: {path}: its ownership_network {text!r} is ignored: not a number in [0, 1]", file=sys.stderr)
         return None
-    return share
 
 
 def _unturned_points(values: np.ndarray, symmetry: int | np.ndarray) -> np.ndarray:

@@ -351,15 +351,14 @@ def from_config(config: EngineConfig) -> SearchPicker:
                                         provider=net.provider, precision=net.precision, max_batch=net.max_batch,
                                         batch_hint=config.search.batch_size, cache_dir=net.cache_dir or None)
     search = config.search.for_network(on_gpu=any(network.on_gpu for network in networks))
+    # the settings measured for each size's network, where the configuration leaves them to it
     resign_by_size: dict[int, ResignThresholds] = {}
-    if config.play.resign_winrate == CALIBRATED:
-        for network in reversed(networks):  # the first network that plays a size is the one that plays it
-            for size in network.board_sizes:
-                resign_by_size[size] = network.resign_thresholds or ResignThresholds()
     ownership_by_size: dict[int, float] = {}
-    if config.play.ownership_network == CALIBRATED:
-        for network in reversed(networks):
-            for size in network.board_sizes:
+    for network in reversed(networks):  # the first network that plays a size is the one that plays it
+        for size in network.board_sizes:
+            if config.play.resign_winrate == CALIBRATED:
+                resign_by_size[size] = network.resign_thresholds or ResignThresholds()
+            if config.play.ownership_network == CALIBRATED:
                 ownership_by_size[size] = network.ownership_share or 0.0
     from tabula.engine.rollout.rollout import PolicyRollouts
 

@@ -537,14 +537,13 @@ def _komi_terms(args: argparse.Namespace) -> bool:
 
 
 def _share(text: str) -> float:
-    """--ownership-network's value: a number in [0, 1]; an argparse error otherwise."""
+    """--ownership-network's value (engine.config.parse_share); an argparse error when it is not a share."""
+    from tabula.engine.config import parse_share
+
     try:
-        share = float(text)
-    except ValueError:
-        share = float("nan")
-    if not 0.0 <= share <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number in [0, 1]")
-    return share
+        return parse_share(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _measured_metadata(args: argparse.Namespace) -> dict[str, str]:
