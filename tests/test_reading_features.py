@@ -216,6 +216,20 @@ def test_the_planes_of_a_turned_game_are_its_planes_turned(symmetry):
             assert np.array_equal(batch[1], transform_planes(rf.encode(a), symmetry))
 
 
+def test_a_batch_of_different_games_is_each_position_alone():
+    """The batch is computed at once, its grids end to end and its strings numbered across them: positions of games
+    under the four rulesets, either colour to move, kos and captures, shuffled into one batch, give each position's
+    own planes."""
+    for size in (5, 9, 13):
+        states = [state for seed in range(4) for state in
+                  random_games(size, parse_rules(RULESETS[seed], 7.5), 70 + seed, size)]
+        random.Random(size).shuffle(states)
+        batch = rf.encode_batch(states)
+        assert len(states) > 20 and batch[:, rf.PLANES.index("capture_1")].any()
+        for state, planes in zip(states, batch):
+            assert np.array_equal(planes, reference(state)), state.moves[-3:]
+
+
 def test_the_batch_refuses_mixed_sizes_and_no_positions():
     with pytest.raises(ValueError):
         rf.encode_batch([GameState(9), GameState(13)])

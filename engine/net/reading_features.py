@@ -45,13 +45,14 @@ siblings).
 """
 from __future__ import annotations
 
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
 
 from tabula.engine.net import katago_features
 from tabula.engine.net.features import transform_planes
-from tabula.engine.rules.board import NO_POINT, Board, Geometry, IllegalMoveError
+from tabula.engine.rules.board import NO_POINT, Board, Geometry, IllegalMoveError, own_eye_masks
 from tabula.engine.rules.coords import EMPTY
 from tabula.engine.rules.game import SIMPLE_KO, GameState
 
@@ -121,8 +122,8 @@ def _layout(geometry: Geometry) -> _Layout:
 def encode(state: GameState) -> np.ndarray:
     """uint8 [11, N, N], 0 or 1: the planes of ``PLANES`` for the side to move."""
     size = state.size
-    planes = np.zeros((NUM_PLANES, size * size), dtype=np.uint8)
-    _fill(state, planes)
+    planes = np.zeros((1, NUM_PLANES, size * size), dtype=np.uint8)
+    _fill([state], planes)
     return planes.reshape(NUM_PLANES, size, size)
 
 
@@ -132,11 +133,11 @@ def encode_batch(states: Sequence[GameState], symmetries: np.ndarray | None = No
     if not states:
         raise ValueError("encode_batch needs at least one position")
     size = states[0].size
-    out = np.zeros((len(states), NUM_PLANES, size * size), dtype=np.uint8)
-    for i, state in enumerate(states):
+    for state in states:
         if state.size != size:
             raise ValueError(f"positions of sizes {size} and {state.size} in one batch")
-        _fill(state, out[i])
+    out = np.zeros((len(states), NUM_PLANES, size * size), dtype=np.uint8)
+    _fill(states, out)
     planes = out.reshape(len(states), NUM_PLANES, size, size).astype(np.float32)
     if symmetries is not None:
         planes = transform_planes(planes, np.asarray(symmetries))
@@ -151,32 +152,48 @@ def clear_caches() -> None:
 # -- the planes ----------------------------------------------------------------------------------------------------
 
 
-def _fill(state: GameState, planes: np.ndarray) -> None:
-    """Fill ``planes`` (uint8 [11, N*N], zeros) for ``state``."""
-    board = state.board
-    geometry = board.geometry
+def _fill(states: Sequence[GameState], planes: np.ndarray) -> None:
+    """Fill ``planes`` (uint8 [B, 11, N*N], zeros) for ``states`` (one size), all positions at once.
+
+    The batch's padded grids sit end to end in one array (points numbered ``board * padded_len + point``) and its
+    strings are numbered across the batch, so that every numpy call below covers the whole batch: a search's leaf
+    batch pays for about 60 small calls once, not once a position. A point's neighbours never leave its own grid
+    (the border surrounds every grid). Only the bit rows of strings use the point within its grid."""
+    count_boards = len(states)
+    boards = [state.board for state in states]
+    geometry = boards[0].geometry
     layout = _layout(geometry)
     length = layout.padded_len
     width = layout.width
-    pla = state.to_move
+    pla_of = np.fromiter((state.to_move for state in states), dtype=np.int8, count=count_boards)
+    base = np.arange(count_boards, dtype=np.int64) * length  # each grid's first point in the joined array
+    pla = np.repeat(pla_of, length)
     opp = 3 - pla
 
-    colors = np.frombuffer(board.color, dtype=np.int8)
+    colors = np.frombuffer(b"".join([board.color for board in boards]), dtype=np.int8)
     empty = colors == EMPTY  # the border is never empty
-    moves = np.flatnonzero(empty)  # padded points of the empty points
+    moves = np.flatnonzero(empty)  # joined points of the empty points
     if len(moves) == 0:
         return
-    move_flat = layout.flat[moves]
+    board_of = moves // length
+    local = moves - base[board_of]  # the same points within their own grid
+    move_flat = layout.flat[local]
 
-    # Strings, numbered as Board.liberties (keyed by their roots) lists them; number ``count`` stands for "none".
-    strings = board.liberties
-    count = len(strings)
-    heads = np.fromiter(strings.keys(), dtype=np.int64, count=count)
+    # Strings, numbered board by board as each Board.liberties (keyed by its roots) lists them; number ``count``
+    # stands for "none".
+    sizes = [len(board.liberties) for board in boards]
+    count = sum(sizes)
+    first = np.repeat(base, sizes)
+    heads = np.fromiter(chain.from_iterable(board.liberties for board in boards), dtype=np.int64,
+                        count=count) + first
     liberties = np.zeros(count + 1, dtype=np.int64)
-    liberties[:count] = np.fromiter(map(len, strings.values()), dtype=np.int64, count=count)
-    number = np.full(length, count, dtype=np.int64)
+    liberties[:count] = np.fromiter(map(len, chain.from_iterable(board.liberties.values() for board in boards)),
+                                    dtype=np.int64, count=count)
+    number = np.full(count_boards * length, count, dtype=np.int64)
     number[heads] = np.arange(count)
-    string_of = number[np.fromiter(board.root, dtype=np.int64, count=length)]  # root NO_POINT: on the border
+    roots = np.fromiter(chain.from_iterable(board.root for board in boards), dtype=np.int64,
+                        count=count_boards * length) + np.repeat(base, length)
+    string_of = number[roots]  # root NO_POINT: the grid's border point 0, never a string's root
 
     # A move beside neither an own stone nor an opponent string in atari makes a lone stone whose liberties are its
     # empty neighbours. Neighbour counts of the whole padded grid by shifting it (as legal_masks does).
@@ -190,14 +207,16 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
     around = moves[hard, None] + layout.offsets[None, :]
     around_color = colors[around]
     around_string = string_of[around]
-    is_own = around_color == pla
+    is_own = around_color == pla[moves[hard], None]
     own = np.where(is_own, around_string, count)
     if len(hard):
-        taken = np.where((around_color == opp) & (liberties[around_string] == 1), around_string, count)
-        # One row of stones and one of stones and their neighbours (the dilation) per string, and an empty last row.
+        taken = np.where((around_color == opp[moves[hard], None]) & (liberties[around_string] == 1),
+                         around_string, count)
+        # One row of stones and one of stones and their neighbours (the dilation) per string, over its own grid's
+        # points, and an empty last row.
         stones = np.flatnonzero(string_of < count)
         member = np.zeros((count + 1, length), dtype=bool)
-        member[string_of[stones], stones] = True
+        member[string_of[stones], stones % length] = True
         grown = member.copy()
         grown[:, 1:] |= member[:, :-1]
         grown[:, :-1] |= member[:, 1:]
@@ -209,72 +228,79 @@ def _fill(state: GameState, planes: np.ndarray) -> None:
         captured = _any_of(member_bits[taken])
         # The new string's liberties: empty points (the captured stones among them) next to the move or to a string
         # it joins; a joined string's dilation holds the move itself, counted out again.
-        reach = joined | layout.neighbor_bits[moves[hard]]
+        reach = joined | layout.neighbor_bits[local[hard]]
+        empty_bits = np.packbits(empty.reshape(count_boards, length), axis=1)[board_of[hard]]
         joins[hard] = is_own.any(axis=1)
-        after[hard] = np.bitwise_count(reach & (np.packbits(empty) | captured)).sum(axis=1, dtype=np.int64) \
-            - joins[hard]
+        after[hard] = np.bitwise_count(reach & (empty_bits | captured)).sum(axis=1, dtype=np.int64) - joins[hard]
         group[hard] = 1 + np.bitwise_count(joined_stones).sum(axis=1, dtype=np.int64)
         capture[hard] = np.bitwise_count(captured).sum(axis=1, dtype=np.int64)
 
-    keep = _legal(state, moves, move_flat, after, joins)
+    keep = _legal(states, moves, board_of, move_flat, after, joins)
     if not keep.any():
         return
-    legal = np.zeros(geometry.size * geometry.size, dtype=bool)
-    legal[move_flat[keep]] = True
-    # Planes 0-8 in one lookup (_CLASS_PLANES) of each move's class: its liberties after, the stones left in atari
-    # and the stones captured, bucketed; class 0 for the moves that are not legal (no planes).
-    classes = np.where(keep, (np.minimum(after, 4) + 1) * 16 + np.minimum(group, 3) * 4 + np.minimum(capture, 3), 0)
-    planes[:CAPTURE + 3, move_flat] = _CLASS_PLANES[classes].T
+    area = geometry.size * geometry.size
+    legal = np.zeros((count_boards, area), dtype=bool)
+    legal[board_of[keep], move_flat[keep]] = True
+    # Planes 0-8 in one lookup (_CLASS_PLANES) of each legal move's class: its liberties after, the stones left in
+    # atari and the stones captured, bucketed.
+    classes = (np.minimum(after, 4) + 1) * 16 + np.minimum(group, 3) * 4 + np.minimum(capture, 3)
+    planes[board_of[keep], :CAPTURE + 3, move_flat[keep]] = _CLASS_PLANES[classes[keep]]
 
     # Ladder escapes: moves that extend an own string in atari.
-    in_atari = np.flatnonzero((colors[heads] == pla) & (liberties[:count] == 1))
+    in_atari = np.flatnonzero((colors[heads] == pla[heads]) & (liberties[:count] == 1))
     if len(in_atari):
         extends = np.isin(own, in_atari).any(axis=1)
         targets = hard[extends]
         targets = targets[keep[targets]]
         sure = targets[after[targets] >= 3]
-        planes[LADDER_ESCAPE, move_flat[sure]] = 1
+        planes[board_of[sure], LADDER_ESCAPE, move_flat[sure]] = 1
         read = targets[after[targets] == 2]
-        if len(read):
-            escapes = _ladder_escapes(board, pla, moves[read].tolist())
+        for index in np.unique(board_of[read]).tolist():
+            mine = read[board_of[read] == index]
+            escapes = _ladder_escapes(boards[index], int(pla_of[index]), local[mine].tolist())
             if escapes:
-                planes[LADDER_ESCAPE, layout.flat[np.fromiter(escapes, dtype=np.int64)]] = 1
+                planes[index, LADDER_ESCAPE, layout.flat[np.fromiter(escapes, dtype=np.int64)]] = 1
 
-    planes[OWN_EYE] = board.own_eye_mask(pla) & legal
+    planes[:, OWN_EYE] = own_eye_masks(boards, pla_of.tolist()) & legal
 
 
-def _legal(state: GameState, moves: np.ndarray, move_flat: np.ndarray, after: np.ndarray, joins: np.ndarray) \
-        -> np.ndarray:
-    """bool [moves]: ``GameState.legal_mask`` at the empty ``moves`` (padded; ``move_flat`` the same as flat points),
-    from what the planes compute anyway: the string a move makes keeps ``after`` liberties, captures counted (none: a
-    suicide, legal where the rules allow it and the move ``joins`` own stones); the ko point is the colour it binds'
-    to refuse; superko bans come from katago_features (computed once per position, with the V7 features' and the
-    search's table key's)."""
-    board = state.board
-    rules = state.rules
-    pla = state.to_move
+def _legal(states: Sequence[GameState], moves: np.ndarray, board_of: np.ndarray, move_flat: np.ndarray,
+           after: np.ndarray, joins: np.ndarray) -> np.ndarray:
+    """bool [moves]: ``GameState.legal_mask`` at the empty ``moves`` (joined points of the batch's grids; ``board_of``
+    the position each is in, ``move_flat`` its flat point), from what the planes compute anyway: the string a move
+    makes keeps ``after`` liberties, captures counted (none: a suicide, legal where the rules allow it and the move
+    ``joins`` own stones); the ko point is the colour it binds' to refuse; superko bans come from katago_features
+    (computed once per position, with the V7 features' and the search's table key's)."""
     keep = after > 0
-    if rules.suicide:
-        keep |= joins
-    ko = board.ko
-    if ko != NO_POINT and board.ko_color == pla:
-        keep &= moves != ko
-    if rules.superko != SIMPLE_KO:
-        banned = list(katago_features._bans(state, ko))
-        if ko != NO_POINT and board.ko_color != pla and len(state.seen) > 1:
-            # The bans leave the ko point to the ko rule, which binds the other colour here.
-            try:
-                new_hash, _ = board.try_play(ko, pla, rules.suicide)
-            except IllegalMoveError:
-                pass
-            else:
-                if state._superko_key(new_hash, 3 - pla) in state.seen:
-                    banned.append(board.geometry.flat[ko])
+    suicide = np.fromiter((state.rules.suicide for state in states), dtype=bool, count=len(states))
+    if suicide.any():
+        keep |= joins & suicide[board_of]
+    size = states[0].size
+    ban = None
+    for index, state in enumerate(states):
+        board = state.board
+        pla = state.to_move
+        ko = board.ko
+        banned = []
+        if ko != NO_POINT and board.ko_color == pla:
+            banned.append(board.geometry.flat[ko])
+        if state.rules.superko != SIMPLE_KO:
+            banned += katago_features._bans(state, ko)
+            if ko != NO_POINT and board.ko_color != pla and len(state.seen) > 1:
+                # The bans leave the ko point to the ko rule, which binds the other colour here.
+                try:
+                    new_hash, _ = board.try_play(ko, pla, state.rules.suicide)
+                except IllegalMoveError:
+                    pass
+                else:
+                    if state._superko_key(new_hash, 3 - pla) in state.seen:
+                        banned.append(board.geometry.flat[ko])
         if banned:
-            size = board.geometry.size
-            ban = np.zeros(size * size, dtype=bool)
-            ban[banned] = True
-            keep &= ~ban[move_flat]
+            if ban is None:
+                ban = np.zeros((len(states), size * size), dtype=bool)
+            ban[index, banned] = True
+    if ban is not None:
+        keep &= ~ban[board_of, move_flat]
     return keep
 
 
