@@ -33,9 +33,11 @@ own ladder search) and the strings a ladder takes now and one and two moves ago 
 in atari a ladder takes (feature 14), not which move saves one: plane 9 adds that, with the same search
 (``katago_features``' ladder reading, attacker first, on the position after the extension).
 
-Cost: one pass over the strings (``Board.root``) labels them; their stones and their dilations become bit rows
-(``np.packbits``, a row per string), so that for every empty point at once the string it would make is an OR of at
-most four rows and its liberties a popcount, with the captured stones counted back in; legality follows from those
+Cost: a batch of positions is computed at once (``encode_batch``; numpy's per-call overhead, not the arithmetic, is
+what a small board's planes cost, so a search's leaf batch pays for it once). One pass over the strings
+(``Board.root``) labels them; their stones and their dilations become bit rows (``np.packbits``, a row per string),
+so that for every empty point at once the string it would make is an OR of at most four rows and its liberties a
+popcount, with the captured stones counted back in; legality follows from those
 counts (none: a suicide), the ko point and katago_features' superko bans (computed once per position for the V7
 features, the search's table key and these planes). Python runs only for the ladder-escape reading (own strings in
 atari whose extension has exactly two liberties; most positions have none), and those results are cached by position
