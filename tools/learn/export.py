@@ -7,6 +7,8 @@ networks; quantize ONNX to int8.
     tabula export IN.pt OUT.onnx
     tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms;
         7-bit weights, right on every CPU; --quantize int8-vnni: 8-bit weights, right only where the CPU has VNNI)
+    tabula export --quantize int8 --aware-steps 1200 --calibration-games GLOB IN.onnx IN-int8.onnx   (the trunk first
+        trained to round well: the int8 file keeps more of IN's moves; tools/learn/quantization_aware.py)
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
     tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
@@ -133,13 +135,13 @@ def positions(size: int, count: int, seed: int, games: str = "", source: str = "
     return random_positions(size, count, seed, moves.stop if moves else None, moves.start if moves else 0)
 
 
-def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "",
-                       encoding: str = INPUT_ENCODING) -> np.ndarray:
-    """float32 [count, C, N, N] of ``positions`` under the network's input ``encoding``: from the real games of
-    ``games`` on 19×19 where there are any, otherwise random games. Where the encoding reads the komi (a komi
-    plane, or katago-v7's and tabula-v2's komi among their globals), each position's komi is drawn, in half points
-    from -20 to 20 (the ends always among them), so that the int8 layers that read it cover that range, to about
-    0.16 points: calibrated at the games' one komi, they clip any komi beyond it to that komi's value."""
+def calibration_states(size: int, count: int, seed: int, source: str = "auto", games: str = "",
+                       encoding: str = INPUT_ENCODING) -> list[GameState]:
+    """``positions`` for calibrating a network of input ``encoding``: from the real games of ``games`` on 19×19
+    where there are any, otherwise random games. Where the encoding reads the komi (a komi plane, or katago-v7's and
+    tabula-v2's komi among their globals), each position's komi is drawn, in half points from -20 to 20 (the ends
+    always among them), so that the int8 layers that read it cover that range, to about 0.16 points: calibrated at
+    the games' one komi, they clip any komi beyond it to that komi's value."""
     from tabula.engine.net.encodings import encoding_named
     from tabula.engine.net.features import KOMI_SCALE
 
@@ -154,10 +156,15 @@ def calibration_planes(size: int, count: int, seed: int, source: str = "auto", g
         komi[:len(ends)] = ends
         for state, value in zip(states, komi):
             state.rules = Rules(komi=float(value), superko=state.rules.superko)
-    return chosen.encode_batch(states, None)
+    return states
 
 
-# -- quantization ------------------------------------------------------------------------------------------------
+def calibration_planes(size: int, count: int, seed: int, source: str = "auto", games: str = "",
+                       encoding: str = INPUT_ENCODING) -> np.ndarray:
+    """float32 [count, C, N, N]: ``calibration_states`` under the network's input ``encoding``."""
+    from tabula.engine.net.encodings import encoding_named
+
+    return encoding_named(encoding).encode_batch(calibration_states(size, count, seed, source, games, encoding), None)
 
 
 def calibration_size(sizes: list[int]) -> int:
@@ -444,6 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="int8: 7-bit weights, right on every CPU; int8-vnni: 8-bit weights, a little closer to "
                              "fp32 where the CPU has VNNI and wrong where it has not (the engine then runs the fp32 "
                              "file beside it)")
+    parser.add_argument("--aware-steps", type=int, default=0, metavar="N",
+                        help="with --quantize int8 of a pooled Tabula network: first train a copy of its trunk N "
+                             "steps to give its outputs with int8's rounding (quantization-aware; 1200 is the "
+                             "shipped files'); the fp32 file stays as it is")
+    parser.add_argument("--aware-positions", type=int, default=4000, metavar="M",
+                        help="with --aware-steps: the positions it trains on (drawn as --calibration's are)")
     parser.add_argument("--fp32-blocks", type=int, default=0, metavar="N",
                         help="with --quantize: the trunk's last N residual blocks stay fp32 (closer to the fp32 "
                              "file, and slower: one block cost the 6x64 student about 30%% of its playouts a "
@@ -815,10 +828,28 @@ def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
 def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
     metadata = _metadata(source)
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
+    encoding = metadata.get("input_encoding", INPUT_ENCODING)
     calibration = {size: calibration_planes(size, args.calibration, args.seed + 1, args.calibration_source,
-                                            args.calibration_games, metadata.get("input_encoding", INPUT_ENCODING))}
-    quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any",
-                  fp32_blocks=args.fp32_blocks)
+                                            args.calibration_games, encoding)}
+    if not args.aware_steps:
+        quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any",
+                      fp32_blocks=args.fp32_blocks)
+        return
+    from tabula.tools.learn.quantization_aware import AwareConfig, quantize_aware
+
+    if args.quantize != "int8" or args.fp32_blocks:
+        raise SystemExit("tabula export: --aware-steps trains the trunk for --quantize int8 (7-bit weights, every "
+                         "block int8)")
+    # at the records' own komi (calibration_states draws komi from -20 to 20, which the ranges need to cover but
+    # which spends the fine-tune on komi no game is played at: it kept fewer moves, docs/BENCHMARKS.md)
+    states = positions(size, args.aware_positions, args.seed + 2, args.calibration_games, args.calibration_source)
+    try:
+        losses = quantize_aware(source, out, states, AwareConfig(steps=args.aware_steps, seed=args.seed), calibration,
+                                log=lambda line: print(line, file=sys.stderr))
+    except (ValueError, KeyError) as error:
+        raise SystemExit(f"tabula export: --aware-steps: {source}: {error}") from None
+    print(f"rounded outputs' loss against the fp32 file's on the {len(states)} positions: {losses['before']:.4f} "
+          f"before, {losses['after']:.4f} after", file=sys.stderr)
 
 
 if __name__ == "__main__":
