@@ -826,6 +826,9 @@ def _sizes(args: argparse.Namespace, spec, source: str = "") -> list[int]:
 
 
 def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
+    if args.aware_steps and (args.quantize != "int8" or args.fp32_blocks):
+        raise SystemExit("tabula export: --aware-steps trains the trunk for --quantize int8 (7-bit weights, every "
+                         "block int8)")
     metadata = _metadata(source)
     size = calibration_size([int(s) for s in metadata.get("board_sizes", "19").split(",")])
     encoding = metadata.get("input_encoding", INPUT_ENCODING)
@@ -837,9 +840,6 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
         return
     from tabula.tools.learn.quantization_aware import AwareConfig, quantize_aware
 
-    if args.quantize != "int8" or args.fp32_blocks:
-        raise SystemExit("tabula export: --aware-steps trains the trunk for --quantize int8 (7-bit weights, every "
-                         "block int8)")
     # at the records' own komi (calibration_states draws komi from -20 to 20, which the ranges need to cover but
     # which spends the fine-tune on komi no game is played at: it kept fewer moves, docs/BENCHMARKS.md)
     states = positions(size, args.aware_positions, args.seed + 2, args.calibration_games, args.calibration_source)

@@ -67,7 +67,7 @@ class SevenBitWeight(nn.Module):
 
 class ActivationRounding:
     """uint8 rounding of a residual block's activations over fixed ranges: recorded while ``recording`` (the
-    calibration pass, ``values`` activations a point in all), applied while ``enabled``. Keys: (block, point)."""
+    calibration pass, begun by ``expect``), applied while ``enabled``. Keys: (block, point)."""
 
     def __init__(self) -> None:
         self.recording = False
@@ -126,20 +126,13 @@ class RoundedBlock(nn.Module):
 
 
 def _with_rounding(model: TabulaNet) -> tuple[ActivationRounding, list[SevenBitWeight]]:
-    """Swap ``model``'s residual blocks for rounding ones sharing their weights, and parametrize those blocks'
+    """Swap the blocks of ``model``'s tower for rounding ones sharing their weights, and parametrize those blocks'
     convolution weights; returns the switches."""
-    rounding, weights = ActivationRounding(), []
-    blocks = [(name, module) for name, module in model.named_modules() if isinstance(module, ResidualBlock)]
-    if not blocks:
+    if not len(model.tower):
         raise ValueError("the network has no residual blocks to round")
-    for index, (name, block) in enumerate(blocks):
-        parent_name, _, attribute = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        rounded = RoundedBlock(block, index, rounding)
-        if isinstance(parent, nn.Sequential) or isinstance(parent, nn.ModuleList):
-            parent[int(attribute)] = rounded
-        else:
-            setattr(parent, attribute, rounded)
+    rounding, weights = ActivationRounding(), []
+    for index, block in enumerate(model.tower):
+        model.tower[index] = RoundedBlock(block, index, rounding)
         for conv_bn in (block.first, block.second):
             weight = SevenBitWeight()
             parametrize.register_parametrization(conv_bn.conv, "weight", weight)
@@ -149,18 +142,12 @@ def _with_rounding(model: TabulaNet) -> tuple[ActivationRounding, list[SevenBitW
 
 def _without_rounding(model: TabulaNet) -> None:
     """Undo ``_with_rounding``: plain residual blocks holding the trained (unrounded) weights."""
-    for name, module in list(model.named_modules()):
-        if isinstance(module, RoundedBlock):
-            block = ResidualBlock(module.first.conv.out_channels)
-            for conv_bn in (module.first, module.second):
-                parametrize.remove_parametrizations(conv_bn.conv, "weight", leave_parametrized=False)
-            block.first, block.second = module.first, module.second
-            parent_name, _, attribute = name.rpartition(".")
-            parent = model.get_submodule(parent_name) if parent_name else model
-            if isinstance(parent, (nn.Sequential, nn.ModuleList)):
-                parent[int(attribute)] = block
-            else:
-                setattr(parent, attribute, block)
+    for index, rounded in enumerate(model.tower):
+        block = ResidualBlock(rounded.first.conv.out_channels)
+        for conv_bn in (rounded.first, rounded.second):
+            parametrize.remove_parametrizations(conv_bn.conv, "weight", leave_parametrized=False)
+        block.first, block.second = rounded.first, rounded.second
+        model.tower[index] = block
 
 
 def _loss(outputs: tuple[torch.Tensor, ...], targets: tuple[torch.Tensor, ...], legal: torch.Tensor) -> torch.Tensor:
@@ -220,8 +207,6 @@ def train_rounded(model: TabulaNet, planes: np.ndarray, legal: np.ndarray, confi
         targets = [torch.cat(parts) for parts in zip(*(model(inputs[i: i + 256])
                                                       for i in range(0, len(inputs), 256)))]
     mask = _legal_columns(legal, targets[0].shape[1])
-    if not any(name.startswith("tower.") for name, _ in model.named_parameters()):
-        raise ValueError("the network has no residual tower to train")
 
     def loss_on_all() -> float:
         with torch.no_grad():
