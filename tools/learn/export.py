@@ -453,8 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "file beside it)")
     parser.add_argument("--aware-steps", type=int, default=0, metavar="N",
                         help="with --quantize int8 of a pooled Tabula network: first train a copy of its trunk N "
-                             "steps to give its outputs with int8's rounding (quantization-aware; 1200 is the "
-                             "shipped files'); the fp32 file stays as it is")
+                             "steps to give its outputs with int8's rounding (quantization-aware, e.g. 1200); the fp32 "
+                             "file stays as it is. Nearer the fp32 file's moves is not stronger: match it against "
+                             "the plain int8 file before shipping it")
     parser.add_argument("--aware-positions", type=int, default=4000, metavar="M",
                         help="with --aware-steps: the positions it trains on (drawn as --calibration's are)")
     parser.add_argument("--fp32-blocks", type=int, default=0, metavar="N",

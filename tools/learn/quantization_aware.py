@@ -9,6 +9,8 @@ rounded as the int8 file rounds it: each block's input, its middle ReLU, its sec
 its ReLU to uint8 over ranges calibrated once on the fp32 network, the convolutions' weights to 7 bits per output
 channel (``INT8_FORMATS["any"]``). The copy is then quantized as usual; the fp32 file beside the int8 file stays the
 original, which is what the int8 file is checked against (``engine.net.int8_check``) and what a GPU rebuilds.
+Agreeing with the fp32 file more often does not make a file play better (docs/BENCHMARKS.md, "Quantization-aware
+int8"): a file made here ships only after a match against the plain one.
 
 Layer: tools (reads ONNX through ``engine.net.network``, quantizes through ``tools.learn.export``).
 """
