@@ -109,6 +109,14 @@ def test_record_positions_carry_the_result_from_the_side_to_moves_view(tmp_path)
     assert last.state.moves == again.state.moves  # the same game, the same position drawn
 
 
+def test_labelling_stops_before_the_chunk_needs_the_rest_of_the_time():
+    assert distill.labelling_deadline(100.0, 0, 30.0) == math.inf  # no time limit
+    assert distill.labelling_deadline(100.0, 10, 0.0) == 100.0 + 480  # no chunk trained yet: at 80%
+    # then twice the last chunk's training before the end, late in a run of small chunks as early in a big one's
+    assert distill.labelling_deadline(100.0, 125, 20.0) == 100.0 + 7500 - 40
+    assert distill.labelling_deadline(100.0, 10, 200.0) == 100.0 + 600 - 400
+
+
 def test_self_play_positions_vary_size_komi_and_handicap(tiny_aux_onnx):
     labeller = teacher.Teacher(str(tiny_aux_onnx), threads=1)
     settings = teacher.SelfPlaySettings(sizes=(9, 13), handicap_fraction=0.5, max_handicap=4, keep=0.5,

@@ -14,13 +14,13 @@
 # The call: the device tool's run, command `bash tools/gpu_session.sh`, timeout_s 580, carry [".whl", "runs/teacher"]
 # (then give_back). Inside BUDGET seconds (default 530), each step under its own time limit:
 #   1. nvidia-smi, and the environment line (versions, the GPU, its measured bf16 matmul rate);
-#   2. tabula distill for about 7 minutes (--max-minutes; labelling stops at 80% of it, the chunk then trains, and
-#      the checkpoint and the student's ONNX are written before the step's limit): self-play of the teacher on 9x9,
-#      13x13 and 19x19 (even and handicap games, komi drawn around 7), every position labelled, played and labelled in
-#      one process a core, the teacher on the GPU (--provider auto: the torch backend there), a 6x64 tabula-v2 student
-#      trained on the GPU, 100 steps of 256 a chunk. It STARTS from the kept run, weights/training/distill/ (KEPT)
-#      where that has a checkpoint of the same teacher, with the kept run's training settings, else from today's
-#      network (INIT; --init);
+#   2. tabula distill for about 7 minutes (--max-minutes; the first chunk's labelling stops at 80% of it, the
+#      chunk then trains, and the checkpoint and the student's ONNX are written before the step's limit): self-play
+#      of the teacher on 9x9, 13x13 and 19x19 (even and handicap games, komi drawn around 7), every position
+#      labelled, played and labelled in one process a core, the teacher on the GPU (--provider auto: the torch
+#      backend there), a 6x64 tabula-v2 student trained on the GPU, 100 steps of 256 a chunk. It STARTS from the
+#      kept run, weights/training/distill/ (KEPT) where that has a checkpoint of the same teacher, with the kept
+#      run's training settings, else from today's network (INIT; --init);
 #   3. while time is left: tabula bench net of the teacher (a KataGo network's positions/s on the GPU), then bench
 #      net and bench search of the student just trained (a tabula-v2 network's throughput and playouts/s on the
 #      GPU, its features computed in Python).

@@ -769,6 +769,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
     def out_of_time() -> bool:
         return (config.max_minutes > 0 and time.time() - started >= 60 * config.max_minutes) or stopped()
 
+    step_seconds = 0.0  # the last trained chunk's seconds a step (0: no chunk has trained in this process)
+
     record: dict = {}
     reason = "done"
     records_out = False
@@ -782,8 +784,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                     reason = "out of time"
                     break
                 label_started = time.time()
-                # labelling stops at 80% of the time limit, so that the chunk still trains
-                deadline = started + 48 * config.max_minutes if config.max_minutes > 0 else math.inf
+                deadline = labelling_deadline(started, config.max_minutes, step_seconds * config.steps_per_chunk)
                 discard_chunk(label_dir, chunk)  # a chunk begun by a killed run: none of its files stay
                 if config.labels_from:
                     labelled = taken_chunk(chunk, config.labels_from, label_dir, config.student_encoding)
@@ -844,6 +845,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                     sums[name] = sums.get(name, 0.0) + part.item()
             trained = step - first_step
             train_seconds = time.time() - train_started
+            if trained:
+                step_seconds = train_seconds / trained
             record = {"chunk": chunk, "step": step, "window": window.size,
                       "elapsed_s": round(elapsed_before + time.time() - started, 1),
                       **{k: round(v / max(trained, 1), 5) for k, v in sums.items()},
@@ -1044,6 +1047,18 @@ def taken_chunk(chunk: int, source: str, directory: str, encoding: str) -> dict:
         by_size[str(size)] = by_size.get(str(size), 0) + count
         paths.append(target)
     return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths}
+
+
+def labelling_deadline(started: float, max_minutes: float, chunk_seconds: float) -> float:
+    """When a chunk's self-play stops (``time.time()``), so that the chunk still trains within a run's time limit
+    (``max_minutes`` from ``started``; 0: none): twice the last chunk's training time (``chunk_seconds``) before the
+    end, or at 80% of the limit where no chunk has trained yet (0). A fixed 80% would leave the last fifth of a CPU
+    run's small chunks to the records alone."""
+    if max_minutes <= 0:
+        return math.inf
+    if chunk_seconds <= 0:
+        return started + 48 * max_minutes
+    return started + 60 * max_minutes - 2 * chunk_seconds
 
 
 def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillConfig,
