@@ -8,7 +8,7 @@ networks; quantize ONNX to int8.
     tabula export --quantize int8 IN.onnx OUT.onnx      (or add --quantize int8 to any of the ONNX-writing forms;
         7-bit weights, right on every CPU; --quantize int8-vnni: 8-bit weights, right only where the CPU has VNNI)
     tabula export --quantize int8 --aware-steps 1200 --calibration-games GLOB IN.onnx IN-int8.onnx   (the trunk first
-        trained to round well: the int8 file keeps more of IN's moves; tools/learn/quantization_aware.py)
+        trained to round well: the int8 file keeps more of IN's moves, which need not play better; match it first)
     tabula export --add-small-board-value IN.onnx|IN.pt OUT.onnx   (a pooled net with a zero small-board value term)
     tabula export --add-komi-input IN.onnx|IN.pt OUT.onnx [--checkpoint-out OUT.pt]   (a pooled Go net that sees
         the komi: leelaz-18+komi, its new weights zero; the same outputs at --komi-reference until trained)
@@ -165,6 +165,9 @@ def calibration_planes(size: int, count: int, seed: int, source: str = "auto", g
     from tabula.engine.net.encodings import encoding_named
 
     return encoding_named(encoding).encode_batch(calibration_states(size, count, seed, source, games, encoding), None)
+
+
+# -- quantization ------------------------------------------------------------------------------------------------
 
 
 def calibration_size(sizes: list[int]) -> int:
@@ -415,6 +418,43 @@ def quantize_int8(source: str, target: str, calibration: dict[int, np.ndarray],
                               + f"; int8 static quantization of the trunk (QDQ, per channel, {form})")
     set_metadata(proto, metadata)
     onnx.save(proto, target)
+
+
+def quantize_int8_aware(source: str, target: str, states: list[GameState], config, calibration: dict[int, np.ndarray],
+                        log=None) -> dict[str, float]:
+    """Write ``target``, an int8 file of the fp32 network ``source`` (a pooled Tabula network), its trunk first
+    trained on ``states`` (GameStates of one board size) to round well (``quantization_aware.train_rounded`` with
+    ``config``, an ``AwareConfig``), then quantized as ``quantize_int8`` does, calibrated on ``calibration`` (one
+    board size: its planes), which also places the simulated rounding's ranges. The file's metadata is ``source``'s
+    (its thresholds, its architecture: the fp32 file it is checked against is ``source``), with the int8 fields and
+    the fine-tune in its provenance. Returns ``train_rounded``'s losses."""
+    import onnx
+
+    from tabula.engine.net.encodings import encoding_named
+    from tabula.engine.net.network import export_onnx, load_onnx, set_metadata
+    from tabula.engine.rules.interface import batch_legal_masks
+    from tabula.tools.learn.quantization_aware import train_rounded
+
+    model = load_onnx(source)
+    planes = encoding_named(model.spec.encoding.name).encode_batch(states, None)
+    ((_, ranges_planes),) = calibration.items()
+    losses = train_rounded(model, planes, batch_legal_masks(states), config, ranges_planes, log)
+    metadata = _metadata(source)
+    with tempfile.TemporaryDirectory() as scratch:
+        tuned = os.path.join(scratch, "tuned.onnx")
+        sizes = [int(s) for s in metadata["board_sizes"].split(",")] if metadata.get("board_sizes") else None
+        export_onnx(model, tuned, metadata.get("provenance", ""), sizes)
+        quantize_int8(tuned, target, calibration)
+    quantized = _metadata(target)
+    metadata.update(precision=quantized["precision"], int8_kernels=quantized["int8_kernels"])
+    metadata["provenance"] = (metadata.get("provenance", "")
+                              + f"; int8 of its trunk after a quantization-aware fine-tune ({config.steps} steps "
+                              + f"of {config.batch} on {len(states)} positions), "
+                              + quantized["provenance"].rsplit("; ", 1)[-1])
+    proto = onnx.load(target)
+    set_metadata(proto, metadata)
+    onnx.save(proto, target)
+    return losses
 
 
 # -- the command -----------------------------------------------------------------------------------------------------
@@ -839,14 +879,14 @@ def _write_quantized(source: str, out: str, args: argparse.Namespace) -> None:
         quantize_int8(source, out, calibration, kernels="vnni" if args.quantize == "int8-vnni" else "any",
                       fp32_blocks=args.fp32_blocks)
         return
-    from tabula.tools.learn.quantization_aware import AwareConfig, quantize_aware
+    from tabula.tools.learn.quantization_aware import AwareConfig
 
     # at the records' own komi (calibration_states draws komi from -20 to 20, which the ranges need to cover but
     # which spends the fine-tune on komi no game is played at: it kept fewer moves, docs/BENCHMARKS.md)
     states = positions(size, args.aware_positions, args.seed + 2, args.calibration_games, args.calibration_source)
     try:
-        losses = quantize_aware(source, out, states, AwareConfig(steps=args.aware_steps, seed=args.seed), calibration,
-                                log=lambda line: print(line, file=sys.stderr))
+        losses = quantize_int8_aware(source, out, states, AwareConfig(steps=args.aware_steps, seed=args.seed),
+                                     calibration, log=lambda line: print(line, file=sys.stderr))
     except (ValueError, KeyError) as error:
         raise SystemExit(f"tabula export: --aware-steps: {source}: {error}") from None
     print(f"rounded outputs' loss against the fp32 file's on the {len(states)} positions: {losses['before']:.4f} "

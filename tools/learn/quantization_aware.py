@@ -7,19 +7,18 @@ one in fp32 or rescaling it does not help (docs/BENCHMARKS.md, "int8 of the tabu
 network's residual blocks learns, for a few hundred steps, to give the fp32 file's outputs with its forward pass
 rounded as the int8 file rounds it: each block's input, its middle ReLU, its second convolution and the sum after
 its ReLU to uint8 over ranges calibrated once on the fp32 network, the convolutions' weights to 7 bits per output
-channel (``INT8_FORMATS["any"]``). The copy is then quantized as usual; the fp32 file beside the int8 file stays the
-original, which is what the int8 file is checked against (``engine.net.int8_check``) and what a GPU rebuilds.
+channel (``INT8_FORMATS["any"]``). The copy is then quantized as usual (``tools.learn.export.quantize_int8_aware``);
+the fp32 file beside the int8 file stays the original, which is what the int8 file is checked against
+(``engine.net.int8_check``) and what a GPU rebuilds.
 Agreeing with the fp32 file more often does not make a file play better (docs/BENCHMARKS.md, "Quantization-aware
 int8"): a file made here ships only after a match against the plain one.
 
-Layer: tools (reads ONNX through ``engine.net.network``, quantizes through ``tools.learn.export``).
+Layer: tools (trains ``engine.net.network``'s TabulaNet; ``tools.learn.export`` writes the file).
 """
 from __future__ import annotations
 
 import contextlib
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
-from tabula.engine.net.network import ResidualBlock, TabulaNet, export_onnx, load_onnx, set_metadata
+from tabula.engine.net.network import ResidualBlock, TabulaNet
 
 WEIGHT_LEVELS = 64  # 7-bit symmetric weights: round(w / s) in [-64, 64], s = max |w| of the output channel / 64
 ACTIVATION_LEVELS = 255  # uint8 activations, asymmetric over the calibrated range
@@ -243,40 +242,4 @@ def train_rounded(model: TabulaNet, planes: np.ndarray, legal: np.ndarray, confi
     return {"before": before, "after": after}
 
 
-def quantize_aware(source: str, target: str, states, config: AwareConfig, calibration: dict[int, np.ndarray],
-                   log=None) -> dict[str, float]:
-    """Write ``target``, an int8 file of the fp32 network ``source`` (a pooled Tabula network), its trunk first
-    trained on ``states`` (GameStates of one board size) to round well (``train_rounded``), then quantized as
-    ``quantize_int8`` does, calibrated on ``calibration`` (one board size: its planes), which also places the
-    simulated rounding's ranges. The file's metadata is ``source``'s (its thresholds,
-    its architecture: the fp32 file it is checked against is ``source``), with the int8 fields and the fine-tune in
-    its provenance. Returns ``train_rounded``'s losses."""
-    import onnx
-
-    from tabula.engine.net.encodings import encoding_named
-    from tabula.engine.rules.interface import batch_legal_masks
-    from tabula.tools.learn.export import _metadata, quantize_int8
-
-    model = load_onnx(source)
-    planes = encoding_named(model.spec.encoding.name).encode_batch(states, None)
-    ((_, ranges_planes),) = calibration.items()
-    losses = train_rounded(model, planes, batch_legal_masks(states), config, ranges_planes, log)
-    metadata = _metadata(source)
-    with tempfile.TemporaryDirectory() as scratch:
-        tuned = os.path.join(scratch, "tuned.onnx")
-        sizes = [int(s) for s in metadata["board_sizes"].split(",")] if metadata.get("board_sizes") else None
-        export_onnx(model, tuned, metadata.get("provenance", ""), sizes)
-        quantize_int8(tuned, target, calibration)
-    quantized = _metadata(target)
-    metadata.update(precision=quantized["precision"], int8_kernels=quantized["int8_kernels"])
-    metadata["provenance"] = (metadata.get("provenance", "")
-                              + f"; int8 of its trunk after a quantization-aware fine-tune ({config.steps} steps "
-                              + f"of {config.batch} on {len(states)} positions), "
-                              + quantized["provenance"].rsplit("; ", 1)[-1])
-    proto = onnx.load(target)
-    set_metadata(proto, metadata)
-    onnx.save(proto, target)
-    return losses
-
-
-__all__ = ["AwareConfig", "quantize_aware", "simulated_int8", "train_rounded"]
+__all__ = ["AwareConfig", "simulated_int8", "train_rounded"]
