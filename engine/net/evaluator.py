@@ -3,7 +3,8 @@
 - ``evaluation.py``: the ``Evaluator`` protocol, ``Evaluation`` (``value`` in [-1, 1], the side to move's view),
   the stand-in ``UniformEvaluator``;
 - ``providers.py``: what can run a network here (cores, GPU, onnxruntime's providers and their options);
-- ``onnx_evaluator.py``: ``OnnxEvaluator``, a network file through onnxruntime or torch;
+- ``onnx_evaluator.py``: ``OnnxEvaluator``, a network file through onnxruntime or torch, and ``session_options``,
+  every onnxruntime CPU session's settings;
 - ``int8_check.py``: an int8 file runs on the CPU only where it agrees with its fp32 file;
 - ``network_set.py``: ``NetworkSet`` (each board size to its network) and ``load_networks``;
 - ``comparison.py``: comparing two runners of one network (start-up checks, tests).
@@ -40,6 +41,7 @@ from tabula.engine.net.onnx_evaluator import (
     PREPARED_SIZES,
     SYMMETRY_MODES,
     OnnxEvaluator,
+    session_options,
 )
 from tabula.engine.net.providers import (
     PROVIDERS,
@@ -56,7 +58,7 @@ from tabula.engine.net.providers import (
 __all__ = ["Evaluation", "Evaluator", "PendingEvaluation", "UniformEvaluator", "UnsupportedBoardSizeError",
            "empty_evaluation", "evaluate_all_symmetries", "evaluate_async", "legal_mask", "masked_softmax",
            "PROVIDERS", "TORCH", "available_cores", "choose_providers", "default_cache_dir", "first_line",
-           "nvidia_gpu_present", "provider_options", "stderr_log", "OnnxEvaluator", "AVERAGE", "DEFAULT_MAX_BATCH",
-           "EXTRA_OUTPUTS", "PREPARED_SIZES", "SYMMETRY_MODES", "INT8_AGREEMENT", "fp32_sibling",
+           "nvidia_gpu_present", "provider_options", "stderr_log", "OnnxEvaluator", "session_options", "AVERAGE",
+           "DEFAULT_MAX_BATCH", "EXTRA_OUTPUTS", "PREPARED_SIZES", "SYMMETRY_MODES", "INT8_AGREEMENT", "fp32_sibling",
            "int8_disagreement", "NetworkSet", "katago_onnx", "load_networks", "GPU_TOLERANCE",
            "SCORE_TOLERANCE_POINTS", "comparison_planes", "outputs_difference", "NetworkFileError"]

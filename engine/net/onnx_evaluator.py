@@ -62,6 +62,22 @@ EXTRA_OUTPUTS = ("wdl", "score_mean", "score_stdev")
 PREPARED_SIZES = (9, 13, 19)
 
 
+def session_options(threads: int = 0):
+    """onnxruntime's session options for every session Tabula runs on the CPU: ``threads`` intra-op threads (0:
+    onnxruntime's choice), its own warnings off, and denormal floats read and written as zero in its threads.
+
+    Without the last, a transformer's matrix products (KataGo's newer networks) run many times slower on CPUs that
+    handle denormals in microcode, as Intel's do; elsewhere, and for residual networks, it changes nothing. Values
+    that small (below 1e-38) move no output Tabula reads (docs/BENCHMARKS.md, "Denormals")."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = max(0, int(threads))
+    options.log_severity_level = 3  # onnxruntime's own warnings would clutter stderr
+    options.add_session_config_entry("session.set_denormal_as_zero", "1")
+    return options
+
+
 class OnnxEvaluator:
     """Evaluates positions with an ONNX network, through onnxruntime or, on a GPU it cannot use, through torch.
 
@@ -114,12 +130,10 @@ class OnnxEvaluator:
         if os.path.getsize(path) == 0:
             raise NetworkFileError(path, "empty file")
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(0, int(threads))
+        options = session_options(threads)
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # onnxruntime's own warnings would clutter stderr
         candidates = choose_providers("cpu" if provider == TORCH else provider, ort.get_available_providers())
         notes: list[str] = []  # why a backend preferred to the one that runs does not run
         profile = None

@@ -93,10 +93,9 @@ def int8_kernels(features: dict[str, bool] | None) -> str:
 def _session(path: str, threads: int):
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3
-    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    from tabula.engine.net.evaluator import session_options
+
+    return ort.InferenceSession(path, session_options(threads), providers=["CPUExecutionProvider"])
 
 
 def _outputs(session, planes: np.ndarray, batch: int = 64) -> tuple[np.ndarray, np.ndarray]:

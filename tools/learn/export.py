@@ -39,6 +39,7 @@ from glob import glob
 
 import numpy as np
 
+from tabula.engine.net.evaluator import session_options
 from tabula.engine.net.features import INPUT_ENCODING
 from tabula.engine.net.netfile import file_sha256
 from tabula.engine.rules.coords import EMPTY, PASS
@@ -280,9 +281,7 @@ def smooth_for_int8(source: str, target: str, calibration: dict[int, np.ndarray]
         return 0
     for _, _, activation in pairs:
         proto.graph.output.append(onnx.helper.make_tensor_value_info(activation, onnx.TensorProto.FLOAT, None))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
     names = [activation for _, _, activation in pairs]
     peaks: list = [None] * len(pairs)
     reference = []
@@ -302,7 +301,7 @@ def smooth_for_int8(source: str, target: str, calibration: dict[int, np.ndarray]
         weights[down].CopyFrom(numpy_helper.from_array((lower / scale[None, :]).astype(np.float32), down))
         weights[up].CopyFrom(numpy_helper.from_array((upper * scale[:, None]).astype(np.float32), up))
     onnx.save(proto, target)
-    session = ort.InferenceSession(target, options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(target, session_options(), providers=["CPUExecutionProvider"])
     policies = [session.run(["policy"], {"planes": planes[start: start + 4]})[0]
                 for planes in calibration.values() for start in range(0, len(planes), 4)]
     if max(float(np.abs(a - b).max()) for a, b in zip(policies, reference)) > 1e-3:
@@ -770,8 +769,7 @@ def _katago_int8(fp32: str, args: argparse.Namespace) -> None:
     calibration = {size: calibration_planes(size, min(args.calibration, KATAGO_CALIBRATION), args.seed + 1,
                                             args.calibration_source, args.calibration_games, encoding.name)
                    for size in KATAGO_CALIBRATION_SIZES}
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options = session_options()
 
     def run(path: str, planes: np.ndarray) -> list[np.ndarray]:
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
