@@ -536,7 +536,9 @@ def compare_with_onnx(net: KataGoNet, path: str, size: int | Sequence[int], tole
     differ. Returns the largest difference (probabilities for the policy; points / 20 for the scores)."""
     import onnxruntime as ort
 
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    from tabula.engine.net.onnx_evaluator import session_options
+
+    session = ort.InferenceSession(path, session_options(), providers=["CPUExecutionProvider"])
     largest = 0.0
     for each in ([size] if isinstance(size, int) else size):
         planes = random_planes(each, 2, seed=1)

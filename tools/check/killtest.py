@@ -489,9 +489,9 @@ def check_onnx(data: bytes) -> str | None:
     import numpy as np
     import onnxruntime
 
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    from tabula.engine.net.evaluator import session_options
+
+    session = onnxruntime.InferenceSession(data, session_options(1), providers=["CPUExecutionProvider"])
     spec = session.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in spec.shape]
     outputs = session.run(None, {spec.name: np.zeros(shape, dtype=np.float32)})
