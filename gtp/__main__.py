@@ -46,7 +46,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 GROUPS = {  # title -> what its options are for, in the order `tabula gtp --help` lists them
     "playing": "the game and how the engine plays it",
     "search": "how much and how each move is searched",
-    "time": "the clock (GTP time_settings and time_left set the game's clock)",
+    "time": "the clock (GTP time_settings and time_left set the game's clock; in byo-yomi a move searches its whole "
+            "period less the lag buffer, since a period's unspent time is lost)",
     "network": "the network files and what runs them",
     "analysis": "output for GUIs, servers and people watching",
     "advanced": "search and evaluation terms that need measuring before a change",

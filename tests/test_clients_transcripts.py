@@ -71,7 +71,7 @@ class Scripted(RandomGoPicker):
         super().__init__(random.Random(0))
         self.moves = list(moves)
 
-    def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):  # noqa: ANN001
+    def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):  # noqa: ANN001
         return self.moves.pop(0)
 
     def ownership(self, state):  # noqa: ANN001

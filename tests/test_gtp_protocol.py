@@ -167,7 +167,7 @@ def test_player_bug_is_internal_error(session) -> None:
     class Broken(RandomGoPicker):
         name = "broken"
 
-        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
             return 10_000
 
         def ownership(self, state):

@@ -19,6 +19,7 @@ from tabula.engine.play.timecontrol import (
     TimeSettingsError,
     budget_s,
     effective_lag_s,
+    unspent_time_is_lost,
 )
 from tabula.engine.rules.coords import BLACK, PASS
 from tests.conftest import FakeClock
@@ -141,7 +142,7 @@ def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: Fake
     import random
 
     class Slow(RandomGoPicker):
-        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
             self.seen_budget = budget_s
             fake_clock.advance(budget_s)
             return PASS
@@ -181,7 +182,7 @@ def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_
     class Slow(RandomGoPicker):
         """Spends its whole budget, then 0.3 s more (the pass check, a loaded machine)."""
 
-        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
             fake_clock.advance(budget_s + 0.3)
             return super().pick(state, budget_s)
 
@@ -225,7 +226,7 @@ def test_a_short_absolute_clock_leaves_every_move_a_search(fake_clock: FakeClock
     import random
 
     class Spender(RandomGoPicker):
-        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
             self.budgets.append(budget_s)
             fake_clock.advance(budget_s + 0.02)
             return PASS
@@ -261,3 +262,36 @@ def test_a_clock_with_almost_no_search_warns_once(caplog: pytest.LogCaptureFixtu
     warnings = [r for r in caplog.records if r.name == "tabula.play"]
     assert len(warnings) == 1  # once, and not for the long clock
     assert "to search a move" in warnings[0].getMessage()
+
+
+def test_only_time_a_period_would_lose_is_searched_to_the_end(fake_clock: FakeClock) -> None:
+    import random
+
+    byoyomi = TimeSettings.byoyomi(5, 2, 3)
+    clock = ClockState.start(byoyomi)
+    assert not unspent_time_is_lost(byoyomi, clock)  # main time: what is saved is kept
+    clock.charge(byoyomi, 6)
+    assert clock.in_overtime(byoyomi) and unspent_time_is_lost(byoyomi, clock)
+    canadian = TimeSettings.canadian(0, 30, 3)
+    clock = ClockState.start(canadian)
+    assert not unspent_time_is_lost(canadian, clock)  # two more stones can use what this one saves
+    clock.charge(canadian, 5)
+    clock.charge(canadian, 5)
+    assert clock.stones_left == 1 and unspent_time_is_lost(canadian, clock)
+    for settings in (TimeSettings.none(), TimeSettings.absolute(60), TimeSettings.fischer(60, 5)):
+        assert not unspent_time_is_lost(settings, ClockState.start(settings))
+
+    class Recording(RandomGoPicker):
+        def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
+            self.seen.append(spend_all)
+            fake_clock.advance(1.0)
+            return super().pick(state, budget_s)
+
+    picker = Recording(random.Random(1))
+    picker.seen = []
+    player = Player(picker, size=9, time_config=TimeConfig(lag_buffer_s=LAG), clock=fake_clock)
+    player.set_time_settings(TimeSettings.byoyomi(0.6, 2, 3))
+    player.genmove(BLACK)  # from main time
+    player.genmove(2)  # white's main time is untouched
+    player.genmove(BLACK)  # black's main time is spent: a period now
+    assert picker.seen == [False, False, True]

@@ -35,12 +35,13 @@ class GoMovePicker(MovePicker, Protocol):
     last_search: object | None  # the search behind the latest picked move (an engine.play.result.SearchResult)
 
     def pick(self, state, budget_s: float | None = None, on_progress: Progress | None = None,
-             progress_interval_s: float = 1.0) -> int:
+             progress_interval_s: float = 1.0, spend_all: bool = False) -> int:
         """``MovePicker.pick``; ``on_progress``: called with the candidates every ``progress_interval_s`` while a
-        search runs (genmove_analyze)."""
+        search runs (genmove_analyze). ``spend_all``: the clock loses whatever part of ``budget_s`` the move leaves
+        unspent (a byo-yomi period), so a search should run to its end rather than stop once its move is settled."""
         ...
 
-    def pick_cleanup(self, state, budget_s: float | None = None) -> int:
+    def pick_cleanup(self, state, budget_s: float | None = None, spend_all: bool = False) -> int:
         """kgs-genmove_cleanup's move: like ``pick``, but capturing the opponent's dead stones first."""
         ...
 

@@ -19,7 +19,7 @@ from tabula.engine.config import EngineConfig, TimeConfig
 from tabula.engine.play.decision import opponent_passed
 from tabula.engine.play.judging import count_without
 from tabula.engine.play.picker import GoMovePicker, Progress
-from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time
+from tabula.engine.play.timecontrol import ClockState, TimeSettings, budget_s, nearly_out_of_time, unspent_time_is_lost
 from tabula.engine.rules import playout, sgf
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, MAX_SIZE, MIN_SIZE, PASS, RESIGN, WHITE, color_name, format_vertex
@@ -48,10 +48,10 @@ class RandomGoPicker:
         self.ownership_playouts = ownership_playouts
 
     def pick(self, state: GameState, budget_s: float | None = None, on_progress: Progress | None = None,
-             progress_interval_s: float = 1.0) -> int:
+             progress_interval_s: float = 1.0, spend_all: bool = False) -> int:
         return playout.random_move(state, self.rng)
 
-    def pick_cleanup(self, state: GameState, budget_s: float | None = None) -> int:
+    def pick_cleanup(self, state: GameState, budget_s: float | None = None, spend_all: bool = False) -> int:
         return playout.cleanup_move(state, state.to_move, self.ownership(state), self.rng)
 
     def stop(self) -> None:
@@ -279,10 +279,12 @@ class Player:
                 self.time_settings, self.clocks[color], self.time_config.lag_buffer_s, self.move_overhead_s,
                 self.size):
             return PASS  # end the game on the board rather than play on into a loss on time
+        # Time a byo-yomi period leaves unspent is lost: then the search runs to the end of its budget.
+        spend_all = budget is not None and unspent_time_is_lost(self.time_settings, self.clocks[color])
         if cleanup:
-            move = self.picker.pick_cleanup(state, budget)
+            move = self.picker.pick_cleanup(state, budget, spend_all=spend_all)
         else:
-            move = self.picker.pick(state, budget, on_progress, progress_interval_s)
+            move = self.picker.pick(state, budget, on_progress, progress_interval_s, spend_all=spend_all)
         self.last_search = self.picker.last_search
         if cleanup and move in (PASS, RESIGN):
             move = playout.cleanup_move(state, color, self.picker.ownership(state), self.rng)

@@ -84,19 +84,22 @@ class SearchPicker:
     # -- GoMovePicker ----------------------------------------------------------------------------------------------
 
     def pick(self, state: GameState, budget_s: float | None = None,
-             on_progress: Callable[[list[Candidate]], None] | None = None, progress_interval_s: float = 1.0) -> int:
+             on_progress: Callable[[list[Candidate]], None] | None = None, progress_interval_s: float = 1.0,
+             spend_all: bool = False) -> int:
         """A move for the side to move in ``state``: the search, then ``MoveDecider``'s temperature,
         pass and resignation rules. ``budget_s``: seconds it may take (None: the configured visits/playouts only).
         ``on_progress``: the candidates every ``progress_interval_s`` during the search (genmove_analyze).
         After the opponent's pass the referee's count (``referee_count``) is made first and its time taken from the
-        search's budget, where the budget leaves room for it (``COUNT_BUDGET_SHARE``)."""
+        search's budget, where the budget leaves room for it (``COUNT_BUDGET_SHARE``). ``spend_all``: the clock
+        loses what the move leaves unspent (a byo-yomi period), so the search does not stop early."""
         sampling = len(state.moves) < self.play.temperature_moves
         started = self.search.clock()
         count = self._count_before_passing(state, budget_s)
         if budget_s is not None:
             budget_s = max(0.0, budget_s - (self.search.clock() - started))
         result = self._search(state, budget_s, noise=self.config.noise,
-                              early_stop=self.config.early_stop and not sampling, on_progress=on_progress,
+                              early_stop=self.config.early_stop and not sampling and not spend_all,
+                              on_progress=on_progress,
                               progress_interval_s=progress_interval_s)
         calibrated = self.resign_by_size.get(state.size)
         threshold = None if calibrated is None else calibrated.for_game(state.size, getattr(state, "handicap", 0))
@@ -119,7 +122,7 @@ class SearchPicker:
         self._count_cost_s[state.size] = self.search.clock() - started
         return count
 
-    def pick_cleanup(self, state: GameState, budget_s: float | None = None) -> int:
+    def pick_cleanup(self, state: GameState, budget_s: float | None = None, spend_all: bool = False) -> int:
         """kgs-genmove_cleanup: capture the opponent's dead stones first and pass only when none are left.
 
         Dead stones are judged by ``ownership``; the search chooses among the liberties of dead strings (or any
@@ -138,7 +141,8 @@ class SearchPicker:
             targets = [m for m in state.legal_moves() if not board.is_own_eye(geometry.padded[m], color)]
         if not targets:
             return PASS
-        result = self._search(state, budget_s, noise=False, early_stop=self.config.early_stop, allowed=targets)
+        result = self._search(state, budget_s, noise=False, early_stop=self.config.early_stop and not spend_all,
+                              allowed=targets)
         move = result.move if result.move != PASS else targets[0]
         self._log(state, result, move)
         return move

@@ -335,6 +335,16 @@ def budget_s(settings: TimeSettings, clock: ClockState, move_number: int, board_
     return max(0.0, min(share(), within_main_time()), settings.period_s / settings.stones - lag - overhead)
 
 
+def unspent_time_is_lost(settings: TimeSettings, clock: ClockState) -> bool:
+    """Whether the time the coming move leaves unspent is lost to the player, so that its search should run to the
+    end of its budget rather than stop once its best move is settled: a byo-yomi period (a move played within it
+    keeps it whole, so what it leaves over is never used), or the last stone of a Canadian period. Elsewhere (main
+    time, absolute time, Fischer, the earlier stones of a Canadian period) what is saved stays on the clock."""
+    if not clock.in_overtime(settings):
+        return False
+    return settings.kind == BYOYOMI or clock.stones_left <= 1
+
+
 def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: float, overhead_s: float,
                        board_size: int = 19) -> bool:
     """Absolute time with the clock down to the cost of two more moves: every further move risks the flag, so a
@@ -347,5 +357,5 @@ def nearly_out_of_time(settings: TimeSettings, clock: ClockState, lag_buffer_s: 
 
 
 __all__ = ["TimeSettings", "ClockState", "TimeSettingsError", "budget_s", "expected_game_moves", "nearly_out_of_time",
-           "typical_move_s", "effective_lag_s", "MIN_OVERHEAD_SHARE", "LAG_MAX_SHARE", "LEAST_SEARCH_SHARE", "NONE",
-           "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
+           "unspent_time_is_lost", "typical_move_s", "effective_lag_s", "MIN_OVERHEAD_SHARE", "LAG_MAX_SHARE",
+           "LEAST_SEARCH_SHARE", "NONE", "ABSOLUTE", "BYOYOMI", "CANADIAN", "FISCHER"]
