@@ -169,3 +169,37 @@ def test_sigterm_while_workers_label_stops_at_once_with_the_checkpoint_and_stude
     assert "checkpoint at chunk 0, step 0 (out of time)" in rest and "exported" in rest
     assert torch.load(run / "checkpoint.pt", weights_only=True)["chunk"] == 0  # the abandoned chunk not counted
     assert (run / "model.onnx").exists() and not list((run / "labels").iterdir())
+
+
+def test_a_halved_checkpoint_is_half_the_bytes_and_the_run_goes_on_from_it(tiny_aux_onnx, tmp_path):
+    from tabula.tools.learn import halve
+
+    config = dict(ema_decay=0.99)
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", chunks=1, **config), **QUIET)
+    kept = tmp_path / "kept" / "checkpoint.pt"
+    assert halve.main([str(tmp_path / "run" / "checkpoint.pt"), str(kept)]) == 0
+    before, after = os.path.getsize(tmp_path / "run" / "checkpoint.pt"), os.path.getsize(kept)
+    assert after < 0.6 * before
+    exact = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)
+    small = torch.load(kept, weights_only=True)
+    for part in ("state_dict", "ema_state_dict"):
+        for name, tensor in exact[part].items():
+            if tensor.is_floating_point():
+                assert small[part][name].dtype == torch.float16
+                assert torch.allclose(small[part][name].float(), tensor, rtol=1e-3, atol=1e-4), name
+    for key, moments in exact["optimizer"]["state"].items():
+        assert torch.equal(small["optimizer"]["state"][key]["step"], moments["step"])  # the step count exact
+        nonzero = moments["exp_avg_sq"] != 0
+        assert (small["optimizer"]["state"][key]["exp_avg_sq"][nonzero] != 0).all()  # no moment flushed to zero
+    from tabula.engine.net.network import load_checkpoint
+    student = load_checkpoint(kept)  # tabula export and the evaluator read it as any checkpoint
+    assert all(p.dtype == torch.float32 for p in student.parameters())
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    os.replace(kept, resumed / "checkpoint.pt")  # a new machine: the halved checkpoint alone
+    result = distill.distill(run_config(tiny_aux_onnx, resumed, chunks=2, **config), **QUIET)
+    assert result["chunk"] == 2 and result["step"] == 4
+    state = torch.load(resumed / "checkpoint.pt", weights_only=True)
+    assert all(t.dtype == torch.float32 for t in state["ema_state_dict"].values() if t.is_floating_point())
+    assert all(t.dtype == torch.float32 for s in state["optimizer"]["state"].values() for t in s.values())
+    assert halve.main([str(tmp_path / "missing.pt"), str(tmp_path / "out.pt")]) == 1

@@ -190,6 +190,11 @@ for name in ("student_arch", "student_encoding", "zero_planes", "seed", "steps_p
     if name in config:
         print("--" + name.replace("_", "-"))
         print(config[name])
+if config.get("freeze_batchnorm"):  # a flag: frozen statistics stay frozen
+    print("--freeze-batchnorm")
+if config.get("lr_drops"):
+    print("--lr-drops")
+    print(config["lr_drops"])
 if "student_encoding" not in config:  # begun before the choice: its student reads leelaz-18+komi
     print("--student-encoding")
     print("leelaz-18+komi")

@@ -638,7 +638,7 @@ def distill(config: DistillConfig, log=print) -> dict:
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         if average is not None and "ema_state_dict" in state:
-            average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
+            average.restore(state["ema_state_dict"])
         elif average is not None:  # --ema-decay given to a run trained without it: the average starts here
             average = trainer.WeightAverage(model, config.ema_decay)
         step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])

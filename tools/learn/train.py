@@ -422,6 +422,11 @@ class WeightAverage:
         self.decay = decay
         self.state = {k: v.detach().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
 
+    def restore(self, saved: dict[str, torch.Tensor]) -> None:
+        """The average a checkpoint kept (``ema_state_dict``), in the model's float32 whatever it was stored in."""
+        self.state = {k: v.to(torch.float32, copy=True) if v.is_floating_point() else v.clone()
+                      for k, v in saved.items()}
+
     def update(self, model: TabulaNet, step: int) -> None:
         """Fold in the weights after optimizer step ``step`` (0-based)."""
         decay = min(self.decay, (1.0 + step) / (10.0 + step))
@@ -576,7 +581,7 @@ def train(config: TrainConfig, log=print,
         optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["torch_rng"])
         if average is not None and "ema_state_dict" in state:
-            average.state = {k: v.clone() for k, v in state["ema_state_dict"].items()}
+            average.restore(state["ema_state_dict"])
         step = int(state["step"])
         elapsed_before = float(state.get("elapsed_s", 0.0))
         cpu_before = float(state.get("cpu_s", 0.0))
