@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "gpu_session.sh"
 TRAVEL_LIMIT = 64 * 2 ** 20  # the device tool's: tracked files, untracked ones not ignored, and what is carried
 PACKED_TEACHER = 20_000_000  # g170e-b15c192 as fp16_pack writes it, rounded up
-KEPT_RUN = 8_000_000  # a kept 6x64 run: its checkpoint (with AdamW's state), ONNX and metrics, rounded up
+KEPT_RUN = 12_000_000  # a kept 8x96 run: its checkpoint halved (tools/learn/halve.py) and metrics, rounded up
 
 
 def run_session(tmp_path: Path, out: str = "out", sgfmill: bool = True, **env_changes: str) -> tuple[str, list[dict]]:
@@ -163,10 +163,14 @@ def test_the_gpu_session_goes_on_from_the_kept_run_only_with_its_teachers_networ
     from tabula.tools.learn.teacher import teacher_identity
 
     kept = {"teacher": "/cpu/machine/teacher.onnx", "teacher_network": teacher_identity(str(tiny_aux_onnx)),
-            "student_arch": "6x64", "student_encoding": "tabula-v2", "batch": 256}
+            "student_arch": "6x64", "student_encoding": "tabula-v2", "batch": 256, "freeze_batchnorm": True,
+            "lr_drops": "30200:0.0003"}
     same = resume_check(kept, tiny_aux_onnx, tmp_path)
     assert same.returncode == 0 and same.stdout.split() == ["--student-arch", "6x64", "--student-encoding", "tabula-v2",
-                                                            "--batch", "256"]
+                                                            "--batch", "256", "--freeze-batchnorm", "--lr-drops",
+                                                            "30200:0.0003"]
+    unfrozen = resume_check({**kept, "freeze_batchnorm": False, "lr_drops": ""}, tiny_aux_onnx, tmp_path)
+    assert "--freeze-batchnorm" not in unfrozen.stdout and "--lr-drops" not in unfrozen.stdout
     other = resume_check(kept, tiny_onnx, tmp_path)
     assert other.returncode != 0 and "a new run" in other.stderr
     # a kept run from before teacher_network: by the files' names, an int8 export the same teacher
