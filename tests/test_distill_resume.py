@@ -202,4 +202,10 @@ def test_a_halved_checkpoint_is_half_the_bytes_and_the_run_goes_on_from_it(tiny_
     state = torch.load(resumed / "checkpoint.pt", weights_only=True)
     assert all(t.dtype == torch.float32 for t in state["ema_state_dict"].values() if t.is_floating_point())
     assert all(t.dtype == torch.float32 for s in state["optimizer"]["state"].values() for t in s.values())
-    assert halve.main([str(tmp_path / "missing.pt"), str(tmp_path / "out.pt")]) == 1
+    for name, data in (("missing.pt", None), ("text.pt", b"hello\n"), ("onnx.pt", b"\x08\x07\x12\x07pytorch")):
+        if data is not None:
+            (tmp_path / name).write_bytes(data)
+        assert halve.main([str(tmp_path / name), str(tmp_path / "out.pt")]) == 1
+    torch.save({"a": torch.zeros(2)}, tmp_path / "other.pt")
+    assert halve.main([str(tmp_path / "other.pt"), str(tmp_path / "out.pt")]) == 1
+    assert not (tmp_path / "out.pt").exists()

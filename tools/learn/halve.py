@@ -46,9 +46,21 @@ def _moments_halved(value):
     return value
 
 
+class HalveError(ValueError):
+    """A file that is not a training checkpoint, with the reason."""
+
+
 def halve(source: str, target: str) -> tuple[int, int]:
-    """``source`` halved into ``target`` (atomically; its folder made): (bytes before, bytes after)."""
-    state = trainer.load_training_checkpoint(source)
+    """``source`` halved into ``target`` (atomically; its folder made): (bytes before, bytes after). HalveError
+    where ``source`` is not a checkpoint of ``tabula train`` or ``tabula distill``; ``target`` is then untouched."""
+    try:
+        state = trainer.load_training_checkpoint(source)
+    except OSError:
+        raise
+    except Exception as error:  # torch raises many kinds for a file that is not one of its own
+        raise HalveError(f"not a training checkpoint (torch cannot read it: {type(error).__name__})") from None
+    if not isinstance(state, dict) or "state_dict" not in state:
+        raise HalveError("not a training checkpoint (no state_dict)")
     os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
     trainer.atomic_torch_save(halved(state), target)
     return os.path.getsize(source), os.path.getsize(target)
@@ -62,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         before, after = halve(args.source, args.target)
-    except (OSError, RuntimeError, KeyError, ValueError) as error:
+    except (OSError, HalveError) as error:
         print(f"halve: {args.source}: {error}", file=sys.stderr)
         return 1
     print(f"wrote {args.target}: {after:,} bytes (from {before:,})")
