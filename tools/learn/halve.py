@@ -20,27 +20,30 @@ import torch
 from tabula.tools.learn import train as trainer
 
 
-def halved(state):
+def halved(state: dict) -> dict:
     """A checkpoint (of ``tabula train`` or ``tabula distill``) with its float32 tensors in 16 bits, to keep in git at
     half the bytes: weights, their average and batch-norm statistics in float16 (rounding of about 5e-4 of a weight,
     well below one optimizer step), the optimizer's moments in bfloat16, whose range keeps Adam's squared gradients
     that float16 would flush to zero. A run resumed from it reads them back into float32 (torch casts weights and
     optimizer state to the parameters' type; ``WeightAverage.restore`` the average), so it goes on from the rounded
     weights rather than bit for bit."""
-    if isinstance(state, dict):
-        return {k: halved(v) if k != "optimizer" else _moments_halved(v) for k, v in state.items()}
-    if isinstance(state, list):
-        return [halved(v) for v in state]
-    if isinstance(state, torch.Tensor) and state.dtype == torch.float32:
-        return state.to(torch.float16)
-    return state
+    return {k: _mapped(v, _moment_halved if k == "optimizer" else _weight_halved) for k, v in state.items()}
 
 
-def _moments_halved(value):
+def _mapped(value, leaf):
+    """``value`` (a checkpoint's nested dicts and lists) with ``leaf`` applied to everything else in it."""
     if isinstance(value, dict):
-        return {k: _moments_halved(v) for k, v in value.items()}
+        return {k: _mapped(v, leaf) for k, v in value.items()}
     if isinstance(value, list):
-        return [_moments_halved(v) for v in value]
+        return [_mapped(v, leaf) for v in value]
+    return leaf(value)
+
+
+def _weight_halved(value):
+    return value.to(torch.float16) if isinstance(value, torch.Tensor) and value.dtype == torch.float32 else value
+
+
+def _moment_halved(value):
     if isinstance(value, torch.Tensor) and value.dtype == torch.float32 and value.dim() > 0:
         return value.to(torch.bfloat16)  # a 0-d tensor is Adam's step count: kept exact
     return value
