@@ -113,6 +113,13 @@ class SearchConfig:
     # afresh each move here (KataGo carries it over).
     subtree_value_bias: float = 0.0
     subtree_value_bias_exponent: float = 0.85
+    # KataGo's optimistic policy below the root: every node but the root takes its priors from the network's
+    # optimistic policy channel alone (KataGo's policyOptimism 1), the root from the file's policy (a KataGo network
+    # converted by Tabula mixes it in at 0.2, KataGo's rootPolicyOptimism). The optimistic channel leans to the
+    # moves whose outcome beat the network's expectation in training, the lines a small search most needs to see
+    # (KataGo reports 40 to 90 Elo). Only KataGo's networks of model version 12 and later have the channel;
+    # elsewhere this changes nothing.
+    optimistic_policy: bool = False
     virtual_loss: int = 3  # losses added per in-flight leaf on every edge of its path
     # The most visited move, unless another one's lower confidence bound is above the most visited one's mean: only
     # then does the bound separate the moves (LCB over close values ranks them by noise).

@@ -154,6 +154,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True,
         "subtree_value_bias": "KataGo's subtree value bias correction, in [0, 1]: each evaluation is corrected by "
                               "this share of how far the search ended from the network after the same local move "
                               "pattern elsewhere in the tree (KataGo's: 0.45; 0: off; default %(default)s)",
+        "optimistic_policy": "below the root, priors from the network's optimistic policy (KataGo's networks of "
+                             "model version 12 and later: KataGo's policyOptimism 1; the root keeps the file's "
+                             "policy, at optimism 0.2 for a converted network; elsewhere no change)",
         "subtree_value_bias_exponent": "the weight of a node in its pattern's mean: its children's visits to this "
                                        "power (KataGo's: 0.85; default %(default)s)",
     })

@@ -53,7 +53,7 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 def check_against_reference(net, case, policy_tolerance: float, win_tolerance: float, lead_tolerance: float):
     """Compare the network on an empty board with KataGo's reply (white's view there; black is to move)."""
-    policy, value, lead, ownership, wdl, score_mean, _ = (o[0] for o in outputs(
+    policy, value, lead, ownership, wdl, score_mean, *_ = (o[0] for o in outputs(
         net, empty_board_planes(case.size, case.komi, case.rules)))
     expected = np.append(case.policy.reshape(-1), case.policy_pass)
     assert np.abs(softmax(policy) - expected).max() <= policy_tolerance
@@ -199,6 +199,56 @@ def test_katagos_networks_on_the_reference_empty_boards(network):
         check_against_reference(net, case, 1e-5, 1e-5, 1e-3)
 
 
+def test_the_optimistic_policy_output_is_the_policy_at_optimism_one():
+    """``policy_optimistic`` is KataGo's second policy channel alone: the policy a network mixed at optimism 1 gives;
+    a network of one channel (before model version 12) gives its one policy there."""
+    planes = kn.random_planes(9, 3, seed=4)
+    for version in (15, 8):
+        model = km.random_model(version, seed=version, channels=8, mid=4, gpool=2, head=4)
+        mixed, full = outputs(kn.KataGoNet(model).eval(), planes), outputs(kn.KataGoNet(model, policy_optimism=1.0)
+                                                                           .eval(), planes)
+        assert np.abs(mixed[7] - full[0]).max() < 1e-5
+        assert np.abs(full[7] - full[0]).max() < 1e-5
+        if version == 8:
+            assert np.abs(mixed[7] - mixed[0]).max() < 1e-6
+        else:
+            assert np.abs(softmax(mixed[7]) - softmax(mixed[0])).max() > 1e-3
+
+
+def test_a_file_rebuilt_for_torch_mixes_its_policy_at_the_files_optimism(tmp_path):
+    model = km.random_model(15, seed=6, channels=8, mid=4, gpool=2, head=4)
+    net = kn.KataGoNet(model, policy_optimism=1.0).eval()
+    path = str(tmp_path / "optimism1.onnx")
+    kn.export_onnx(net, model, path, "random.bin.gz", board_sizes=(9,), check=False)
+    rebuilt = kn.load_onnx(path)
+    assert rebuilt.head.policy_optimism == 1.0
+    planes = kn.random_planes(9, 2, seed=7)
+    assert kn.output_difference(outputs(net, planes), outputs(rebuilt, planes)) == 0.0
+
+
+def test_a_file_without_the_optimistic_policy_still_runs(exported, tmp_path):
+    """A file converted before the optimistic policy was an output: the evaluator and the torch backend give what
+    it has, and no optimistic policy."""
+    import onnx
+
+    from tabula.engine.net.evaluator import OnnxEvaluator
+    from tabula.engine.net.torch_backend import TorchRunner
+    from tabula.engine.rules.game import GameState
+
+    _, path = exported
+    proto = onnx.load(path)
+    kept = [output for output in proto.graph.output if output.name != "policy_optimistic"]
+    del proto.graph.output[:]
+    proto.graph.output.extend(kept)
+    older = str(tmp_path / "older.onnx")
+    onnx.save(proto, older)
+    evaluator = OnnxEvaluator(older, symmetry="identity", log=None)
+    assert evaluator.extra_outputs == ("wdl", "score_mean", "score_stdev")
+    evaluation = evaluator.evaluate([GameState(9)])
+    assert evaluation.policy_optimistic is None and evaluation.wdl.shape == (1, 3)
+    assert len(TorchRunner(older, device="cpu", precision="fp32").run(kn.random_planes(9, 2))) == 7
+
+
 def test_the_torch_backend_runs_a_converted_katago_network(exported):
     from tabula.engine.net.torch_backend import TorchRunner
 
@@ -296,9 +346,15 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(expor
     results = {}
     for mode in ("identity", "random", "average"):
         evaluator = OnnxEvaluator(path, symmetry=mode, rng=np.random.default_rng(1), log=None)
-        assert evaluator.extra_outputs == ("wdl", "score_mean", "score_stdev")
+        assert evaluator.extra_outputs == ("wdl", "score_mean", "score_stdev", "policy_optimistic")
         results[mode] = evaluation = evaluator.evaluate(states)
         assert evaluation.wdl.shape == (3, 3) and evaluation.score_mean.shape == (3,)
+        # the optimistic policy as the main one: masked to the legal moves and summing to 1
+        legal = np.stack([state.legal_mask() for state in states])
+        assert evaluation.policy_optimistic.shape == evaluation.policy.shape
+        assert np.all(evaluation.policy_optimistic[~legal] == 0.0)
+        assert np.allclose(evaluation.policy_optimistic.sum(axis=1), 1.0, atol=1e-5)
+        assert not np.allclose(evaluation.policy_optimistic, evaluation.policy, atol=1e-4)
         assert evaluation.score_stdev.shape == (3,) and evaluation.ownership.shape == (3, 49)
         assert np.allclose(evaluation.wdl.sum(axis=1), 1.0, atol=1e-5)
         assert np.allclose(evaluation.value, evaluation.wdl[:, 0] - evaluation.wdl[:, 1], atol=1e-5)
@@ -307,6 +363,9 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(expor
     raw = outputs(kn.KataGoNet(model).eval(), evaluator.encoding.encode_batch(states, None))
     assert np.abs(identity.wdl - raw[4]).max() < 1e-5 and np.abs(identity.score_mean - raw[5]).max() < 1e-4
     assert np.abs(identity.score_stdev - raw[6]).max() < 1e-4
+    legal = np.stack([state.legal_mask() for state in states])
+    expected = softmax(np.where(legal, raw[7], -np.inf))
+    assert np.abs(identity.policy_optimistic - expected).max() < 1e-5
     # the average of the 8 symmetries: per-position outputs averaged, not taken from one of them
     assert not np.allclose(average.wdl, identity.wdl, atol=1e-7)
 

@@ -299,6 +299,71 @@ def test_export_from_katago_writes_the_policy_optimism_asked_for(tmp_path, capsy
         export.main(["--from-katago", model, str(tmp_path / "x.onnx"), "--no-int8", "--policy-optimism", "1.5"])
 
 
+class OptimisticEvaluator:
+    """Uniform priors over the legal moves as the policy; the optimistic policy all on the lowest legal point but a
+    little on every other legal move; a value of 0."""
+
+    def __init__(self):
+        self.inner = ScoreEvaluator()
+
+    def evaluate(self, states):
+        evaluation = self.inner.evaluate(states)
+        legal = np.stack([state.legal_mask() for state in states]).astype(np.float32)
+        optimistic = legal * 0.01
+        optimistic[np.arange(len(states)), legal[:, :-1].argmax(axis=1)] = 1.0
+        evaluation.policy = legal / legal.sum(axis=1, keepdims=True)
+        evaluation.policy_optimistic = optimistic / optimistic.sum(axis=1, keepdims=True)
+        evaluation.value = np.zeros(len(states), dtype=np.float32)
+        return evaluation
+
+
+def priors_by_move(node) -> dict[int, float]:
+    return dict(zip(node.moves.tolist(), node.prior.tolist()))
+
+
+@pytest.mark.parametrize("root_symmetries", [True, False])
+def test_with_the_optimistic_policy_the_root_keeps_the_policy_and_every_other_node_takes_the_optimistic(
+        root_symmetries):
+    # (without the eye filter, which would take the optimistic policy's move away where it fills an eye)
+    config = SearchConfig(visits=60, threads=1, batch_size=1, early_stop=False, optimistic_policy=True,
+                          root_symmetries=root_symmetries, eye_filter=False, **PLAIN)
+    search = Search(OptimisticEvaluator(), config, rng=np.random.default_rng(2))
+    state = GameState(5)
+    search.run(state)
+    root = search.tree.root
+    assert np.allclose(root.prior, 1.0 / len(root.prior), atol=1e-6)  # the plain policy: uniform
+    inner = [node for node in walk(root) if node is not root and node.status == EXPANDED]
+    assert inner
+    for node in inner:
+        priors = priors_by_move(node)
+        assert max(priors.values()) > 0.2 and min(priors.values()) < 0.02  # the optimistic policy's shape
+    # the next move's root is a node of this tree, expanded with the optimistic policy: as the root it takes the
+    # plain policy again
+    child = max(root.children.items(), key=lambda item: item[1].visits)[0]
+    state.play(child if child != 25 else -1)
+    search.run(state)
+    assert np.allclose(search.tree.root.prior, 1.0 / len(search.tree.root.prior), atol=1e-6)
+    check_tree(search)
+
+
+def test_without_the_option_or_the_output_every_node_takes_the_policy():
+    for evaluator, option in ((OptimisticEvaluator(), False), (ScoreEvaluator(), True)):
+        config = SearchConfig(visits=40, threads=1, batch_size=1, early_stop=False, optimistic_policy=option,
+                              atari_prior=0.0, **PLAIN)
+        search = Search(evaluator, config, rng=np.random.default_rng(2))
+        search.run(GameState(5))
+        for node in walk(search.tree.root):
+            if node.status == EXPANDED:
+                assert np.allclose(node.prior, 1.0 / len(node.prior), atol=1e-6)
+
+
+def test_the_optimistic_policy_is_a_flag_off_by_default():
+    from tabula.gtp.__main__ import build_config, parse_args
+
+    assert not SearchConfig().optimistic_policy
+    assert build_config(parse_args(["--optimistic-policy"])).search.optimistic_policy
+
+
 def test_the_analysis_engine_takes_katagos_names_for_them():
     from tabula.gtp.analysis_engine import _overrides
 

@@ -33,6 +33,9 @@ class Evaluation:
     wdl: np.ndarray | None = None  # float32 [B, 3]: P(win), P(loss), P(no result)
     score_mean: np.ndarray | None = None  # float32 [B], the expected final score in points (KataGo's scoreMean)
     score_stdev: np.ndarray | None = None  # float32 [B], its standard deviation
+    # From KataGo's networks that have one (None otherwise): its optimistic policy alone (KataGo's policyOptimism 1,
+    # which its search uses below the root; SearchConfig.optimistic_policy), masked and normalised as ``policy``
+    policy_optimistic: np.ndarray | None = None
 
 
 class Evaluator(Protocol):

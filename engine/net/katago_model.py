@@ -857,7 +857,7 @@ def header_name(path: str | os.PathLike) -> str | None:
 
 # The conversion's own version, in the cached files' names: a change of what the converted graph computes or holds
 # raises it, so that files converted before are converted again rather than loaded
-CONVERTER_VERSION = 1
+CONVERTER_VERSION = 2  # 2: the optimistic policy as an output of its own
 
 
 def conversion_cache_dir() -> str:

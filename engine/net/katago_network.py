@@ -36,7 +36,9 @@ INPUT_ENCODING = "katago-v7"
 NUM_SPATIAL = katago_model.NUM_SPATIAL_FEATURES
 NUM_GLOBAL = katago_model.NUM_GLOBAL_FEATURES
 NUM_PLANES = NUM_SPATIAL + NUM_GLOBAL
-OUTPUTS = ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev")
+# The last, policy_optimistic, is KataGo's optimistic policy channel alone (its policyOptimism 1.0, which KataGo's
+# search uses below the root; SearchConfig.optimistic_policy); "policy" mixes it in at the file's policy_optimism
+OUTPUTS = ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev", "policy_optimistic")
 BOARD_SIZES = tuple(range(2, 20))  # what KataGo's networks are trained on (and KataGo plays by default)
 # Global input features read by the postprocessing: a ko rule other than simple, territory scoring
 _GLOBAL_KO_NOT_SIMPLE = 6
@@ -340,9 +342,11 @@ class Heads(nn.Module):
         else:
             passing = self.gpool_to_pass(pooled)
         policy = torch.cat([policy, passing[:, :, None]], dim=2)
+        # the second channel (model versions 12 and later) is the optimistic policy; KataGo mixes it in by the
+        # optimism. A network without it has one policy, whatever the optimism.
+        optimistic = policy[:, 1] if policy.shape[1] >= 2 else policy[:, 0]
         if self.policy_optimism and policy.shape[1] >= 2:
-            # the second channel is the optimistic policy; KataGo mixes it in by the optimism
-            policy = policy[:, 0] + (policy[:, 1] - policy[:, 0]) * self.policy_optimism
+            policy = policy[:, 0] + (optimistic - policy[:, 0]) * self.policy_optimism
         else:
             policy = policy[:, 0]
         v1 = self.v1_norm(self.v1_conv(x), mask)
@@ -350,7 +354,7 @@ class Heads(nn.Module):
         value = self.v3_mul(v2) + self.v3_bias
         scores = self.sv3_mul(v2) + self.sv3_bias
         ownership = self.ownership_conv(v1).flatten(1)
-        return policy, value, scores, ownership
+        return policy, value, scores, ownership, optimistic
 
 
 class KataGoNet(nn.Module):
@@ -401,7 +405,7 @@ class KataGoNet(nn.Module):
     def raw(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """KataGo's raw outputs: policy logits [B, N*N+1] (the main policy channel, the optimistic one mixed in by
         ``policy_optimism``, pass last), value logits [B, 3], score values [B, 4 or 6], ownership before tanh
-        [B, N*N]."""
+        [B, N*N], the optimistic policy's logits alone [B, N*N+1] (the main policy's where the network has one)."""
         return self.head(*self.trunk(planes))
 
     def forward(self, planes: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -410,10 +414,13 @@ class KataGoNet(nn.Module):
             # Tabula's row 0 is the bottom row, KataGo's the top: the network sees KataGo's orientation (its
             # symmetry 0), and its points go back to Tabula's order below
             planes = planes.flip(2)
-        policy, value_logits, scores, ownership = self.raw(planes)
+        policy, value_logits, scores, ownership, optimistic = self.raw(planes)
         if self.tabula_rows:
-            points = policy[:, :-1].reshape(-1, height, width).flip(1).reshape(-1, height * width)
-            policy = torch.cat([points, policy[:, -1:]], dim=1)
+            def rows_back(logits: torch.Tensor) -> torch.Tensor:
+                points = logits[:, :-1].reshape(-1, height, width).flip(1).reshape(-1, height * width)
+                return torch.cat([points, logits[:, -1:]], dim=1)
+
+            policy, optimistic = rows_back(policy), rows_back(optimistic)
             ownership = ownership.reshape(-1, height, width).flip(1).reshape(-1, height * width)
         # KataGo's evaluator: no result is impossible under a ko rule other than simple with area scoring
         ko_not_simple = planes[:, NUM_SPATIAL + _GLOBAL_KO_NOT_SIMPLE, 0, 0] > 0.5
@@ -430,7 +437,7 @@ class KataGoNet(nn.Module):
         score_mean = scores[:, 0] * self.score_mean_multiplier * result
         score_stdev = F.softplus(scores[:, 1]) * self.score_stdev_multiplier
         lead = scores[:, 2] * self.lead_multiplier * result
-        return policy, value, lead, torch.tanh(ownership), wdl, score_mean, score_stdev
+        return policy, value, lead, torch.tanh(ownership), wdl, score_mean, score_stdev, optimistic
 
 
 def load(path: str | os.PathLike, use_mask: bool = False, tabula_rows: bool = False) -> tuple[KataGoNet, dict]:
@@ -469,6 +476,8 @@ def onnx_metadata(model: dict, source: str, board_sizes: Sequence[int] = BOARD_S
         "wdl": "float32 [batch, 3], (win, loss, no result) probabilities, side to move's view",
         "score_mean": "float32 [batch], KataGo's score mean, side to move's view",
         "score_stdev": "float32 [batch], KataGo's score standard deviation",
+        "policy_optimistic": "logits float32 [batch, N*N+1] as policy: KataGo's optimistic policy alone (optimism "
+                             "1, its search's below the root), or the main policy where the network has none",
         "precision": precision,
         "provenance": f"converted from KataGo's {os.path.basename(source)}",
         "source": os.path.basename(source),
@@ -558,8 +567,11 @@ def output_difference(expected: Sequence[np.ndarray], actual: Sequence[np.ndarra
         e = np.exp(x)
         return e / e.sum(axis=1, keepdims=True)
 
-    diffs = [np.abs(softmax(expected[0]) - softmax(actual[0])).max()]
-    for index, (e, a) in enumerate(zip(expected[1:], actual[1:]), start=1):
+    diffs = []
+    for index, (e, a) in enumerate(zip(expected, actual)):
+        if OUTPUTS[index] in ("policy", "policy_optimistic"):
+            diffs.append(np.abs(softmax(e) - softmax(a)).max())
+            continue
         scale = 20.0 if OUTPUTS[index] in ("score", "score_mean", "score_stdev") else 1.0
         diffs.append(np.abs(np.asarray(e) - np.asarray(a)).max() / scale)
     return float(max(diffs))
@@ -572,7 +584,8 @@ def load_onnx(path: str | os.PathLike, proto=None) -> KataGoNet:
 
     path = os.fspath(path)
     metadata, tensors = read_fp32_onnx(path, "katago_structure", "KataGo structure", proto)
-    net = KataGoNet(katago_model.from_structure(json.loads(metadata["katago_structure"])))
+    optimism = float(metadata.get("policy_optimism", DEFAULT_POLICY_OPTIMISM))  # as the file's policy mixes it
+    net = KataGoNet(katago_model.from_structure(json.loads(metadata["katago_structure"])), policy_optimism=optimism)
     state = net.state_dict()
     for name, value in state.items():
         if name not in tensors or tensors[name].shape != tuple(value.shape):

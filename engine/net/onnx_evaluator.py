@@ -58,6 +58,8 @@ AVERAGE = "average"
 DEFAULT_MAX_BATCH = 256
 # Outputs beyond score and ownership that some networks give (KataGo's), read into Evaluation's fields of these names
 EXTRA_OUTPUTS = ("wdl", "score_mean", "score_stdev")
+# A policy beside the main one (KataGo's optimistic policy; files converted before it was an output lack it)
+OPTIMISTIC_POLICY = "policy_optimistic"
 # The board sizes whose CUDA graphs the torch backend captures before the first move
 PREPARED_SIZES = (9, 13, 19)
 
@@ -324,6 +326,8 @@ class OnnxEvaluator:
         # KataGo's further outputs (win/loss/no result, score mean and stdev), read where the file has them all
         self.extra_outputs: tuple[str, ...] = EXTRA_OUTPUTS if self.has_score_and_ownership \
             and set(EXTRA_OUTPUTS) <= outputs else ()
+        if self.extra_outputs and OPTIMISTIC_POLICY in outputs:
+            self.extra_outputs += (OPTIMISTIC_POLICY,)
 
     def _check_interface(self) -> tuple[int, ...]:
         """Check inputs, outputs and metadata against each other; returns board sizes."""
@@ -500,22 +504,33 @@ class OnnxEvaluator:
             planes = np.concatenate([transform_planes(planes, s) for s in range(NUM_SYMMETRIES)])
         return _Prepared(planes, masks, symmetries, count, mode)
 
-    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
-                score: np.ndarray | None = None, ownership: np.ndarray | None = None,
-                *extra: np.ndarray) -> Evaluation:
+    def _policy(self, prepared: "_Prepared", logits: np.ndarray) -> np.ndarray:
+        """Move probabilities float32 [B, N*N+1] of a batch's policy logits: in the board's frame, masked to the
+        legal moves, the mean over the symmetries where the batch was evaluated under all 8."""
         masks, count = prepared.masks, prepared.count
         inverse_transform_policy = self.encoding.inverse_transform_policy
         if prepared.mode == "identity":
-            policy = masked_softmax(logits, masks)
-        elif prepared.mode == "random":
-            policy = masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
+            return masked_softmax(logits, masks)
+        if prepared.mode == "random":
+            return masked_softmax(inverse_transform_policy(logits, prepared.symmetries), masks)
+        policy = np.zeros(masks.shape, dtype=np.float32)
+        for s in range(NUM_SYMMETRIES):
+            policy += masked_softmax(inverse_transform_policy(logits[s * count: (s + 1) * count], s), masks)
+        return policy / NUM_SYMMETRIES
+
+    def _finish(self, prepared: "_Prepared", logits: np.ndarray, value: np.ndarray,
+                score: np.ndarray | None = None, ownership: np.ndarray | None = None,
+                *extra: np.ndarray) -> Evaluation:
+        count = prepared.count
+        policy = self._policy(prepared, logits)
+        optimistic = None
+        if self.extra_outputs[-1:] == (OPTIMISTIC_POLICY,) and len(extra) == len(self.extra_outputs):
+            optimistic = self._policy(prepared, extra[-1])
+            extra = extra[:-1]
+        if prepared.mode == "random":
             if ownership is not None:
                 ownership = _unturned_points(ownership, prepared.symmetries)
-        else:
-            policy = np.zeros(masks.shape, dtype=np.float32)
-            for s in range(NUM_SYMMETRIES):
-                policy += masked_softmax(inverse_transform_policy(logits[s * count: (s + 1) * count], s), masks)
-            policy /= NUM_SYMMETRIES
+        elif prepared.mode != "identity":
             value = value.reshape(NUM_SYMMETRIES, count).mean(axis=0)
             if score is not None:
                 score = score.reshape(NUM_SYMMETRIES, count).mean(axis=0)
@@ -531,6 +546,8 @@ class OnnxEvaluator:
         if extra:
             evaluation.wdl, evaluation.score_mean, evaluation.score_stdev = \
                 (a.astype(np.float32, copy=False) for a in extra)
+        if optimistic is not None:
+            evaluation.policy_optimistic = optimistic.astype(np.float32, copy=False)
         return evaluation
 
 
@@ -578,4 +595,5 @@ class _Prepared:
     mode: str  # identity | random | average
 
 
-__all__ = ["OnnxEvaluator", "SYMMETRY_MODES", "DEFAULT_MAX_BATCH", "EXTRA_OUTPUTS", "PREPARED_SIZES"]
+__all__ = ["OnnxEvaluator", "SYMMETRY_MODES", "DEFAULT_MAX_BATCH", "EXTRA_OUTPUTS", "OPTIMISTIC_POLICY",
+           "PREPARED_SIZES"]

@@ -99,6 +99,11 @@ class TorchRunner:
 
             model = katago_network.load_onnx(path, proto)
             self.planes, self.aux = katago_network.NUM_PLANES, True
+            # the outputs the file has, as onnxruntime would give them (a file converted before the optimistic
+            # policy was an output lacks it)
+            names = [output.name for output in proto.graph.output]
+            self.katago_outputs = [katago_network.OUTPUTS.index(name) for name in names
+                                   if name in katago_network.OUTPUTS]
             self.ones_plane = 0  # on the board
         else:
             model = fold_batch_norms(network.load_onnx(path, proto))
@@ -160,8 +165,9 @@ class TorchRunner:
     def _outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The network's outputs as ``run`` returns them: policy, value [B] (and score [B], ownership [B, N*N])."""
         outputs = self.model(x)
-        if self.katago:  # policy, value, score, ownership, wdl, score mean, score stdev
-            return tuple(output.reshape(len(x), -1) if output.dim() > 1 else output for output in outputs)
+        if self.katago:  # policy, value, score, ownership, wdl, score mean, score stdev, optimistic policy
+            return tuple(outputs[i].reshape(len(x), -1) if outputs[i].dim() > 1 else outputs[i]
+                         for i in self.katago_outputs)
         policy, value = outputs[:2]
         if not self.aux:
             return policy, value.reshape(-1)

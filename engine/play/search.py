@@ -277,7 +277,8 @@ class Search:
                 self._evaluate_batch([leaf], run, self._rollout_rng(run, -1))
             run.started = run.finished = 1
             tree.root_pending = np.zeros(len(root.moves), dtype=np.int32)
-        if self.config.root_symmetries and not root.averaged and root.status == EXPANDED:
+        if (self.config.root_symmetries or self.config.optimistic_policy) and not root.averaged \
+                and root.status == EXPANDED:
             self._average_root()
         pass_index = state.size * state.size  # in a game with a pass (Go's), its policy index
         with self._lock:
@@ -301,13 +302,17 @@ class Search:
             tree.mix_root_noise(mix, self.config.noise_weight, self.config.root_policy_temperature)
 
     def _average_root(self) -> None:
-        """The root's priors and value from the mean of its evaluations under the 8 symmetries.
+        """The root's priors and value from the mean of its evaluations under the 8 symmetries (``root_symmetries``),
+        or from one evaluation, as a root takes it: a root expanded as a leaf, or kept from the last move's tree,
+        may have the optimistic policy's priors.
 
         One random symmetry per evaluation makes the root's priors jump between searches of the same position (a
         move's prior 0.49 in one, 0.17 in another); the mean is steadier and predicts better (docs/STRENGTH.md),
         for 8 network evaluations a move."""
         state = self.tree.root_state
-        averaged = self._expansions([state], evaluate_all_symmetries(self.evaluator, [state]))[0]
+        evaluation = evaluate_all_symmetries(self.evaluator, [state]) if self.config.root_symmetries \
+            else self.evaluator.evaluate([state])
+        averaged = self._expansions([state], evaluation, root=True)[0]
         with self._lock:
             self.tree.average_root(averaged)
 
@@ -574,11 +579,12 @@ class Search:
                 run.evaluated += len(fresh)
             self._wake.notify_all()
 
-    def _expansions(self, states: list[Game], evaluation: Evaluation) -> list[Expansion]:
-        """The network's answer for ``states`` as the tree expands it (``tree.expansions``)."""
+    def _expansions(self, states: list[Game], evaluation: Evaluation, root: bool = False) -> list[Expansion]:
+        """The network's answer for ``states`` as the tree expands it (``tree.expansions``); ``root``: as the root
+        takes it (never the optimistic policy)."""
         config = self.config
         found = expansions(states, evaluation, config.eye_filter, config.ownership_score, config.atari_prior,
-                           config.atari_min_stones)
+                           config.atari_min_stones, optimistic_policy=config.optimistic_policy and not root)
         self.has_score = evaluation.ownership is not None  # networks of a set may differ, so every answer says
         self._scores = evaluation.score is not None
         return found

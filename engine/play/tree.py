@@ -78,7 +78,7 @@ class Node:
         self.visited_prior = 0.0
         self.children: dict[int, Node] = {}
         self.blocked: np.ndarray | None = None
-        self.averaged = False  # priors and value are the mean over the 8 symmetries (the root's)
+        self.averaged = False  # priors and value are the root's own evaluation (Search._average_root)
         # The subtree value bias (Tree._rebias): the node's bucket (None: none), the correction its own evaluation
         # carries in the sums above it, and what it last added to its bucket's table entry.
         self.bias_key: tuple | None = None
@@ -149,15 +149,18 @@ class ScoreUtility:
 
 
 def expansions(states: list[Game], evaluation: Evaluation, eye_filter: bool,
-               ownership_score: float = 0.0, atari_prior: float = 0.0, atari_min_stones: int = 1) -> list[Expansion]:
+               ownership_score: float = 0.0, atari_prior: float = 0.0, atari_min_stones: int = 1,
+               optimistic_policy: bool = False) -> list[Expansion]:
     """The network's answer for each of ``states`` as the tree expands it: the children are the moves with a
     nonzero prior, and the pass in a game that has one. ``eye_filter``: without the moves that fill the mover's own
     single-point eyes, in a game that has them (the state class's ``own_eye_masks``). ``ownership_score``: the
     share of each score taken from the ownership (``SearchConfig.ownership_score``). ``atari_prior``: the least
     prior of a legal move at the only liberty of strings in atari of ``atari_min_stones`` stones or more, in a game
-    that has them (the state class's ``atari_stakes``; ``SearchConfig.atari_prior``). Raises ValueError for an
-    answer of the wrong shape."""
-    policy = np.asarray(evaluation.policy, dtype=np.float32)
+    that has them (the state class's ``atari_stakes``; ``SearchConfig.atari_prior``). ``optimistic_policy``: the
+    priors from the evaluation's optimistic policy where it has one (``SearchConfig.optimistic_policy``). Raises
+    ValueError for an answer of the wrong shape."""
+    chosen = evaluation.policy_optimistic if optimistic_policy else None
+    policy = np.asarray(evaluation.policy if chosen is None else chosen, dtype=np.float32)
     values = np.asarray(evaluation.value, dtype=np.float32)
     first = states[0]
     width = first.policy_size
@@ -468,7 +471,7 @@ class Tree:
 
     def average_root(self, averaged: Expansion) -> None:
         """Give the expanded root the priors, value, score and ownership of ``averaged``, an evaluation of the
-        same position over the 8 symmetries."""
+        same position as a root takes it (over the 8 symmetries, by default; never the optimistic policy)."""
         root, state = self.root, self.root_state
         # The averaged policy has the same support (legal non-eye moves and pass); keep the root's edges.
         lookup = np.zeros(state.policy_size, dtype=np.float32)

@@ -30,7 +30,7 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -125,7 +125,7 @@ class Teacher:
         if len(parts) == 1:
             return parts[0]
         joined = {}
-        for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev"):
+        for name in (each.name for each in fields(Evaluation)):
             arrays = [getattr(p, name) for p in parts]
             joined[name] = None if arrays[0] is None else np.concatenate(arrays)
         return Evaluation(**joined)
