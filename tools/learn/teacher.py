@@ -122,13 +122,7 @@ class Teacher:
     def evaluate(self, states: Sequence[GameState]) -> Evaluation:
         """The network's raw judgement of positions of one size, in calls of at most ``batch``."""
         parts = [self.evaluator.evaluate(states[i:i + self.batch]) for i in range(0, len(states), self.batch)]
-        if len(parts) == 1:
-            return parts[0]
-        joined = {}
-        for name in (each.name for each in fields(Evaluation)):
-            arrays = [getattr(p, name) for p in parts]
-            joined[name] = None if arrays[0] is None else np.concatenate(arrays)
-        return Evaluation(**joined)
+        return parts[0] if len(parts) == 1 else join_evaluations(parts)
 
     def label(self, positions: Sequence[Position], evaluation: Evaluation | None = None) -> dict[str, np.ndarray]:
         """The label arrays (``LABEL_FIELDS``) of positions of one board size. ``evaluation``: the network's
@@ -552,13 +546,14 @@ class SelfPlayPositions:
 
 def _row(evaluation: Evaluation, row: int) -> Evaluation:
     return Evaluation(**{name: None if getattr(evaluation, name) is None else getattr(evaluation, name)[row:row + 1]
-                         for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev")})
+                         for name in (each.name for each in fields(Evaluation))})
 
 
 def join_evaluations(parts: Sequence[Evaluation]) -> Evaluation:
+    """One Evaluation of the positions of ``parts`` in order: every array field joined by rows; None stays None."""
     return Evaluation(**{name: None if getattr(parts[0], name) is None
                          else np.concatenate([getattr(p, name) for p in parts])
-                         for name in ("policy", "value", "score", "ownership", "wdl", "score_mean", "score_stdev")})
+                         for name in (each.name for each in fields(Evaluation))})
 
 
 def _sample(policy: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
