@@ -799,13 +799,16 @@ def test_place_free_handicap_asks_the_picker_and_falls_back_to_the_table():
     assert [format_vertex(p, 9) for p in table.free_handicap(2)] == ["G7", "C3"]
 
 
-def test_a_move_whose_unspent_time_is_lost_searches_its_whole_budget():
+def test_a_move_whose_unspent_time_is_lost_searches_its_whole_budget(fake_clock):
+    """On a fake clock that each network call moves 1/128 s on, so that no machine's load decides the outcome."""
     state = played(5, ["B2", "D4"])
-    settled = RiggedEvaluator(parse_vertex("C3", 5), 0.95)  # one move so clearly best that a search stops early
-    player = picker(settled, visits=0, temperature_moves=0)
-    player.pick(state, budget_s=0.4)
+    step_s = 1 / 128
+    settled = ClockedEvaluator(RiggedEvaluator(parse_vertex("C3", 5), 0.95), fake_clock, step_s=step_s)
+    player = SearchPicker(settled, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
+                          play=PlayConfig(temperature_moves=0), clock=fake_clock)
+    player.pick(state, budget_s=0.4)  # one move so clearly best that a search stops early
     assert player.last_search.stopped_early and player.last_search.elapsed_s < 0.35
     player.pick(state, budget_s=0.4, spend_all=True)  # a byo-yomi period: what is left over is lost
-    assert not player.last_search.stopped_early and player.last_search.elapsed_s >= 0.39
+    assert not player.last_search.stopped_early and player.last_search.elapsed_s >= 0.4
     player.pick_cleanup(state, budget_s=0.3, spend_all=True)
     assert player.last_search is None or not player.last_search.stopped_early
