@@ -5,6 +5,7 @@ import dataclasses
 import logging
 import random
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -35,13 +36,14 @@ class BlackLosesEvaluator:
         return Evaluation(base.policy, values)
 
 
-def picker(evaluator, **config) -> SearchPicker:
-    """A search player over ``evaluator``; ``config`` names fields of SearchConfig and of PlayConfig alike."""
+def picker(evaluator, clock=time.monotonic, **config) -> SearchPicker:
+    """A search player over ``evaluator`` timed by ``clock``; ``config`` names fields of SearchConfig and of
+    PlayConfig alike."""
     play_fields = {f.name for f in dataclasses.fields(PlayConfig)}
     search = dict(threads=1, visits=60)
     search.update({k: v for k, v in config.items() if k not in play_fields})
     play = PlayConfig(**{k: v for k, v in config.items() if k in play_fields})
-    return SearchPicker(evaluator, SearchConfig(**search), rng=np.random.default_rng(0), play=play)
+    return SearchPicker(evaluator, SearchConfig(**search), rng=np.random.default_rng(0), play=play, clock=clock)
 
 
 def played(size: int, moves: list[str]) -> GameState:
@@ -274,8 +276,7 @@ def test_the_count_after_a_pass_is_charged_to_the_budget(fake_clock, monkeypatch
     time from the budget (here a count that takes 0.5 s of a 2 s budget: the search is given 1.5 s); where the count
     would take over half the budget (it took 0.5 s last time, 0.6 s to move) the decider gets none and estimates
     quickly, and a move with no time limit always gets it. No count where the opponent did not pass."""
-    player = SearchPicker(ScoreEvaluator(), SearchConfig(threads=1, visits=30), rng=np.random.default_rng(0),
-                             clock=fake_clock)
+    player = picker(ScoreEvaluator(), visits=30, clock=fake_clock)
     counts, budgets, given = [], [], []
 
     def slow_count(state):
@@ -423,8 +424,7 @@ def test_time_budget_is_respected(fake_clock):
     ends once it is spent, with no more than the batch at the network to finish."""
     step_s = 1 / 128
     evaluator = ClockedEvaluator(ScoreEvaluator(), fake_clock, step_s=step_s)
-    player = SearchPicker(evaluator, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
-                             clock=fake_clock)
+    player = picker(evaluator, visits=0, clock=fake_clock)
     player.pick(GameState(7), 0.25)
     assert player.last_search.elapsed_s <= 0.25 + step_s
     assert player.last_search.playouts > 10
@@ -804,8 +804,7 @@ def test_a_move_whose_unspent_time_is_lost_searches_its_whole_budget(fake_clock)
     state = played(5, ["B2", "D4"])
     step_s = 1 / 128
     settled = ClockedEvaluator(RiggedEvaluator(parse_vertex("C3", 5), 0.95), fake_clock, step_s=step_s)
-    player = SearchPicker(settled, SearchConfig(threads=1, visits=0), rng=np.random.default_rng(0),
-                          play=PlayConfig(temperature_moves=0), clock=fake_clock)
+    player = picker(settled, visits=0, temperature_moves=0, clock=fake_clock)
     player.pick(state, budget_s=0.4)  # one move so clearly best that a search stops early
     assert player.last_search.stopped_early and player.last_search.elapsed_s < 0.35
     player.pick(state, budget_s=0.4, spend_all=True)  # a byo-yomi period: what is left over is lost
