@@ -10,7 +10,7 @@ pytest.importorskip("torch")  # the tiny networks are built with torch
 
 from tabula.engine.net.evaluator import Evaluation  # noqa: E402
 from tabula.tools.learn.evaluate import TeacherScores, main  # noqa: E402
-from tests.records_helpers import game_sgf, play_game  # noqa: E402
+from tests.records_helpers import game_sgf, handicap_sgf, play_game  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +73,17 @@ def test_a_bad_teacher_is_a_message(tiny_onnx, records, tmp_path, capsys):
         assert says in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([str(tiny_onnx), records, "--teacher", str(tiny_onnx), "--teacher-every", "0"])
+
+
+def test_handicap_games_are_dropped_unless_asked_and_then_judged_without_a_value_target(tiny_aux_onnx, tmp_path,
+                                                                                          capsys):
+    folder = tmp_path / "handicap"
+    folder.mkdir()
+    (folder / "h.sgf").write_bytes(handicap_sgf(5))
+    net = str(tiny_aux_onnx)
+    assert figures(capsys, [net, str(folder)])["positions"] == 0
+    lines = figures(capsys, [net, str(folder), "--handicap", "policy", "--teacher", net, "--teacher-every", "1"])
+    assert lines["positions"] == 40 and lines["teacher_positions"] == 40  # every move of the game, white first
+    assert lines["value_positions"] == 0  # who won says nothing of a handicap game's positions
+    assert lines["teacher_policy_kl"] == pytest.approx(0.0, abs=1e-4)
+    assert figures(capsys, [net, str(folder), "--handicap", "value"])["value_positions"] == 40

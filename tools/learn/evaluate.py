@@ -3,11 +3,12 @@
 Every position of every kept game counts: the board before each move, with that move as the target. Top-k accuracy
 reads the network's policy masked to legal moves (``OnnxEvaluator``, identity symmetry). Value MSE compares the value
 (side to move's view) with the game's result (+1 win, -1 loss, 0 draw) over the positions of games whose result is a
-value target (not time, forfeit or handicap; see engine/data/records.py). Records are filtered as `tabula prepare` does;
-the filter report goes to stderr, the figures to stdout in ``name: value`` lines. Calibration per colour
-(``black_to_move_predicted`` against ``black_to_move_won``, the same for white): the mover's winrate by the value head
-against the share of those positions the mover went on to win; ``--size`` reads one board size's records (self-play
-SGF of 9x9, say) with a network that plays several.
+value target (not time, forfeit or handicap; see engine/data/records.py). Records are filtered as `tabula prepare`
+does (``--handicap policy`` keeps handicap games' positions, for the policy and a teacher's figures on the positions a
+handicap game meets); the filter report goes to stderr, the figures to stdout in ``name: value`` lines. Calibration
+per colour (``black_to_move_predicted`` against ``black_to_move_won``, the same for white): the mover's winrate by the
+value head against the share of those positions the mover went on to win; ``--size`` reads one board size's records
+(self-play SGF of 9x9, say) with a network that plays several.
 
 Resignation (``resign_false_T`` lines): at each threshold T of ``RESIGN_THRESHOLDS``, the share of games with a
 result in which the eventual winner's own winrate (the network's value) stayed under T for ``RESIGN_CONSECUTIVE``
@@ -156,6 +157,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="read every record at this komi instead of its own (a network that sees the komi)")
     parser.add_argument("--record-komi", type=float, default=None,
                         help="only the records played at this komi (an archive of several: Tom's 7.5 and 6.5)")
+    parser.add_argument("--handicap", choices=("drop", "policy", "value"), default="drop",
+                        help="games with handicap or setup stones: drop them (default), keep their moves "
+                             "(policy, and a teacher's figures; no value target), or their results as well")
     parser.add_argument("--teacher", default=None,
                         help="also compare with this teacher (a KataGo model file, its ONNX, or a Tabula ONNX "
                              "network) on every --teacher-every-th position")
@@ -281,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
             print(teacher, file=sys.stderr)
             return 2
     teacher_scores = TeacherScores()
-    reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves))
+    reader, records = iter_records(args.sources, RecordFilter(size=size, min_moves=args.min_moves,
+                                                                  handicap=args.handicap))
     scores = Scores()
     search = from_flags(EVAL_SEARCH, args)
     searches = SearchScores(args.weights, search, args.net_provider, args.net_threads) if search.visits else None
@@ -328,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         state = GameState(record.size, Rules(komi=komi, superko=SIMPLE_KO))
         for color, point in record.setup:
             state.place_setup(point, color)
+        state.handicap = record.handicap  # as ``Record.replay`` sets it
         for color, move in record.moves:
             state.to_move = color
             position = state.copy()
