@@ -330,10 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         scores.games += 1
         scores.resign_games += record.value_weight > 0 and record.winner != 0
         komi = record.komi if args.komi is None else args.komi
-        state = GameState(record.size, Rules(komi=komi, superko=SIMPLE_KO))
-        for color, point in record.setup:
-            state.place_setup(point, color)
-        state.handicap = record.handicap  # as ``Record.replay`` sets it
+        state = record.replay(Rules(komi=komi, superko=SIMPLE_KO), upto=0)  # the setup stones and handicap count
         for color, move in record.moves:
             state.to_move = color
             position = state.copy()
