@@ -125,6 +125,12 @@ def test_self_play_positions_vary_size_komi_and_handicap(tiny_aux_onnx):
     games = [source.new_game(np.random.default_rng([3, 0, g])) for g in range(24)]
     assert {g.size for g in games} == {9, 13}
     assert any(g.handicap for g in games) and len({g.rules.komi for g in games}) > 2
+    # handicap games under each white handicap bonus, so the komi the network reads varies with the rules too
+    handicapped = [g for g in games if g.handicap]
+    assert {g.rules.white_handicap_bonus for g in handicapped} == {"0", "N", "N-1"}
+    for g in handicapped:
+        assert g.counted_komi == 0.5 + {"0": 0, "N": g.handicap, "N-1": g.handicap - 1}[g.rules.white_handicap_bonus]
+    assert all(g.rules.white_handicap_bonus == "0" for g in games if not g.handicap)
     taken = source.take(0, 4)
     again = source.take(0, 4)
     assert source.take(0, 4, deadline=0.0) == {}  # past its deadline, a chunk plays nothing
@@ -355,6 +361,10 @@ def test_bad_settings_are_clear_errors(tiny_aux_onnx, tmp_path):
     for drops in ("12600", "12600:0", "-1:0.001", "5:0.1,5:0.2", "a:b"):
         with pytest.raises(SystemExit):
             distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--lr-drops", drops])
+    for bonuses in ("", "N,2", "n"):
+        with pytest.raises(SystemExit):
+            distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r"), "--handicap-bonuses",
+                                bonuses])
     assert distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "r")]).student_arch == "6x64"
 
 

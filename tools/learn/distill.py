@@ -64,6 +64,7 @@ from tabula.engine.net.network import (
     is_head_komi_weight,
     load_network,
 )
+from tabula.engine.rules.game import BONUS_N, BONUS_N_MINUS_ONE, BONUS_NONE
 from tabula.tools.learn import grow, transfer
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
@@ -109,6 +110,7 @@ class DistillConfig:
     komi_spread: float = 1.5
     handicap_fraction: float = 0.2
     max_handicap: int = 9
+    handicap_bonuses: str = "0,N,N-1"  # white's handicap bonuses a handicap game is drawn from (Rules' names)
     keep: float = 0.25  # share of a self-play game's positions labelled
     player: str = ""  # the network whose policy plays the self-play games ("": the teacher's, whose evaluations
     # then label the kept positions for free), e.g. Tabula's own, for the positions Tabula meets
@@ -237,6 +239,16 @@ def check(config: DistillConfig) -> None:
     sizes = [int(s) for s in config.sizes.split(",") if s.strip()]
     if not sizes or any(not 7 <= s <= 19 for s in sizes):
         raise ValueError("--sizes are board sizes from 7 to 19")
+    handicap_bonuses(config)
+
+
+def handicap_bonuses(config: DistillConfig) -> tuple[str, ...]:
+    """``--handicap-bonuses`` as a tuple; ValueError where it names no bonus or one the rules do not know."""
+    bonuses = tuple(b.strip() for b in config.handicap_bonuses.split(",") if b.strip())
+    known = (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE)
+    if not bonuses or any(b not in known for b in bonuses):
+        raise ValueError(f"--handicap-bonuses is a list of {', '.join(known)}, not {config.handicap_bonuses!r}")
+    return bonuses
 
 
 @functools.lru_cache(maxsize=8)  # read at every optimizer step: parsed once per setting
@@ -962,7 +974,8 @@ def make_selfplay(config: DistillConfig, teacher: teaching.Teacher, log) -> teac
     sizes = tuple(int(s) for s in config.sizes.split(",") if s.strip())
     settings = teaching.SelfPlaySettings(sizes=sizes, komi=config.komi, komi_spread=config.komi_spread,
                                          handicap_fraction=config.handicap_fraction,
-                                         max_handicap=config.max_handicap, keep=config.keep)
+                                         max_handicap=config.max_handicap,
+                                         handicap_bonuses=handicap_bonuses(config), keep=config.keep)
     player = teacher
     if config.player:
         from tabula.engine.net.evaluator import OnnxEvaluator, katago_onnx

@@ -10,8 +10,9 @@ Positions come from two sources, each a pure function of (seed, chunk) with a cu
 - ``RecordPositions``: the games of SGF archives (``engine.data.records``), a few positions a game, with the game's
   result and counted margin where the record has them.
 - ``SelfPlayPositions``: games played in lockstep by sampling a network's policy (the teacher's own by default, so
-  that its evaluations label the positions at no extra cost), even and handicap, at drawn komis, on the sizes asked
-  for: the positions a player meets, with the game's Tromp-Taylor count where it ended by two passes.
+  that its evaluations label the positions at no extra cost), even and handicap (under each handicap bonus), at
+  drawn komis, on the sizes asked for: the positions a player meets, with the game's Tromp-Taylor count where it
+  ended by two passes.
 
 Storage (``write_labels``, ``read_labels``): one compressed npz file per chunk and board size. The student's own
 input planes, in the encoding the student reads (``leelaz-18+komi``, ``katago-v7`` or ``tabula-v2``), rather than
@@ -39,7 +40,7 @@ from tabula.engine.net import features
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator, katago_onnx
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
-from tabula.engine.rules.game import GameState, Rules, handicap_points
+from tabula.engine.rules.game import BONUS_N, BONUS_N_MINUS_ONE, BONUS_NONE, GameState, Rules, handicap_points
 
 POLICY_TOP = 32  # moves kept of each policy target
 HISTORY_PLANES = 16  # leelaz-18's stone planes (the first label format's ``stones``)
@@ -455,6 +456,10 @@ class SelfPlaySettings:
     komi_spread: float = 1.5  # standard deviation of the komi, rounded to half points
     handicap_fraction: float = 0.2  # share of games with 2 to max_handicap stones at komi 0.5
     max_handicap: int = 9
+    # white's handicap bonuses (Rules.white_handicap_bonus) a handicap game is drawn from: a player meets all of
+    # them (none under Japanese rules, N under Chinese, KGS and OGS rules, N-1 under AGA's), and the network reads
+    # the komi with the bonus in it, so it has to learn the positions at each of those komis
+    handicap_bonuses: tuple[str, ...] = (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE)
     temperature: float = 1.0  # policy temperature for the opening (a share of the board's points, below)
     opening_fraction: float = 0.1  # moves sampled at ``temperature``: this share of the board's points
     late_temperature: float = 0.5  # the temperature after the opening
@@ -491,7 +496,8 @@ class SelfPlayPositions:
         if rng.random() < s.handicap_fraction and s.max_handicap >= 2:
             handicap = int(rng.integers(2, (s.max_handicap if size >= 13 else min(s.max_handicap, 4)) + 1))
         komi = 0.5 if handicap else float(np.round(2.0 * rng.normal(s.komi, s.komi_spread)) / 2.0)
-        state = GameState(size, Rules(komi=komi))
+        bonus = s.handicap_bonuses[int(rng.integers(len(s.handicap_bonuses)))] if handicap else BONUS_NONE
+        state = GameState(size, Rules(komi=komi, white_handicap_bonus=bonus))
         if handicap:
             state.place_handicap(handicap_points(size, handicap))
         return state
