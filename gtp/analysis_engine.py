@@ -30,9 +30,7 @@ from tabula.engine.play.tree import TranspositionTable
 from tabula.engine.rules.board import IllegalMoveError
 from tabula.engine.rules.coords import BLACK, COLUMNS, MAX_SIZE, MIN_SIZE, PASS, WHITE, CoordinateError, parse_vertex
 from tabula.engine.rules.game import (
-    BONUS_N,
-    BONUS_N_MINUS_ONE,
-    BONUS_NONE,
+    HANDICAP_BONUSES,
     TERRITORY,
     GameState,
     UnsupportedRulesError,
@@ -364,7 +362,7 @@ def _rules(query: dict):
         bonus = query["whiteHandicapBonus"]
         if not isinstance(bonus, str):
             raise QueryError("whiteHandicapBonus", "Must be a string")
-        if bonus not in (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE):
+        if bonus not in HANDICAP_BONUSES:
             raise QueryError("whiteHandicapBonus", f"Could not parse whiteHandicapBonus rule: {bonus}")
         rules = dataclasses.replace(rules, white_handicap_bonus=bonus)
     return rules

@@ -29,6 +29,7 @@ TERRITORY = "territory"  # surrounded points plus prisoners (Japanese, Korean)
 TAX_NONE = "none"  # the empty points of a seki count like any others
 TAX_SEKI = "seki"  # the empty points of a seki (its eyes included) count for nobody, as Japanese rules say
 BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE = "0", "N", "N-1"  # white's handicap bonus for N handicap stones
+HANDICAP_BONUSES = (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE)
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Rules:
             object.__setattr__(self, "tax", TAX_SEKI if self.scoring == TERRITORY else TAX_NONE)
         if self.tax not in (TAX_NONE, TAX_SEKI):
             raise ValueError(f"unknown tax rule {self.tax!r}")
-        if self.white_handicap_bonus not in (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE):
+        if self.white_handicap_bonus not in HANDICAP_BONUSES:
             raise ValueError(f"unknown white handicap bonus {self.white_handicap_bonus!r}")
         if not isinstance(self.friendly_pass_ok, bool):
             raise ValueError(f"friendly_pass_ok must be a bool, not {self.friendly_pass_ok!r}")
@@ -161,7 +162,7 @@ def _rules_from_json(text: str, komi: float) -> Rules:
             rules = replace(rules, scoring=value.lower())
         elif key == "tax" and isinstance(value, str) and value.lower() in (TAX_NONE, TAX_SEKI):
             tax = value.lower()
-        elif key == "whiteHandicapBonus" and value in (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE):
+        elif key == "whiteHandicapBonus" and value in HANDICAP_BONUSES:
             rules = replace(rules, white_handicap_bonus=value)
         elif key == "friendlyPassOk" and isinstance(value, bool):
             rules = replace(rules, friendly_pass_ok=value)
@@ -688,4 +689,4 @@ def legal_masks(states: Sequence[GameState], colors: Sequence[int] | None = None
 __all__ = ["GameState", "Rules", "IllegalMoveError", "UnsupportedRulesError", "format_result", "handicap_points",
            "legal_masks", "parse_rules", "sgf_ruleset", "scoring_from_sgf", "suicide_from_sgf", "HISTORY_LENGTH",
            "POSITIONAL", "SITUATIONAL", "SIMPLE_KO", "EMPTY", "AREA", "TERRITORY", "TAX_NONE", "TAX_SEKI", "BONUS_NONE",
-           "BONUS_N", "BONUS_N_MINUS_ONE"]
+           "BONUS_N", "BONUS_N_MINUS_ONE", "HANDICAP_BONUSES"]

@@ -64,7 +64,7 @@ from tabula.engine.net.network import (
     is_head_komi_weight,
     load_network,
 )
-from tabula.engine.rules.game import BONUS_N, BONUS_N_MINUS_ONE, BONUS_NONE
+from tabula.engine.rules.game import HANDICAP_BONUSES
 from tabula.tools.learn import grow, transfer
 from tabula.tools.learn import teacher as teaching
 from tabula.tools.learn import train as trainer
@@ -245,9 +245,9 @@ def check(config: DistillConfig) -> None:
 def handicap_bonuses(config: DistillConfig) -> tuple[str, ...]:
     """``--handicap-bonuses`` as a tuple; ValueError where it names no bonus or one the rules do not know."""
     bonuses = tuple(b.strip() for b in config.handicap_bonuses.split(",") if b.strip())
-    known = (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE)
-    if not bonuses or any(b not in known for b in bonuses):
-        raise ValueError(f"--handicap-bonuses is a list of {', '.join(known)}, not {config.handicap_bonuses!r}")
+    if not bonuses or any(b not in HANDICAP_BONUSES for b in bonuses):
+        raise ValueError(f"--handicap-bonuses is a list of {', '.join(HANDICAP_BONUSES)}, "
+                         f"not {config.handicap_bonuses!r}")
     return bonuses
 
 

@@ -40,7 +40,7 @@ from tabula.engine.net import features
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator, katago_onnx
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
-from tabula.engine.rules.game import BONUS_N, BONUS_N_MINUS_ONE, BONUS_NONE, GameState, Rules, handicap_points
+from tabula.engine.rules.game import BONUS_NONE, HANDICAP_BONUSES, GameState, Rules, handicap_points
 
 POLICY_TOP = 32  # moves kept of each policy target
 HISTORY_PLANES = 16  # leelaz-18's stone planes (the first label format's ``stones``)
@@ -459,7 +459,7 @@ class SelfPlaySettings:
     # white's handicap bonuses (Rules.white_handicap_bonus) a handicap game is drawn from: a player meets all of
     # them (none under Japanese rules, N under Chinese, KGS and OGS rules, N-1 under AGA's), and the network reads
     # the komi with the bonus in it, so it has to learn the positions at each of those komis
-    handicap_bonuses: tuple[str, ...] = (BONUS_NONE, BONUS_N, BONUS_N_MINUS_ONE)
+    handicap_bonuses: tuple[str, ...] = HANDICAP_BONUSES
     temperature: float = 1.0  # policy temperature for the opening (a share of the board's points, below)
     opening_fraction: float = 0.1  # moves sampled at ``temperature``: this share of the board's points
     late_temperature: float = 0.5  # the temperature after the opening
