@@ -110,7 +110,8 @@ class DistillConfig:
     komi_spread: float = 1.5
     handicap_fraction: float = 0.2
     max_handicap: int = 9
-    handicap_bonuses: str = "0,N,N-1"  # white's handicap bonuses a handicap game is drawn from (Rules' names)
+    # white's handicap bonuses a handicap game is drawn from (Rules' names)
+    handicap_bonuses: str = ",".join(HANDICAP_BONUSES)
     keep: float = 0.25  # share of a self-play game's positions labelled
     player: str = ""  # the network whose policy plays the self-play games ("": the teacher's, whose evaluations
     # then label the kept positions for free), e.g. Tabula's own, for the positions Tabula meets
