@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,34 @@ def test_record_positions_carry_the_result_from_the_side_to_moves_view(tmp_path)
     assert last.state.moves == again.state.moves  # the same game, the same position drawn
 
 
+def test_repeated_records_go_round_again_with_new_positions(tmp_path):
+    for game in range(2):
+        (tmp_path / f"g{game}.sgf").write_bytes(game_sgf(play_game(game, moves=40), result="B+3.5"))
+    source = teacher.RecordPositions([str(tmp_path)], per_game=3, seed=1, repeat=True)
+    first, second = source.take(6), source.take(6)  # both games, then both again
+    assert len(first) == len(second) == 6 and source.cursor == 4 and not source.exhausted
+    assert [len(p.state.moves) for p in first] != [len(p.state.moves) for p in second]  # other draws
+    resumed = teacher.RecordPositions([str(tmp_path)], per_game=3, seed=1, cursor=4, repeat=True)
+    assert [p.state.moves for p in resumed.take(3)] == [p.state.moves for p in source.take(3)]
+    empty = tmp_path / "none"
+    empty.mkdir()
+    nothing = teacher.RecordPositions([str(empty)], repeat=True)
+    assert nothing.take(4) == [] and nothing.exhausted  # a set with no game ends rather than looping
+
+
+def test_handicap_records_are_read_at_the_bonuses_given_and_lose_their_count(tmp_path):
+    from tests.records_helpers import handicap_sgf
+
+    for game in range(6):
+        (tmp_path / f"h{game}.sgf").write_bytes(handicap_sgf(game).replace(b"RE[W+R]", b"RE[W+4.5]"))
+    plain = teacher.RecordPositions([str(tmp_path)], per_game=2).take(12)
+    assert {p.state.rules.white_handicap_bonus for p in plain} == {"0"} and all(p.margin == p.margin for p in plain)
+    read = teacher.RecordPositions([str(tmp_path)], per_game=2, bonuses=("N", "N-1")).take(12)
+    assert {p.state.rules.white_handicap_bonus for p in read} == {"N", "N-1"}
+    assert all(p.state.handicap == 2 and p.state.rules.komi == 0.5 for p in read)
+    assert all(math.isnan(p.margin) and p.outcome_weight == 1.0 for p in read)  # who won stays; the count goes
+
+
 def test_labelling_stops_before_the_chunk_needs_the_rest_of_the_time():
     assert distill.labelling_deadline(100.0, 0, 30.0) == math.inf  # no time limit
     assert distill.labelling_deadline(100.0, 10, 0.0) == 100.0 + 480  # no chunk trained yet: at 80%
@@ -189,6 +218,24 @@ def test_records_that_run_out_are_said_and_counted_in_the_metrics(tiny_aux_onnx,
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["from_records"] for r in rows] == [4, 0]  # both games' positions, then none left
     assert sum("the records ran out after 2 games" in line for line in said) == 1
+
+
+def test_focus_records_add_their_positions_to_every_chunk_and_resume_where_they_were(tiny_aux_onnx, tmp_path):
+    focus = tmp_path / "focus"
+    focus.mkdir()
+    for game in range(2):
+        (focus / f"g{game}.sgf").write_bytes(game_sgf(play_game(game, moves=30), result="W+R"))
+    config = run_config(tiny_aux_onnx, tmp_path / "run", focus_records=str(focus), focus_positions=4,
+                        focus_per_game=2, chunks=1)
+    distill.distill(config, log=lambda *_: None)
+    distill.distill(replace(config, chunks=3), log=lambda *_: None)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["from_focus"] for r in rows] == [4, 4, 4]  # the two games again and again
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
+    assert state["focus_cursor"] == 6
+    with pytest.raises(SystemExit):
+        distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "x"),
+                            "--focus-records", str(tmp_path / "missing")])
 
 
 def test_frozen_batch_norms_train_with_their_running_statistics_and_keep_them(tiny_aux_onnx, tmp_path):

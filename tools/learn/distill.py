@@ -3,13 +3,17 @@
 Each chunk labels positions with the teacher (``tools.learn.teacher``: records and self-play, optionally after a
 small search), writes them to the run's label window (``RUN/labels``, outside git, the oldest dropped beyond
 ``--window-positions``), then trains ``--steps-per-chunk`` optimizer steps on batches drawn from the window, and
-checkpoints. Only the student's checkpoint (``RUN/checkpoint.pt``, with the records' cursor and the chunk count) is
+checkpoints. Only the student's checkpoint (``RUN/checkpoint.pt``, with the records' cursors and the chunk count) is
 needed to go on: a run whose labels are lost refills its window as it labels on. The checkpoint is written
 (atomically) after every trained chunk, or at most every ``--checkpoint-minutes``, so that a run killed at any moment
 loses at most the work since: on resume, the labels and metrics of chunks the checkpoint does not count are
 dropped and those chunks labelled again. The run stops cleanly at ``--max-minutes`` or ``--chunks`` (or SIGTERM),
 writing the checkpoint and the student as ONNX (``RUN/model.onnx``) before its label workers are stopped (killed
 where they do not exit within seconds). Rerun the same command to continue.
+
+``--focus-records`` adds ``--focus-positions`` positions a chunk from a second set of records, read again and again
+with new positions drawn each time round: the positions the student meets and misjudges, such as its own games
+against GNU Go, whose handicap games are read at the komis of ``--handicap-bonuses`` as self-play's are.
 
 Losses (weights configurable): the policy's cross-entropy against the teacher's distribution (its KL divergence is
 logged), the value's MSE against the teacher's value, the score lead's and the ownership's as ``tabula train``'s
@@ -104,6 +108,11 @@ class DistillConfig:
     records: str = ""  # SGF archives or folders, comma-separated; "": self-play positions only
     records_share: float = 0.5  # share of each chunk's positions from the records (where there are records)
     per_game: int = 4  # positions drawn from each record
+    # records read again and again beside --records (their positions new each time round), handicap games at the
+    # komis of --handicap-bonuses: the positions the student plays and misjudges (its games against GNU Go, say)
+    focus_records: str = ""
+    focus_positions: int = 512  # positions a chunk from them
+    focus_per_game: int = 16  # positions drawn from each of their games
     selfplay_games: int = 16  # self-play games a chunk (0: none)
     sizes: str = "9,13,19,19"  # self-play board sizes, drawn per game
     komi: float = 7.0  # self-play's mean komi of even games
@@ -212,9 +221,10 @@ def check(config: DistillConfig) -> None:
         path = getattr(config, name)
         if path and not os.path.isfile(path):
             raise ValueError(f"--{name} {path}: no such file")
-    for path in (p for p in config.records.split(",") if p):
-        if not os.path.exists(path):
-            raise ValueError(f"--records {path}: no such file or folder")
+    for name in ("records", "focus_records"):
+        for path in (p for p in getattr(config, name).split(",") if p):
+            if not os.path.exists(path):
+                raise ValueError(f"--{name.replace('_', '-')} {path}: no such file or folder")
     if config.labels_from and not os.path.isdir(config.labels_from):
         raise ValueError(f"--labels-from {config.labels_from}: no such directory")
     if config.labels_from and os.path.abspath(config.labels_from) == os.path.abspath(os.path.join(config.run, LABELS)):
@@ -232,9 +242,10 @@ def check(config: DistillConfig) -> None:
     if config.train_komi_spread > 0 and "komi_wave" not in encoding_named(config.student_encoding).plane_names:
         raise ValueError(f"--train-komi-spread moves the komi among katago-v7's globals (katago-v7 and tabula-v2 "
                          f"students), not a {config.student_encoding} student's")
-    if not config.records and config.selfplay_games <= 0:
-        raise ValueError("no positions: give --records or --selfplay-games above 0")
-    for name in ("steps_per_chunk", "batch", "label_batch", "window_positions", "chunk_positions", "per_game"):
+    if not config.records and not config.focus_records and config.selfplay_games <= 0:
+        raise ValueError("no positions: give --records, --focus-records or --selfplay-games above 0")
+    for name in ("steps_per_chunk", "batch", "label_batch", "window_positions", "chunk_positions", "per_game",
+                 "focus_positions", "focus_per_game"):
         if getattr(config, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
     sizes = [int(s) for s in config.sizes.split(",") if s.strip()]
@@ -636,7 +647,7 @@ def distill(config: DistillConfig, log=print) -> dict:
     model = TabulaNet(spec)
     optimizer = trainer.make_optimizer(train_config, model)
     average = trainer.WeightAverage(model, config.ema_decay) if config.ema_decay > 0 else None
-    step, chunk, cursor, elapsed_before = 0, 0, 0, 0.0
+    step, chunk, cursor, focus_cursor, elapsed_before = 0, 0, 0, 0, 0.0
     cpu_before: float | None = 0.0
     if state is not None:
         if saved.input_encoding != spec.input_encoding:  # a run begun before --student-encoding had its default
@@ -655,6 +666,7 @@ def distill(config: DistillConfig, log=print) -> dict:
         elif average is not None:  # --ema-decay given to a run trained without it: the average starts here
             average = trainer.WeightAverage(model, config.ema_decay)
         step, chunk, cursor = int(state["step"]), int(state["chunk"]), int(state["records_cursor"])
+        focus_cursor = int(state.get("focus_cursor", 0))
         elapsed_before = float(state.get("elapsed_s", 0.0))
         # a run begun before cpu_s was counted has no total: it records none rather than part of one
         cpu_before = float(state["cpu_s"]) if state.get("cpu_s") is not None else None
@@ -686,8 +698,8 @@ def distill(config: DistillConfig, log=print) -> dict:
     discard_unsaved(config.run, chunk, step, labels=os.path.exists(checkpoint_path))
     # worker processes play and label the self-play games; with no records, this process needs no teacher
     use_pool = not config.labels_from and config.label_workers > 0 and config.selfplay_games > 0
-    teacher_here = not config.labels_from and not (use_pool and not config.records)
-    teacher, selfplay, records, pool = None, None, None, None
+    teacher_here = not config.labels_from and not (use_pool and not config.records and not config.focus_records)
+    teacher, selfplay, records, focus, pool = None, None, None, None, None
     try:
         try:
             described = f"labels from {config.labels_from}"
@@ -700,6 +712,10 @@ def distill(config: DistillConfig, log=print) -> dict:
             if config.records and teacher is not None:
                 records = teaching.RecordPositions([p for p in config.records.split(",") if p],
                                                    per_game=config.per_game, seed=config.seed, cursor=cursor)
+            if config.focus_records and teacher is not None:
+                focus = teaching.RecordPositions([p for p in config.focus_records.split(",") if p],
+                                                 per_game=config.focus_per_game, seed=config.seed, cursor=focus_cursor,
+                                                 repeat=True, bonuses=handicap_bonuses(config))
             if use_pool:
                 import multiprocessing
 
@@ -713,8 +729,8 @@ def distill(config: DistillConfig, log=print) -> dict:
         except (teaching.LabelError, NetworkFileError, ValueError) as error:  # ValueError: a backend that cannot run
             raise SystemExit(f"tabula distill: {error}") from None
         return _run_chunks(config, log, started, model, optimizer, average, spec, device, bf16, train_config,
-                           step, chunk, cursor, (elapsed_before, cpu_before, cpu_started), teacher, selfplay,
-                           records, pool, label_dir)
+                           step, chunk, (cursor, focus_cursor), (elapsed_before, cpu_before, cpu_started), teacher,
+                           selfplay, (records, focus), pool, label_dir)
     finally:
         if pool is not None:
             close_pool(pool)
@@ -722,12 +738,15 @@ def distill(config: DistillConfig, log=print) -> dict:
 
 def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, average, spec: NetSpec,
                 device: torch.device, bf16: bool, train_config: trainer.TrainConfig, step: int, chunk: int,
-                cursor: int, spent: tuple[float, float | None, float], teacher, selfplay, records, pool,
-                label_dir: str) -> dict:
+                cursors: tuple[int, int], spent: tuple[float, float | None, float], teacher, selfplay,
+                streams: tuple, pool, label_dir: str) -> dict:
     """``distill``'s loop: label and train chunk after chunk until a limit, checkpointing as it goes, then write the
-    checkpoint and the student (before the caller stops the label workers). ``spent``: the wall and CPU seconds of
-    the run's earlier invocations (CPU None: not counted then), and ``time.process_time()`` at this one's start."""
+    checkpoint and the student (before the caller stops the label workers). ``cursors``: the games taken from the
+    records and from the focus records; ``streams``: their RecordPositions (None: none). ``spent``: the wall and CPU
+    seconds of the run's earlier invocations (CPU None: not counted then), and ``time.process_time()`` at this
+    one's start."""
     elapsed_before, cpu_before, cpu_started = spent
+    (cursor, focus_cursor), (records, focus) = cursors, streams
 
     def cpu_s() -> float | None:
         # this process's CPU time since the run began, every thread's (labelling and training where
@@ -747,7 +766,7 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
         # ``cursor``: the records taken by the chunks counted, so that a chunk not counted is labelled again
         state = {"spec": spec.to_dict(), "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                  "optimizer": trainer._to_cpu(optimizer.state_dict()), "step": step, "chunk": chunk,
-                 "records_cursor": cursor, "torch_rng": torch.get_rng_state(),
+                 "records_cursor": cursor, "focus_cursor": focus_cursor, "torch_rng": torch.get_rng_state(),
                  "elapsed_s": elapsed_before + time.time() - started, "cpu_s": cpu_s(),
                  "config": json.dumps(config.to_dict())}
         if average is not None:
@@ -803,12 +822,14 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                     labelled = taken_chunk(chunk, config.labels_from, label_dir, config.student_encoding)
                 else:
                     labelled = label_chunk(teacher, chunk, config, records, selfplay, label_dir, deadline, pool,
-                                           stopped)
+                                           stopped, focus)
                 if labelled is None:  # stopped while the workers labelled: the chunk is labelled again on resume
                     reason = "out of time"
                     break
                 label_seconds = time.time() - label_started
                 chunk += 1
+                if focus is not None:
+                    focus_cursor = focus.cursor
                 if records is not None:
                     cursor = records.cursor
                     if records.exhausted and not records_out:
@@ -874,6 +895,8 @@ def _run_chunks(config: DistillConfig, log, started: float, model, optimizer, av
                                "by_size": labelled["by_size"], **fresh})
                 if "from_records" in labelled:
                     record["from_records"] = labelled["from_records"]
+                if focus is not None:
+                    record["from_focus"] = labelled.get("from_focus", 0)
             trainer._append_metrics(os.path.join(config.run, METRICS), record)
             log(f"chunk {chunk:>5}  step {step:>7}  "
                 + (f"labelled {labelled['positions']} ({record['labels_per_s']:.0f}/s, new KL "
@@ -1077,8 +1100,10 @@ def labelling_deadline(started: float, max_minutes: float, chunk_seconds: float)
 
 def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillConfig,
                 records: teaching.RecordPositions | None, selfplay: teaching.SelfPlayPositions | None,
-                directory: str, deadline: float = math.inf, pool=None, stopped=None) -> dict | None:
+                directory: str, deadline: float = math.inf, pool=None, stopped=None,
+                focus: teaching.RecordPositions | None = None) -> dict | None:
     """Label chunk ``chunk``'s positions and write them, one file a board size; returns their count and bytes.
+    ``focus``: the focus records, ``config.focus_positions`` positions a chunk.
     ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share;
     None, and nothing written, where ``stopped()`` turns true while they work."""
     parts: dict[int, list[dict[str, np.ndarray]]] = {}
@@ -1087,6 +1112,11 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
         share = config.records_share if config.selfplay_games > 0 else 1.0
         taken = records.take(max(1, round(config.chunk_positions * share))) if share > 0 else []
         for size, positions in teaching.group_by_size(taken).items():
+            parts.setdefault(size, []).append(teacher.label(positions))
+    focused: list = []
+    if focus is not None and not focus.exhausted:
+        focused = focus.take(config.focus_positions)
+        for size, positions in teaching.group_by_size(focused).items():
             parts.setdefault(size, []).append(teacher.label(positions))
     if pool is not None:
         workers = config.label_workers
@@ -1121,7 +1151,8 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
         count = len(joined["value"])
         total += count
         by_size[str(size)] = count
-    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths, "from_records": len(taken)}
+    return {"positions": total, "bytes": written, "by_size": by_size, "paths": paths, "from_records": len(taken),
+            "from_focus": len(focused)}
 
 
 def main(argv: list[str] | None = None) -> int:

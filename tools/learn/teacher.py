@@ -40,7 +40,7 @@ from tabula.engine.net import features
 from tabula.engine.net.encodings import Encoding, encoding_named
 from tabula.engine.net.evaluator import Evaluation, OnnxEvaluator, katago_onnx
 from tabula.engine.rules.coords import BLACK, PASS, WHITE
-from tabula.engine.rules.game import BONUS_NONE, HANDICAP_BONUSES, GameState, Rules, handicap_points
+from tabula.engine.rules.game import BONUS_NONE, HANDICAP_BONUSES, SIMPLE_KO, GameState, Rules, handicap_points
 
 POLICY_TOP = 32  # moves kept of each policy target
 HISTORY_PLANES = 16  # leelaz-18's stone planes (the first label format's ``stones``)
@@ -407,20 +407,43 @@ def _first_format(labels: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 class RecordPositions:
     """Positions of the games in SGF archives: ``per_game`` positions drawn from each game (its moves, setup
-    position excluded), read in order; ``cursor`` counts the games taken, which a resumed run skips."""
+    position excluded), read in order; ``cursor`` counts the games taken, which a resumed run skips.
+
+    ``repeat``: the archives are read again from the start each time they end, so that a small set (the games
+    Tabula lost, say) gives new positions chunk after chunk (the draws are seeded by the cursor, which keeps
+    counting). ``bonuses``: white's handicap bonuses (Rules' names) a handicap game is read at, one drawn per game,
+    as self-play draws them; none: the record's komi alone, as its SGF gives it."""
 
     def __init__(self, paths: Sequence[str], per_game: int = 4, seed: int = 1, cursor: int = 0,
-                 size: int = 19, max_games: int | None = None):
-        from tabula.engine.data.records import RecordFilter, iter_records
-
+                 size: int = 19, max_games: int | None = None, repeat: bool = False,
+                 bonuses: Sequence[str] = ()):
         self.paths = list(paths)
         self.per_game, self.seed, self.cursor = per_game, seed, cursor
-        rules = RecordFilter(size=size, handicap="value", require_result=False)
-        self._reader, self._records = iter_records(self.paths, rules, max_games)
-        for _ in range(cursor):  # the games an earlier run took
-            if next(self._records, None) is None:
-                break
+        self.size, self.max_games, self.repeat, self.bonuses = size, max_games, repeat, tuple(bonuses)
+        self._records = self._read()
         self.exhausted = False
+        for _ in range(cursor):  # the games an earlier run took
+            if self._next() is None:
+                break
+
+    def _read(self) -> Iterator:
+        from tabula.engine.data.records import RecordFilter, iter_records
+
+        rules = RecordFilter(size=self.size, handicap="value", require_result=False)
+        self._reader, records = iter_records(self.paths, rules, self.max_games)
+        self._read_this_pass = 0
+        return records
+
+    def _next(self):
+        """The next record, from the start again where ``repeat`` and the archives have ended; None at the end
+        (or where a whole pass found no game)."""
+        record = next(self._records, None)
+        if record is None and self.repeat and self._read_this_pass > 0:
+            self._records = self._read()
+            record = next(self._records, None)
+        if record is not None:
+            self._read_this_pass += 1
+        return record
 
     def take(self, count: int) -> list[Position]:
         """About ``count`` positions (whole games' worth), fewer when the archives run out."""
@@ -428,7 +451,7 @@ class RecordPositions:
 
         positions: list[Position] = []
         while len(positions) < count:
-            record = next(self._records, None)
+            record = self._next()
             if record is None:
                 self.exhausted = True
                 break
@@ -437,14 +460,20 @@ class RecordPositions:
             rng = np.random.default_rng([self.seed, game])
             moves = len(record.moves)
             picks = np.sort(rng.choice(moves, size=min(self.per_game, moves), replace=False))
+            rules, counted = None, record.margin
+            if self.bonuses and record.handicap >= 2:
+                bonus = self.bonuses[int(rng.integers(len(self.bonuses)))]
+                rules = Rules(komi=record.komi, superko=SIMPLE_KO, white_handicap_bonus=bonus)
+                # the SGF does not say whether its count gave white a bonus: no margin rather than one points off
+                counted = math.nan
             known = record.value_weight > 0 and (record.winner in (BLACK, WHITE) or record.result_kind == DRAW)
             for k in picks.tolist():
-                state = record.replay(upto=k)
+                state = record.replay(rules, upto=k)
                 sign = 1.0 if state.to_move == BLACK else -1.0
                 outcome = 0.0
                 if known and record.winner in (BLACK, WHITE):
                     outcome = sign if record.winner == BLACK else -sign
-                margin = sign * record.margin if not math.isnan(record.margin) else math.nan
+                margin = sign * counted if not math.isnan(counted) else math.nan
                 positions.append(Position(state, outcome, 1.0 if known else 0.0, margin, SOURCES.index("records")))
         return positions
 
