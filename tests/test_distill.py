@@ -119,6 +119,10 @@ def test_repeated_records_go_round_again_with_new_positions(tmp_path):
     assert [len(p.state.moves) for p in first] != [len(p.state.moves) for p in second]  # other draws
     resumed = teacher.RecordPositions([str(tmp_path)], per_game=3, seed=1, cursor=4, repeat=True)
     assert [p.state.moves for p in resumed.take(3)] == [p.state.moves for p in source.take(3)]
+    late = teacher.RecordPositions([str(tmp_path)], per_game=3, seed=1, cursor=1001, repeat=True)
+    assert late._reader.report.read <= 4  # whole passes skipped unread: game 1001 is the second game again
+    second_game = play_game(1, moves=40)
+    assert all([m for _, m in p.state.moves] == second_game[:len(p.state.moves)] for p in late.take(3))
     empty = tmp_path / "none"
     empty.mkdir()
     nothing = teacher.RecordPositions([str(empty)], repeat=True)

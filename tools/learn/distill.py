@@ -1107,17 +1107,20 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
     ``pool``: worker processes that play and label the self-play games in place of ``selfplay``, each a share;
     None, and nothing written, where ``stopped()`` turns true while they work."""
     parts: dict[int, list[dict[str, np.ndarray]]] = {}
+
+    def label(positions: list) -> None:
+        for size, group in teaching.group_by_size(positions).items():
+            parts.setdefault(size, []).append(teacher.label(group))
+
     taken: list = []
     if records is not None and not records.exhausted:
         share = config.records_share if config.selfplay_games > 0 else 1.0
         taken = records.take(max(1, round(config.chunk_positions * share))) if share > 0 else []
-        for size, positions in teaching.group_by_size(taken).items():
-            parts.setdefault(size, []).append(teacher.label(positions))
+        label(taken)
     focused: list = []
     if focus is not None and not focus.exhausted:
         focused = focus.take(config.focus_positions)
-        for size, positions in teaching.group_by_size(focused).items():
-            parts.setdefault(size, []).append(teacher.label(positions))
+        label(focused)
     if pool is not None:
         workers = config.label_workers
         shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]

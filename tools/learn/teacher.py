@@ -420,11 +420,14 @@ class RecordPositions:
         self.paths = list(paths)
         self.per_game, self.seed, self.cursor = per_game, seed, cursor
         self.size, self.max_games, self.repeat, self.bonuses = size, max_games, repeat, tuple(bonuses)
+        self._pass_length = 0  # games in one pass of the archives, once a pass has ended
         self._records = self._read()
         self.exhausted = False
-        for _ in range(cursor):  # the games an earlier run took
-            if self._next() is None:
-                break
+        left = cursor  # the games an earlier run took
+        while left > 0 and self._next() is not None:
+            left -= 1
+            if self._pass_length:  # a repeated set: whole passes skipped unread, so a long run resumes as fast
+                left %= self._pass_length
 
     def _read(self) -> Iterator:
         from tabula.engine.data.records import RecordFilter, iter_records
@@ -439,6 +442,7 @@ class RecordPositions:
         (or where a whole pass found no game)."""
         record = next(self._records, None)
         if record is None and self.repeat and self._read_this_pass > 0:
+            self._pass_length = self._read_this_pass
             self._records = self._read()
             record = next(self._records, None)
         if record is not None:
