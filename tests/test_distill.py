@@ -237,6 +237,10 @@ def test_focus_records_add_their_positions_to_every_chunk_and_resume_where_they_
     assert [r["from_focus"] for r in rows] == [4, 4, 4]  # the two games again and again
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)
     assert state["focus_cursor"] == 6
+    labels = np.load(tmp_path / "run" / "labels" / "chunk-000002-19x19.npz")
+    focused = labels["source"] == teacher.SOURCES.index("focus")
+    assert focused.sum() == 4  # their results (W+R) are the student's play, not the positions': none trains
+    assert not labels["outcome_weight"][focused].any() and np.isnan(labels["margin"][focused]).all()
     with pytest.raises(SystemExit):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "x"),
                             "--focus-records", str(tmp_path / "missing")])

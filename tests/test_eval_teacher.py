@@ -35,6 +35,8 @@ def test_a_network_agrees_exactly_with_itself_as_teacher(tiny_aux_onnx, records,
     assert lines["teacher_top1"] == 1.0
     assert lines["teacher_value_mse"] == pytest.approx(0.0, abs=1e-4)
     assert lines["teacher_lead_mae"] == pytest.approx(0.0, abs=2e-3)  # both have a score head
+    assert lines["teacher_value_bias_white"] == pytest.approx(0.0, abs=1e-4)
+    assert lines["teacher_value_mse_moves_0_49"] == pytest.approx(0.0, abs=1e-4)  # the games are 32 moves long
     # the teacher's own figures, every position judged, are the network's
     assert lines["teacher_own_top1"] == pytest.approx(lines["top1"], abs=1e-4)
     assert lines["teacher_own_value_mse"] == pytest.approx(lines["value_mse"], abs=1e-3)
@@ -62,6 +64,28 @@ def test_the_kl_is_the_teachers_over_the_networks():
     assert float(lines["teacher_value_mse"]) == pytest.approx(1.0)
     assert float(lines["teacher_lead_mae"]) == pytest.approx(3.0)
     assert float(lines["teacher_own_value_mse"]) == pytest.approx(0.25)
+    assert "teacher_value_bias_white" not in lines and "teacher_value_mse_moves_0_49" not in lines  # not given
+
+
+def test_the_value_and_lead_are_also_told_by_stage_and_by_colour():
+    def evaluation(values, leads):
+        return Evaluation(policy=np.full((len(values), 3), 1 / 3, np.float32), value=np.array(values, np.float32),
+                          score=np.array(leads, np.float32))
+
+    teacher = evaluation([0.5, 0.5, -0.5, 0.0], [2.0, 2.0, -2.0, 0.0])
+    net = evaluation([0.25, 0.5, -0.25, 0.5], [1.0, 2.0, -1.0, 4.0])  # less sure twice, white ahead by more once
+    scores = TeacherScores()
+    scores.add(net, teacher, np.zeros(4, int), np.zeros(4), np.zeros(4), moves=np.array([10, 49, 50, 260]),
+               white=np.array([False, True, True, True]))
+    lines = {k: float(v) for k, v in (line.split(": ") for line in scores.lines())}  # rounded to 3-4 places
+    assert lines["teacher_value_slope"] == pytest.approx((0.125 + 0.25 + 0.125) / 0.75, abs=1e-3)
+    # (net - teacher) from white's view: black to move -0.25 is +0.25 for white; then 0, +0.25, +0.5
+    assert lines["teacher_value_bias_white"] == pytest.approx((0.25 + 0.0 + 0.25 + 0.5) / 4, abs=1e-3)
+    assert lines["teacher_lead_bias_white"] == pytest.approx((1.0 + 0.0 + 1.0 + 4.0) / 4, abs=1e-3)
+    assert lines["teacher_value_mse_moves_0_49"] == pytest.approx(0.0625 / 2, abs=1e-3)
+    assert lines["teacher_value_mse_moves_50_99"] == pytest.approx(0.0625, abs=1e-3)
+    assert lines["teacher_lead_mae_moves_200_up"] == pytest.approx(4.0, abs=1e-3)
+    assert "teacher_value_mse_moves_100_149" not in lines  # no position there
 
 
 def test_a_bad_teacher_is_a_message(tiny_onnx, records, tmp_path, capsys):

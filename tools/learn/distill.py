@@ -13,7 +13,9 @@ where they do not exit within seconds). Rerun the same command to continue.
 
 ``--focus-records`` adds ``--focus-positions`` positions a chunk from a second set of records, read again and again
 with new positions drawn each time round: the positions the student meets and misjudges, such as its own games
-against GNU Go, whose handicap games are read at the komis of ``--handicap-bonuses`` as self-play's are.
+against GNU Go, whose handicap games are read at the komis of ``--handicap-bonuses`` as self-play's are. Their
+results do not train (``--outcome-mix`` leaves them out): they tell the student's play, which lost games from
+positions the teacher rightly judged won, more than the positions.
 
 Losses (weights configurable): the policy's cross-entropy against the teacher's distribution (its KL divergence is
 logged), the value's MSE against the teacher's value, the score lead's and the ownership's as ``tabula train``'s
@@ -715,7 +717,8 @@ def distill(config: DistillConfig, log=print) -> dict:
             if config.focus_records and teacher is not None:
                 focus = teaching.RecordPositions([p for p in config.focus_records.split(",") if p],
                                                  per_game=config.focus_per_game, seed=config.seed, cursor=focus_cursor,
-                                                 repeat=True, bonuses=handicap_bonuses(config))
+                                                 repeat=True, bonuses=handicap_bonuses(config), source="focus",
+                                                 results=False)
             if use_pool:
                 import multiprocessing
 

@@ -29,11 +29,16 @@ a search should never predict strong players' moves worse than its network alone
 ``tabula distill`` labels with at ``--visits 0``, before the labels' storage rounds them), each network reading the
 position in its own encoding, at the record's komi and rules as the network does. Over those positions
 (``TeacherScores``): ``teacher_policy_kl``, the mean KL(teacher || network) in nats over the legal moves and pass
-(both policies are masked to the same legal moves, pass last; the network's probabilities floored at
-``KL_FLOOR``); ``teacher_top1``, how often the network's likeliest move is the teacher's; ``teacher_value_mse``,
-the mean squared difference of the two values, each ``Evaluation.value``: the side to move's view in [-1, 1]
-(a Tabula network's value head; a KataGo network's P(win) - P(loss)); ``teacher_lead_mae``, where both have a score
-head, the mean absolute difference of the predicted leads in points (KataGo's lead, Tabula's score head); and, for
+(both policies are masked to the same legal moves, pass last; the network's probabilities floored at ``KL_FLOOR``);
+``teacher_top1``, how often the network's likeliest move is the teacher's; ``teacher_value_mse``, the mean squared
+difference of the two values, each ``Evaluation.value``: the side to move's view in [-1, 1] (a Tabula network's
+value head; a KataGo network's P(win) - P(loss)); ``teacher_value_slope``, the least-squares slope of the network's
+value on the teacher's through the origin (1: as confident as the teacher; under 1, a value pulled towards 0, as
+game results that often overturn the teacher's judgement teach it); ``teacher_value_bias_white``, the mean of
+(network - teacher) values from white's view (above 0: the network favours white); ``teacher_lead_mae``, where both
+have a score head, the mean absolute difference of the predicted leads in points (KataGo's lead, Tabula's score
+head), and ``teacher_lead_bias_white``, the mean difference from white's view; ``teacher_value_mse_moves_A_B`` and
+``teacher_lead_mae_moves_A_B``, the same over the positions after A to B moves (``TeacherScores.PHASES``); and, for
 reference, the teacher's own ``teacher_own_top1`` (its likeliest move is the move played) and
 ``teacher_own_value_mse`` (its value against the game's result, over the positions whose result is a value target).
 """
@@ -198,21 +203,32 @@ class TeacherScores:
     rows are those positions, policies [B, N*N+1] over the legal moves with pass last, values the side to move's
     view in [-1, 1], scores the side to move's lead in points."""
 
+    # the game's stages the value and lead errors are also given for: moves played before the position, from
+    PHASES = (0, 50, 100, 150, 200)
+
     def __init__(self) -> None:
         self.positions = 0
         self.kl = 0.0
         self.top1 = 0
         self.value_sq = 0.0
+        self.value_cross = 0.0  # sum of net * teacher values: with value_teacher_sq, the net's slope on the teacher's
+        self.value_teacher_sq = 0.0
+        self.value_white = 0.0  # sum of (net - teacher) values from white's view
         self.lead_abs = 0.0
+        self.lead_white = 0.0
         self.lead_positions = 0
         self.own_top1 = 0
         self.own_value_sq = 0.0
         self.own_value_positions = 0.0
+        self.with_views = False  # whether the bias figures (white to move known) were added
+        stages = len(self.PHASES)
+        self.phase_positions, self.phase_value_sq, self.phase_lead_abs = (np.zeros(stages) for _ in range(3))
 
     def add(self, net: Evaluation, teacher: Evaluation, targets: np.ndarray, z: np.ndarray,
-            weight: np.ndarray) -> None:
+            weight: np.ndarray, moves: np.ndarray | None = None, white: np.ndarray | None = None) -> None:
         """``targets``: the moves played (pass: N*N); ``z``, ``weight``: the game's result from the side to move's
-        view and whether it is a value target, as ``Scores.add`` takes them."""
+        view and whether it is a value target, as ``Scores.add`` takes them; ``moves``: the moves played before
+        each position (none: no figures by stage); ``white``: whether white is to move (none: no bias figures)."""
         if net.policy.shape != teacher.policy.shape:
             raise ValueError(f"the teacher's policy has {teacher.policy.shape[1]} entries and the network's "
                              f"{net.policy.shape[1]}")
@@ -223,21 +239,52 @@ class TeacherScores:
         self.positions += len(p)
         teacher_best = np.argmax(teacher.policy, axis=1)
         self.top1 += int((np.argmax(net.policy, axis=1) == teacher_best).sum())
-        self.value_sq += float(((net.value.astype(np.float64) - teacher.value) ** 2).sum())
+        value_off = net.value.astype(np.float64) - teacher.value
+        self.value_sq += float((value_off ** 2).sum())
+        self.value_cross += float((net.value.astype(np.float64) * teacher.value).sum())
+        self.value_teacher_sq += float((teacher.value.astype(np.float64) ** 2).sum())
+        views = None if white is None else np.where(np.asarray(white, bool), 1.0, -1.0)
+        if views is not None:
+            self.value_white += float((value_off * views).sum())
+        lead_off = None
         if net.score is not None and teacher.score is not None:
-            self.lead_abs += float(np.abs(net.score.astype(np.float64) - teacher.score).sum())
+            lead_off = net.score.astype(np.float64) - teacher.score
+            self.lead_abs += float(np.abs(lead_off).sum())
             self.lead_positions += len(p)
+            if views is not None:
+                self.lead_white += float((lead_off * views).sum())
+        if moves is not None:
+            stage = np.searchsorted(self.PHASES, np.asarray(moves), side="right") - 1
+            np.add.at(self.phase_positions, stage, 1.0)
+            np.add.at(self.phase_value_sq, stage, value_off ** 2)
+            if lead_off is not None:
+                np.add.at(self.phase_lead_abs, stage, np.abs(lead_off))
         self.own_top1 += int((teacher_best == targets).sum())
         self.own_value_sq += float((((teacher.value.astype(np.float64) - z) ** 2) * weight).sum())
         self.own_value_positions += float(weight.sum())
+        self.with_views = self.with_views or views is not None
 
     def lines(self) -> list[str]:
         positions = max(self.positions, 1)
         own_mse = self.own_value_sq / self.own_value_positions if self.own_value_positions else float("nan")
         lines = [f"teacher_positions: {self.positions}", f"teacher_policy_kl: {self.kl / positions:.4f}",
                  f"teacher_top1: {self.top1 / positions:.4f}", f"teacher_value_mse: {self.value_sq / positions:.4f}"]
+        if self.value_teacher_sq > 0:
+            lines.append(f"teacher_value_slope: {self.value_cross / self.value_teacher_sq:.4f}")
+        if self.with_views:
+            lines.append(f"teacher_value_bias_white: {self.value_white / positions:.4f}")
         if self.lead_positions:
             lines.append(f"teacher_lead_mae: {self.lead_abs / self.lead_positions:.3f}")
+            if self.with_views:
+                lines.append(f"teacher_lead_bias_white: {self.lead_white / self.lead_positions:.3f}")
+        for k, first in enumerate(self.PHASES):
+            count = self.phase_positions[k]
+            if not count:
+                continue
+            last = f"{self.PHASES[k + 1] - 1}" if k + 1 < len(self.PHASES) else "up"
+            lines.append(f"teacher_value_mse_moves_{first}_{last}: {self.phase_value_sq[k] / count:.4f}")
+            if self.lead_positions:
+                lines.append(f"teacher_lead_mae_moves_{first}_{last}: {self.phase_lead_abs[k] / count:.3f}")
         return lines + [f"teacher_own_top1: {self.own_top1 / positions:.4f}",
                         f"teacher_own_value_mse: {own_mse:.4f}"]
 
@@ -313,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
             rows = np.asarray(taught)
             teacher_scores.add(_rows(evaluation, rows), teacher.evaluate([states[i] for i in taught]),
                                np.asarray(targets)[rows], np.asarray(values, dtype=np.float64)[rows],
-                               np.asarray(weights, dtype=np.float64)[rows])
+                               np.asarray(weights, dtype=np.float64)[rows],
+                               moves=np.asarray([where[i][1] for i in taught]),
+                               white=np.asarray(movers)[rows] == WHITE)
         taught.clear()
         where.clear()
         movers.clear()

@@ -50,7 +50,7 @@ CONSTANT_SCALE = 20.0  # constant planes stored as float16 of value x 20: komi /
 LABEL_FORMAT = 2  # the layout of a label file, written into it (1: leelaz-18+komi's planes only, still read)
 STUDENT_ENCODINGS = (features.KOMI_INPUT_ENCODING, "katago-v7", "tabula-v2")
 DEFAULT_STUDENT_ENCODING = "tabula-v2"  # the next architecture's inputs (leelaz-18+komi: the student before it)
-SOURCES = ("records", "selfplay")
+SOURCES = ("records", "selfplay", "focus")
 LABEL_FIELDS = ("planes_bits", "planes_constant", "komi", "policy_moves", "policy_probs", "value", "wdl", "score",
                 "score_mean", "score_stdev", "ownership", "outcome", "outcome_weight", "margin", "source", "visits")
 
@@ -412,12 +412,16 @@ class RecordPositions:
     ``repeat``: the archives are read again from the start each time they end, so that a small set (the games
     Tabula lost, say) gives new positions chunk after chunk (the draws are seeded by the cursor, which keeps
     counting). ``bonuses``: white's handicap bonuses (Rules' names) a handicap game is read at, one drawn per game,
-    as self-play draws them; none: the record's komi alone, as its SGF gives it."""
+    as self-play draws them; none: the record's komi alone, as its SGF gives it. ``source``: the name in ``SOURCES``
+    the positions carry. ``results``: False where the games' results say more about their players than about the
+    positions (a weak player's games that it lost from won positions): the positions then carry no result, and
+    the teacher's judgement alone trains on them."""
 
     def __init__(self, paths: Sequence[str], per_game: int = 4, seed: int = 1, cursor: int = 0,
                  size: int = 19, max_games: int | None = None, repeat: bool = False,
-                 bonuses: Sequence[str] = ()):
+                 bonuses: Sequence[str] = (), source: str = "records", results: bool = True):
         self.paths = list(paths)
+        self.source, self.results = SOURCES.index(source), results
         self.per_game, self.seed, self.cursor = per_game, seed, cursor
         self.size, self.max_games, self.repeat, self.bonuses = size, max_games, repeat, tuple(bonuses)
         self._pass_length = 0  # games in one pass of the archives, once a pass has ended
@@ -470,15 +474,16 @@ class RecordPositions:
                 rules = Rules(komi=record.komi, superko=SIMPLE_KO, white_handicap_bonus=bonus)
                 # the SGF does not say whether its count gave white a bonus: no margin rather than one points off
                 counted = math.nan
-            known = record.value_weight > 0 and (record.winner in (BLACK, WHITE) or record.result_kind == DRAW)
+            known = self.results and record.value_weight > 0 and (record.winner in (BLACK, WHITE)
+                                                                  or record.result_kind == DRAW)
             for k in picks.tolist():
                 state = record.replay(rules, upto=k)
                 sign = 1.0 if state.to_move == BLACK else -1.0
                 outcome = 0.0
                 if known and record.winner in (BLACK, WHITE):
                     outcome = sign if record.winner == BLACK else -sign
-                margin = sign * counted if not math.isnan(counted) else math.nan
-                positions.append(Position(state, outcome, 1.0 if known else 0.0, margin, SOURCES.index("records")))
+                margin = sign * counted if self.results and not math.isnan(counted) else math.nan
+                positions.append(Position(state, outcome, 1.0 if known else 0.0, margin, self.source))
         return positions
 
 
