@@ -14,8 +14,8 @@ where they do not exit within seconds). Rerun the same command to continue.
 ``--focus-records`` adds ``--focus-positions`` positions a chunk from a second set of records, read again and again
 with new positions drawn each time round: the positions the student meets and misjudges, such as its own games
 against GNU Go, whose handicap games are read at the komis of ``--handicap-bonuses`` as self-play's are. Their
-results do not train (``--outcome-mix`` leaves them out): they tell the student's play, which lost games from
-positions the teacher rightly judged won, more than the positions.
+results do not train (``--outcome-mix`` leaves them out): they tell how players far below the teacher played
+more than what the positions were worth.
 
 Losses (weights configurable): the policy's cross-entropy against the teacher's distribution (its KL divergence is
 logged), the value's MSE against the teacher's value, the score lead's and the ownership's as ``tabula train``'s

@@ -414,8 +414,8 @@ class RecordPositions:
     counting). ``bonuses``: white's handicap bonuses (Rules' names) a handicap game is read at, one drawn per game,
     as self-play draws them; none: the record's komi alone, as its SGF gives it. ``source``: the name in ``SOURCES``
     the positions carry. ``results``: False where the games' results say more about their players than about the
-    positions (a weak player's games that it lost from won positions): the positions then carry no result, and
-    the teacher's judgement alone trains on them."""
+    positions (games of players far below the teacher): the positions then carry no result, and the teacher's
+    judgement alone trains on them."""
 
     def __init__(self, paths: Sequence[str], per_game: int = 4, seed: int = 1, cursor: int = 0,
                  size: int = 19, max_games: int | None = None, repeat: bool = False,
