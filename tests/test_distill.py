@@ -239,7 +239,7 @@ def test_focus_records_add_their_positions_to_every_chunk_and_resume_where_they_
     assert state["focus_cursor"] == 6
     labels = np.load(tmp_path / "run" / "labels" / "chunk-000002-19x19.npz")
     focused = labels["source"] == teacher.SOURCES.index("focus")
-    assert focused.sum() == 4  # their results (W+R) are the student's play, not the positions': none trains
+    assert focused.sum() == 4  # their results (W+R here) do not train
     assert not labels["outcome_weight"][focused].any() and np.isnan(labels["margin"][focused]).all()
     with pytest.raises(SystemExit):
         distill.parse_args(["--teacher", str(tiny_aux_onnx), "--run", str(tmp_path / "x"),

@@ -203,7 +203,7 @@ class TeacherScores:
     rows are those positions, policies [B, N*N+1] over the legal moves with pass last, values the side to move's
     view in [-1, 1], scores the side to move's lead in points."""
 
-    # the game's stages the value and lead errors are also given for: moves played before the position, from
+    # the stages of a game the value and lead errors are also given for, by the moves played before the position
     PHASES = (0, 50, 100, 150, 200)
 
     def __init__(self) -> None:
