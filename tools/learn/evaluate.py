@@ -239,9 +239,10 @@ class TeacherScores:
         self.positions += len(p)
         teacher_best = np.argmax(teacher.policy, axis=1)
         self.top1 += int((np.argmax(net.policy, axis=1) == teacher_best).sum())
-        value_off = net.value.astype(np.float64) - teacher.value
+        net_value = net.value.astype(np.float64)
+        value_off = net_value - teacher.value
         self.value_sq += float((value_off ** 2).sum())
-        self.value_cross += float((net.value.astype(np.float64) * teacher.value).sum())
+        self.value_cross += float((net_value * teacher.value).sum())
         self.value_teacher_sq += float((teacher.value.astype(np.float64) ** 2).sum())
         views = None if white is None else np.where(np.asarray(white, bool), 1.0, -1.0)
         if views is not None:

@@ -468,7 +468,7 @@ class RecordPositions:
             rng = np.random.default_rng([self.seed, game])
             moves = len(record.moves)
             picks = np.sort(rng.choice(moves, size=min(self.per_game, moves), replace=False))
-            rules, counted = None, record.margin
+            rules, counted = None, record.margin if self.results else math.nan
             if self.bonuses and record.handicap >= 2:
                 bonus = self.bonuses[int(rng.integers(len(self.bonuses)))]
                 rules = Rules(komi=record.komi, superko=SIMPLE_KO, white_handicap_bonus=bonus)
@@ -482,7 +482,7 @@ class RecordPositions:
                 outcome = 0.0
                 if known and record.winner in (BLACK, WHITE):
                     outcome = sign if record.winner == BLACK else -sign
-                margin = sign * counted if self.results and not math.isnan(counted) else math.nan
+                margin = sign * counted if not math.isnan(counted) else math.nan
                 positions.append(Position(state, outcome, 1.0 if known else 0.0, margin, self.source))
         return positions
 
