@@ -484,7 +484,11 @@ def test_tabula_plot_draws_a_distill_runs_strength_curve_from_its_matches(tmp_pa
     match.mkdir()
     for name in ("config.json", "results.jsonl"):
         shutil.copy(kept / name, match / name)
-    assert plot.read_match(str(match)) == {"points": 18, "games": 30, "opponent": "default", "size": 9}
+    assert plot.read_match(str(match)) == {"points": 18, "games": 30, "opponent": "default", "size": 9,
+                                             "handicap": 0}
+    given = kept.parent / "distill-g96c218-handicap7"  # the student gave GNU Go 7 stones: a line of its own
+    assert plot.read_match(str(given), "g96") == {"points": 22, "games": 50, "opponent": "gnugo-10", "size": 19,
+                                                  "handicap": 7}
     run = three_chunk_run(tmp_path / "run")
     assert plot.main([str(run), "--match", f"1:{match}", f"3:{match}", "--out", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 10_000
@@ -516,8 +520,9 @@ def test_one_gauntlet_of_every_snapshot_draws_the_strength_curve(tmp_path):
                          game=f"0-{snapshot}-{game['game'][-4:]}")  # a gauntlet's game names its pair
             lines.append(json.dumps(moved))
     (gauntlet / "results.jsonl").write_text("\n".join(lines) + "\n")
-    assert plot.read_match(str(gauntlet), "c020") == {"points": 18, "games": 30, "opponent": "anchor", "size": 9}
-    assert plot.read_match(str(gauntlet)) == {"points": 12, "games": 30, "opponent": "c010", "size": 9}
+    assert plot.read_match(str(gauntlet), "c020") == {"points": 18, "games": 30, "opponent": "anchor", "size": 9,
+                                                      "handicap": 0}
+    assert plot.read_match(str(gauntlet)) == {"points": 12, "games": 30, "opponent": "c010", "size": 9, "handicap": 0}
     run = three_chunk_run(tmp_path / "run")
     assert plot.main([str(run), "--match", f"1:{gauntlet}:c010", f"3:{gauntlet}:c020",
                       "--out", str(tmp_path / "c.png")]) == 0

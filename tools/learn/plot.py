@@ -14,7 +14,7 @@ where its metrics predate ``cpu_s``) (default RUNDIR/loss.png). With ``--match C
 directories whose first engine played the run's student after chunk CHUNK, e.g. its RUNDIR/snapshots file; or
 ``CHUNK:DIR:NAME``, the engine NAME of DIR, so that one `tabula match --gauntlet` of every snapshot against one
 anchor draws the whole curve): a fourth panel, the strength curve, each match's score (95% Wilson interval) at that
-chunk's hours, one line per opponent and board size.
+chunk's hours, one line per opponent, board size and handicap.
 """
 from __future__ import annotations
 
@@ -62,9 +62,9 @@ FRESH_CHUNKS = 5  # chunks in the running mean of a distill run's fresh (held-ou
 
 def read_match(directory: str, engine: str = "") -> dict:
     """A `tabula match --out` directory's first engine's points (1 a win, 0.5 a draw; void games left out) against
-    its second, the games counted, the opponent's name and the board size; ``engine``: the engine of that name
-    instead, against the one engine it played (a gauntlet's anchor, say). ValueError where it is no match, has no
-    such engine, or the engine has no games or played several opponents."""
+    its second, the games counted, the opponent's name, the board size and the handicap; ``engine``: the engine of
+    that name instead, against the one engine it played (a gauntlet's anchor, say). ValueError where it is no match,
+    has no such engine, or the engine has no games or played several opponents."""
     from pathlib import Path
 
     from tabula.tools.compete.match import load_config
@@ -87,7 +87,8 @@ def read_match(directory: str, engine: str = "") -> dict:
     scores = [s for s in (pair_score(index, r) for r in games) if s is not None]
     if not scores:
         raise ValueError(f"{directory}: no finished games of {engine or 'its first two engines'}")
-    return {"points": sum(scores), "games": len(scores), "opponent": names[opponents.pop()], "size": config.size}
+    return {"points": sum(scores), "games": len(scores), "opponent": names[opponents.pop()], "size": config.size,
+            "handicap": config.handicap}
 
 
 def parse_matches(items: list[str]) -> list[tuple[int, str, str]]:
@@ -125,7 +126,8 @@ def plot_distill(run_dir: str, out: str | None = None, matches: list[tuple[int, 
         match = read_match(directory, engine)
         low, high = wilson_interval(match["points"], match["games"])
         score = match["points"] / match["games"]
-        label = f"against {match['opponent']} ({match['size']}x{match['size']})"
+        stones = f", handicap {match['handicap']}" if match["handicap"] else ""
+        label = f"against {match['opponent']} ({match['size']}x{match['size']}{stones})"
         series.setdefault(label, []).append((hours_at[chunk], 100 * score, 100 * (score - low), 100 * (high - score)))
     plt = _pyplot()
     figure, axes = plt.subplots(1, 4 if matches else 3, figsize=(20 if matches else 15, 4.2))
