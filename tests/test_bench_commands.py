@@ -231,3 +231,11 @@ def test_bench_visits_runs_on_the_games_named(tiny_onnx, tmp_path, capsys):
     _game_archive(archive, games=2, moves=20)
     assert bench_visits.main([str(tiny_onnx), "--visits", "8", "--positions", "2", "--games", str(archive)]) == 0
     assert "one leaf at a time" in capsys.readouterr().out
+    assert bench_visits.main([str(tiny_onnx), "--visits", "8", "--positions", "3", "--games", str(archive),
+                              "--moves", "15-20"]) == 0
+    out = capsys.readouterr().out
+    assert "after moves 15-20" in out and " all " in out  # and one column per side to move among the positions
+    for bad in ("0-5", "9-3", "ten"):
+        with pytest.raises(SystemExit):
+            bench_visits.main([str(tiny_onnx), "--moves", bad])
+    assert "expected" in capsys.readouterr().err
