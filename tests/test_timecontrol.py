@@ -1,7 +1,10 @@
 """Clocks and budgets per control type, with a fake clock: parsing, charging, KGS conventions, never flagging."""
 from __future__ import annotations
 
+import gc
 import math
+import random
+import weakref
 
 import pytest
 
@@ -139,8 +142,6 @@ def test_a_long_game_never_loses_on_time(settings: TimeSettings, overhead_s: flo
 
 
 def test_player_charges_its_clock_with_the_injected_time_source(fake_clock: FakeClock) -> None:
-    import random
-
     class Slow(RandomGoPicker):
         def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
             self.seen_budget = budget_s
@@ -177,8 +178,6 @@ def test_a_loaded_machine_survives_a_long_absolute_game() -> None:
 
 def test_the_player_learns_its_overhead_and_passes_after_a_pass_when_nearly_out_of_time(
         fake_clock: FakeClock) -> None:
-    import random
-
     class Slow(RandomGoPicker):
         """Spends its whole budget, then 0.3 s more (the pass check, a loaded machine)."""
 
@@ -223,7 +222,6 @@ def test_a_short_absolute_clock_leaves_every_move_a_search(fake_clock: FakeClock
     """`time_settings 10 0 0` on 9x9 with the default 1 s lag buffer: the buffer never takes a move's whole budget.
     A game as long as the longest against GNU Go (100 moves), each move costing 20 ms past its budget as measured
     by the player, keeps 10 ms or more for every search (50 playouts at the CPU's 9x9 rate) and never flags."""
-    import random
 
     class Spender(RandomGoPicker):
         def pick(self, state, budget_s=None, on_progress=None, progress_interval_s=1.0, spend_all=False):
@@ -252,8 +250,6 @@ def test_the_lag_buffer_keeps_back_at_most_a_share_of_a_moves_time() -> None:
 
 
 def test_a_clock_with_almost_no_search_warns_once(caplog: pytest.LogCaptureFixture) -> None:
-    import random
-
     player = Player(RandomGoPicker(random.Random(1)), size=19, time_config=TimeConfig())
     with caplog.at_level("WARNING", logger="tabula.play"):
         player.set_time_settings(TimeSettings.absolute(1))
@@ -265,8 +261,6 @@ def test_a_clock_with_almost_no_search_warns_once(caplog: pytest.LogCaptureFixtu
 
 
 def test_only_time_a_period_would_lose_is_searched_to_the_end(fake_clock: FakeClock) -> None:
-    import random
-
     byoyomi = TimeSettings.byoyomi(5, 2, 3)
     clock = ClockState.start(byoyomi)
     assert not unspent_time_is_lost(byoyomi, clock)  # main time: what is saved is kept
@@ -295,3 +289,27 @@ def test_only_time_a_period_would_lose_is_searched_to_the_end(fake_clock: FakeCl
     player.genmove(2)  # white's main time is untouched
     player.genmove(BLACK)  # black's main time is spent: a period now
     assert picker.seen == [False, False, True]
+
+
+class _Cycle:
+    """An object that refers to itself: only the cyclic collector frees it."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_what_a_move_leaves_alive_is_kept_from_the_collector_until_the_next_game() -> None:
+    # A full collection of the search's tree pauses every thread; landing as a move's search stops, it makes the
+    # reply late. So genmove freezes what is alive after the move, and a new game gives it back to the collector.
+    player = Player(RandomGoPicker(random.Random(1)), size=9)
+    alive = _Cycle()
+    player.genmove(BLACK)
+    assert gc.get_freeze_count() > 0
+    watch = weakref.ref(alive)
+    del alive
+    gc.collect()
+    assert watch() is not None  # frozen: the collector does not look at it during the game
+    player.clear()
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert watch() is None  # the next game's collections free it: nothing leaks past a game

@@ -6,6 +6,7 @@ from ``PICKERS``; adding one is one entry there. The player raises typed excepti
 """
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import random
@@ -189,6 +190,7 @@ class Player:
         self.result = ""
         self.black_name = self.white_name = ""  # a new game is not the loaded file's game: its players go too
         self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
+        gc.unfreeze()  # what genmove kept from the collector (see there) is the collector's again: nothing leaks
 
     def set_komi(self, komi: float) -> None:
         komi = float(komi)
@@ -257,6 +259,12 @@ class Player:
         move = self._choose(color, cleanup, budget, on_progress, progress_interval_s)
         elapsed = self.clock() - start
         self.clocks[color].charge(self.time_settings, elapsed)
+        # What is alive after a move (the tree kept for the next one, the table of network results, everything
+        # loaded at start-up) leaves the cyclic collector's scans until the next game: a full collection of it
+        # pauses every thread for a tenth of a second or more, and one that lands as the search stops makes the
+        # move late by that much. Those objects are freed by reference counting as the tree moves on; a cycle among
+        # them waits for ``clear``. The freeze is process-wide and costs nothing.
+        gc.freeze()
         if budget is not None:
             # Under load even a move at zero budget takes time; over a long absolute-time game that adds up.
             overrun = min(max(0.0, elapsed - budget), OVERHEAD_SAMPLE_CAP_S)
