@@ -78,10 +78,12 @@ class SearchConfig:
     # network (for_network), as ON_CPU and ON_GPU below say.
     threads: int = 0
     batch_size: int = 0
-    # Shrink the batch for small searches: every leaf in flight is a visit chosen without the results still to
-    # come (a collision under virtual loss), so at most 1/32 of a search's playouts are in flight at once, with a
-    # virtual loss of 1 in batches of 4 or fewer (Search._batching).
+    # Shrink the batch for searches bounded by visits or playouts: every leaf in flight is a visit chosen without
+    # the results still to come (a collision under virtual loss), so at most one leaf is in flight per
+    # ``playouts_per_leaf`` of a search's playouts, with a virtual loss of 1 in batches of 4 or fewer
+    # (Search._batching). A search bounded by time alone keeps the configured batches.
     adaptive_batch: bool = True
+    playouts_per_leaf: int = 0  # 0: chosen with the network (for_network), as ON_CPU and ON_GPU below say
     root_symmetries: bool = True  # the root's priors and value are the mean over the 8 symmetries
     # Batches a search thread keeps at the network at once: with 2 or more it goes on descending while the network
     # (a GPU) runs the earlier batch, where threads that each wait for their own batch mostly queue for the GIL.
@@ -167,7 +169,7 @@ class SearchConfig:
                  f"0 or more (or {BY_BOARD_SIZE}: by board size)")
         _at_least(self, 0, "playouts", "batches_in_flight", "c_puct", "fpu_reduction", "fpu_root_reduction",
                   "virtual_loss", "cache_entries", "reuse_undo_plies")
-        _at_least(self, 0, "threads", "batch_size")
+        _at_least(self, 0, "threads", "batch_size", "playouts_per_leaf")
         _at_least(self, 1, "max_nodes", "atari_min_stones")
         _unit_interval(self, "lcb_min_visit_ratio", "lcb_veto_ratio", "noise_weight", "rollout_mix",
                        "cpuct_utility_stdev_scale",
@@ -204,8 +206,8 @@ class SearchConfig:
         return self.static_score_utility > 0 or self.dynamic_score_utility > 0
 
     def for_network(self, on_gpu: bool) -> "SearchConfig":
-        """This configuration with ``threads``, ``batch_size`` and ``batches_in_flight`` 0 resolved for where the
-        network runs: ``ON_GPU`` or ``ON_CPU`` (why each: there). A value asked for is kept."""
+        """This configuration with ``threads``, ``batch_size``, ``batches_in_flight`` and ``playouts_per_leaf`` 0
+        resolved for where the network runs: ``ON_GPU`` or ``ON_CPU`` (why each: there). A value asked for is kept."""
         chosen = ON_GPU if on_gpu else ON_CPU
         resolved = {name: value for name, value in chosen.items() if getattr(self, name) == 0}
         return replace(self, **resolved) if resolved else self
@@ -213,12 +215,18 @@ class SearchConfig:
 
 # The search's shape where the network runs on the CPU: two threads of batches of 8, one batch in flight each. Two
 # threads share the cores' network calls (NetConfig.for_search) and run more playouts/s than one (docs/BENCHMARKS.md,
-# "Network threads on the CPU").
-ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1}
+# "Network threads on the CPU"). A search bounded by visits, as the default one is, keeps one leaf in flight per 1,024
+# playouts: one leaf a thread up to 2,047 visits, so every board size's default visits. Why: batches of 6 under a
+# virtual loss of 3 at 400 visits scatter the visits of a position where every move's value is the same (a decided
+# handicap game) over the best few moves, and play worse than one leaf at a time, at 7 stones and in even games under
+# the same clock; one leaf a thread costs about 30% of the playouts a second (docs/STRENGTH.md, "Visits at 7
+# stones"; docs/BENCHMARKS.md, "Visits under batching").
+ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1, "playouts_per_leaf": 1024}
 # ... and on a GPU: one thread of batches of 64 with two in flight: near the fastest shape measured with half its
-# leaves in flight, and about twice the CPU's shape there (docs/BENCHMARKS.md, "The GPU table"). Small searches still
-# send small batches (adaptive_batch: at most 1/32 of the playouts in flight).
-ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
+# leaves in flight, and about twice the CPU's shape there (docs/BENCHMARKS.md, "The GPU table"). A search bounded by
+# visits still sends smaller batches, one leaf in flight per 32 playouts (not measured against one leaf at a time on
+# a GPU, where a call of one leaf costs nearly what a call of 64 does).
+ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2, "playouts_per_leaf": 32}
 
 
 # PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that

@@ -111,11 +111,15 @@ def add_engine_arguments(parser: argparse.ArgumentParser, play: bool = True,
         **(search_help or {}),
     })
     add_flags(group["network"], defaults.search, {
-        "batch_size": "leaves per network call, at most (small searches use fewer; default 0: 64 on a GPU, 8 on "
-                      "the CPU)",
+        "batch_size": "leaves per network call, at most (searches bounded by visits use fewer; default 0: 64 on a "
+                      "GPU, 8 on the CPU)",
         "batches_in_flight": "batches each search thread keeps at the network at once (default 0: 2 on a GPU, "
                              "1 on the CPU); with 2-3 one thread descends while a GPU runs the earlier batches",
-        "adaptive_batch": "shrink the batch for small searches (at most 1/32 of the playouts in flight at once)",
+        "adaptive_batch": "shrink the batch for searches bounded by visits (at most one leaf in flight per "
+                          "--playouts-per-leaf playouts)",
+        "playouts_per_leaf": "a search bounded by visits keeps at most one leaf in flight per this many of its "
+                             "playouts (default 0: 1024 on the CPU, one leaf a thread at the default visits; 32 on "
+                             "a GPU)",
     })
     add_flags(group["advanced"], defaults.search, {
         "rollout_mix": "AlphaGo's mixed evaluation: each leaf's value is (1 - λ)·network + λ·one rollout of the "

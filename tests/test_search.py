@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tabula.engine.config import SearchConfig
+from tabula.engine.config import ON_CPU, SearchConfig
 from tabula.engine.net.evaluator import Evaluation, PendingEvaluation, UniformEvaluator, legal_mask
 from tabula.engine.play.result import Candidate, lcb_order
 from tabula.engine.play.search import Search, terminal_outcome
@@ -678,20 +678,28 @@ def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
     assert evaluator.averaged_calls == 0 and not search.tree.root.averaged
 
 
-@pytest.mark.parametrize("visits, threads, largest, loss", [(48, 1, 1, 1), (100, 1, 3, 1), (100, 2, 1, 1),
-                                                              (400, 2, 6, 3), (800, 2, 8, 3)])
-def test_small_searches_use_small_batches(visits, threads, largest, loss):
-    """At most 1/32 of a search's playouts in flight at once, and a virtual loss of 1 with 4 leaves a batch or
-    fewer: a 100-visit search with batches of 8 and virtual loss 3 spent half its visits on a move of prior 0.81
-    (79 at batch 1)."""
+@pytest.mark.parametrize("visits, threads, per_leaf, largest, loss", [
+    (400, 2, 0, 1, 1), (1600, 2, 0, 1, 1), (4096, 1, 0, 4, 1),  # 0: the CPU's 1,024 playouts a leaf in flight
+    (100, 1, 32, 3, 1), (400, 2, 32, 6, 3), (400, 1, 32, 8, 3)])
+def test_searches_bounded_by_visits_keep_few_leaves_in_flight(visits, threads, per_leaf, largest, loss):
+    """At most one leaf in flight per ``playouts_per_leaf`` playouts, and a virtual loss of 1 with 4 leaves a batch
+    or fewer: at 400 visits on 19x19, batches of 6 under a virtual loss of 3 changed the most visited move of 19
+    handicap positions in 30 (one leaf a thread: 2), and won 5 games in 15 giving 7 stones where one leaf a thread
+    won 13 of 13. A search bounded by time alone keeps the configured batches."""
+    assert ON_CPU["playouts_per_leaf"] == 1024  # the cases of 0 are worked out for it
     evaluator = SymmetryAwareEvaluator(0, 0.0)
-    config = SearchConfig(threads=threads, batch_size=8, visits=visits, early_stop=False)
+    config = SearchConfig(threads=threads, batch_size=8, visits=visits, early_stop=False, playouts_per_leaf=per_leaf)
     search = Search(evaluator, config, rng=np.random.default_rng(1))
     search.run(GameState(9))
     assert max(evaluator.batch_sizes) == largest and search.tree.virtual_loss == loss
     fixed = SymmetryAwareEvaluator(0, 0.0)
     Search(fixed, replace(config, adaptive_batch=False, visits=100), rng=np.random.default_rng(1)).run(GameState(9))
     assert max(fixed.batch_sizes) == 8
+    stop = threading.Event()
+    timed = SymmetryAwareEvaluator(0, 0.0)
+    stopping = ClockedEvaluator(timed, after=lambda calls: calls >= 20 and stop.set())
+    Search(stopping, replace(config, visits=0), rng=np.random.default_rng(1)).run(GameState(9), stop=stop)
+    assert max(timed.batch_sizes) == 8  # bounded by time (here a stop event) alone: the configured batches
 
 
 class LeadEvaluator:

@@ -35,9 +35,15 @@ NO_SCORE_UTILITY = ROOT / "tests" / "golden" / "search-no-score-utility.txt"
 NETWORK = ROOT / "weights" / "tabula-6x64-anysize.onnx"  # fp32: int8 kernels may differ between processors
 
 
+# The batching the stored searches were made with: one leaf in flight per 32 playouts, as a search bounded by visits
+# had on every machine before the CPU's went to one per 1,024. Kept, so that the stored searches still send batches of
+# several leaves and the files stay the record of the search as it was.
+STORED_PLAYOUTS_PER_LEAF = 32
+
+
 def one_thread(**changes) -> SearchConfig:
     """The search's defaults on one thread (the only way a search is repeatable), with ``changes``."""
-    return SearchConfig(threads=1, **changes)
+    return SearchConfig(threads=1, playouts_per_leaf=STORED_PLAYOUTS_PER_LEAF, **changes)
 
 
 def describe(label: str, state: GameState, result: SearchResult, top: int = 6) -> list[str]:
@@ -158,8 +164,8 @@ def dump_without_score_utility() -> str:
     """``dump`` with every search's score utility off (its weights 0), the plain exploration (no variance
     scaling) and the network's priors as they are (no atari floor): the search before those terms were added."""
     def off(**changes) -> SearchConfig:
-        return SearchConfig(threads=1, static_score_utility=0.0, dynamic_score_utility=0.0,
-                            cpuct_utility_stdev_scale=0.0, atari_prior=0.0, **changes)
+        return SearchConfig(threads=1, playouts_per_leaf=STORED_PLAYOUTS_PER_LEAF, static_score_utility=0.0,
+                            dynamic_score_utility=0.0, cpuct_utility_stdev_scale=0.0, atari_prior=0.0, **changes)
 
     with mock.patch(f"{__name__}.one_thread", off):
         return dump()

@@ -387,15 +387,17 @@ class Search:
 
     def _batching(self, target: int) -> tuple[int, int]:
         """(leaves per network call, virtual loss) for a run of ``target`` playouts: the configured ones, or for a
-        small search at most 1/32 of its playouts in flight at once across threads and batches (each one a visit
-        chosen without the results still to come), and a virtual loss of 1 once a batch holds 4 leaves or fewer:
-        so few leaves barely collide, and a heavier loss only pushes visits off the best move (`tabula bench
-        visits` measures how far batches move the visit shares from where one leaf at a time puts them:
-        docs/BENCHMARKS.md)."""
+        search bounded by visits or playouts at most one leaf in flight across threads and batches per
+        ``playouts_per_leaf`` of its playouts (each leaf in flight is a visit chosen without the results still to
+        come), and a virtual loss of 1 once a batch holds 4 leaves or fewer. Why: such a search is judged by its
+        strength per visit, and more leaves in flight or a heavier loss push visits off the best move, most of all
+        where every move's value is the same (a decided handicap game): `tabula bench visits` measures how far
+        batches move the visit shares from where one leaf at a time puts them (docs/BENCHMARKS.md). A search
+        bounded by time alone keeps the configured batches, which make more playouts a second."""
         config = self.config
         size, loss = max(1, config.batch_size), config.virtual_loss
         if config.adaptive_batch and target != _UNBOUNDED:
-            in_flight = 32 * max(1, config.threads) * max(1, config.batches_in_flight)
+            in_flight = max(1, config.playouts_per_leaf) * max(1, config.threads) * max(1, config.batches_in_flight)
             size = max(1, min(size, target // in_flight))
             if size <= 4:
                 loss = min(loss, 1)

@@ -7,7 +7,8 @@ Every leaf in flight is a visit chosen without the results still to come (under 
 visits in batches of B spends part of its visits where a one-leaf-at-a-time search would not. For positions from
 held-out games (after 10 to 60 moves of the games of ``--games``, or of random games without them), this searches each
 position three times with the same network (identity symmetry, so that only the batching differs): one leaf at a
-time, with the default adaptive batch, and with the fixed batch of ``--batch-size``, and prints the total variation
+time, with the adaptive batch (at most ``--batch-size``, one leaf in flight per ``--playouts-per-leaf`` playouts),
+and with the fixed batch of ``--batch-size``, and prints the total variation
 distance of the root's visit shares from the one-leaf search's, and how often the most visited move differs from it,
 for all the positions and for each side to move. ``--moves 20-199`` takes the positions from further into the games
 (a handicap game's, say, where one side's every move is lost and the other's won).
@@ -36,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("weights", help="Tabula .onnx")
     add_flags(parser, BENCH_VISITS, {"visits": "visits of each search", "batch_size": "the fixed batch compared",
-                                     "threads": "search threads of the batched searches"})
+                                     "threads": "search threads of the batched searches",
+                                     "playouts_per_leaf": "the adaptive batch's playouts per leaf in flight "
+                                                          "(default 0: as the engine chooses)"})
     parser.add_argument("--positions", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--games", default="", metavar="GLOB",
