@@ -215,12 +215,13 @@ class SearchConfig:
 
 # The search's shape where the network runs on the CPU: two threads of batches of 8, one batch in flight each. Two
 # threads share the cores' network calls (NetConfig.for_search) and run more playouts/s than one (docs/BENCHMARKS.md,
-# "Network threads on the CPU"). A search bounded by visits, as the default one is, keeps one leaf in flight per 1,024
-# playouts: one leaf a thread up to 2,047 visits, so every board size's default visits. Why: batches of 6 under a
-# virtual loss of 3 at 400 visits scatter the visits of a position where every move's value is the same (a decided
-# handicap game) over the best few moves, and play worse than one leaf at a time, at 7 stones and in even games under
-# the same clock; one leaf a thread costs about 30% of the playouts a second (docs/STRENGTH.md, "Visits at 7
-# stones"; docs/BENCHMARKS.md, "Visits under batching").
+# "Network threads on the CPU"). A search bounded by visits, as the default one is, sends batches of one leaf per
+# 1,024 of its new playouts per thread and never fewer than one: one leaf a thread below 4,096 new playouts on the two
+# threads, so at every board size's default visits. Why: batches of several leaves under virtual loss scatter the
+# visits of a position where every move's value is the same (a decided handicap game) over the best few moves, and
+# played worse than one leaf a thread giving handicap and in even games under the same clock, though one leaf a call
+# makes fewer playouts a second (docs/STRENGTH.md, "Visits at 7 stones"; docs/BENCHMARKS.md, "A move at the default
+# budgets: one leaf a thread").
 ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1, "playouts_per_leaf": 1024}
 # ... and on a GPU: one thread of batches of 64 with two in flight: near the fastest shape measured with half its
 # leaves in flight, and about twice the CPU's shape there (docs/BENCHMARKS.md, "The GPU table"). A search bounded by

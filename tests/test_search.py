@@ -75,6 +75,10 @@ class RandomValueEvaluator:
         return Evaluation(base.policy, values)
 
 
+# playouts_per_leaf for the tests of batches: small searches that still send batches of several leaves (the CPU's
+# default sends one leaf a thread at these visits).
+SEVERAL_LEAVES = 32
+
 class ClockedEvaluator:
     """Wraps an evaluator: each call moves ``clock`` (a ``tests.conftest.FakeClock``, or None) on by ``step_s``, as
     if the network took that long, then runs ``after(calls)`` (which may set a stop event, say). Counts calls."""
@@ -160,7 +164,7 @@ def check_tree(search: Search) -> None:
 # -- tests -------------------------------------------------------------------------------------------------------
 
 def test_tree_invariants_under_many_threads():
-    config = SearchConfig(threads=6, batch_size=4, visits=600, early_stop=False)
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES, threads=6, batch_size=4, visits=600, early_stop=False)
     search = Search(RandomValueEvaluator(delay_s=0.0005), config, rng=np.random.default_rng(1))
     result = search.run(GameState(7))
     assert result.root_visits == 600
@@ -470,7 +474,8 @@ class PipelinedEvaluator:
 
 def test_batches_in_flight_keep_the_network_busy_while_the_tree_grows():
     evaluator = PipelinedEvaluator()
-    config = SearchConfig(threads=1, batch_size=4, batches_in_flight=3, visits=300, early_stop=False)
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                          threads=1, batch_size=4, batches_in_flight=3, visits=300, early_stop=False)
     search = Search(evaluator, config, rng=np.random.default_rng(2))
     result = search.run(GameState(7))
     assert result.root_visits == 300 and result.playouts == 300
@@ -494,7 +499,8 @@ def test_early_stop_counts_a_leaf_in_flight_as_one_visit_not_its_virtual_loss():
 
 
 def test_batches_in_flight_work_with_an_evaluator_that_only_evaluates():
-    config = SearchConfig(threads=2, batch_size=4, batches_in_flight=2, visits=200, early_stop=False)
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                          threads=2, batch_size=4, batches_in_flight=2, visits=200, early_stop=False)
     search = Search(UniformEvaluator(), config, rng=np.random.default_rng(3))
     assert search.run(GameState(5)).root_visits == 200
     check_tree(search)
@@ -502,7 +508,7 @@ def test_batches_in_flight_work_with_an_evaluator_that_only_evaluates():
 
 def test_a_network_failure_with_batches_in_flight_leaves_no_virtual_loss():
     evaluator = PipelinedEvaluator(fail_at=6)
-    config = SearchConfig(threads=1, batch_size=4, batches_in_flight=3, visits=300)
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES, threads=1, batch_size=4, batches_in_flight=3, visits=300)
     search = Search(evaluator, config, rng=np.random.default_rng(4))
     with pytest.raises(RuntimeError, match="network gone"):
         search.run(GameState(7))
@@ -520,7 +526,8 @@ def test_a_malformed_network_answer_is_a_clear_error_and_leaves_no_virtual_loss(
 
     for in_flight in (1, 2):
         Malformed.calls = 0
-        search = Search(Malformed(), SearchConfig(threads=1, batch_size=4, batches_in_flight=in_flight, visits=200),
+        search = Search(Malformed(), SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                                                  threads=1, batch_size=4, batches_in_flight=in_flight, visits=200),
                         rng=np.random.default_rng(0))
         with pytest.raises(ValueError, match="expected"):
             search.run(GameState(5))
@@ -682,10 +689,9 @@ def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
     (400, 2, 0, 1, 1), (1600, 2, 0, 1, 1), (4096, 1, 0, 4, 1),  # 0: the CPU's 1,024 playouts a leaf in flight
     (100, 1, 32, 3, 1), (400, 2, 32, 6, 3), (400, 1, 32, 8, 3)])
 def test_searches_bounded_by_visits_keep_few_leaves_in_flight(visits, threads, per_leaf, largest, loss):
-    """At most one leaf in flight per ``playouts_per_leaf`` playouts, and a virtual loss of 1 with 4 leaves a batch
-    or fewer: at 400 visits on 19x19, batches of 6 under a virtual loss of 3 changed the most visited move of 19
-    handicap positions in 30 (one leaf a thread: 2), and won 5 games in 15 giving 7 stones where one leaf a thread
-    won 13 of 13. A search bounded by time alone keeps the configured batches."""
+    """Batches of one leaf per ``playouts_per_leaf`` playouts per thread, never fewer than one, and a virtual loss of
+    1 with 4 leaves a batch or fewer: on the CPU one leaf a thread at the default visits, which played better than
+    batches (docs/STRENGTH.md, "Visits at 7 stones"). A search bounded by time alone keeps the configured batches."""
     assert ON_CPU["playouts_per_leaf"] == 1024  # the cases of 0 are worked out for it
     evaluator = SymmetryAwareEvaluator(0, 0.0)
     config = SearchConfig(threads=threads, batch_size=8, visits=visits, early_stop=False, playouts_per_leaf=per_leaf)
@@ -843,7 +849,8 @@ def test_positions_from_the_table_get_their_own_rollout_and_no_network_call():
 @pytest.mark.parametrize("threads, in_flight", [(1, 1), (3, 1), (2, 2)])
 def test_rollouts_keep_the_tree_consistent_under_threads_and_batches_in_flight(threads, in_flight):
     rollout = CountingRollout(z=0.5)
-    config = SearchConfig(threads=threads, visits=300, batch_size=4, batches_in_flight=in_flight,
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                          threads=threads, visits=300, batch_size=4, batches_in_flight=in_flight,
                           early_stop=False, rollout_mix=0.5)
     search = Search(RandomValueEvaluator(delay_s=0.0005), config, rng=np.random.default_rng(1), rollout=rollout)
     result = search.run(GameState(7))

@@ -13,7 +13,7 @@ from tabula.engine.config import ConfigError, SearchConfig
 from tabula.engine.play.search import Search
 from tabula.engine.play.tree import EXPANDED, TERMINAL, Expansion, Tree
 from tabula.engine.rules.game import GameState
-from tests.test_search import ScoreEvaluator, check_tree, walk
+from tests.test_search import SEVERAL_LEAVES, ScoreEvaluator, check_tree, walk
 
 A, B = 0, 12  # two points of a 5×5 board: the root's only moves besides the pass
 PLAIN = {"cpuct_utility_stdev_scale": 0.0, "static_score_utility": 0.0, "dynamic_score_utility": 0.0}
@@ -141,7 +141,8 @@ def test_the_options_are_off_by_default_range_checked_and_flags():
 
 @pytest.mark.parametrize("threads, batch", [(1, 1), (2, 4)])
 def test_a_search_with_katagos_terms_keeps_the_trees_invariants(threads, batch):
-    config = SearchConfig(threads=threads, batch_size=batch, visits=200, early_stop=False, c_puct=1.0,
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                          threads=threads, batch_size=batch, visits=200, early_stop=False, c_puct=1.0,
                           cpuct_log=0.45, fpu_reduction=0.2, fpu_root_reduction=0.1, fpu_search_mean=True)
     search = Search(ScoreEvaluator(), config, rng=np.random.default_rng(5))
     result = search.run(GameState(5))
@@ -237,7 +238,8 @@ def check_biased_sums(search: Search) -> None:
 
 @pytest.mark.parametrize("threads, batch", [(1, 1), (2, 4)])
 def test_a_search_with_the_correction_keeps_every_sum_consistent(threads, batch):
-    config = SearchConfig(threads=threads, batch_size=batch, visits=300, early_stop=False, subtree_value_bias=0.45)
+    config = SearchConfig(playouts_per_leaf=SEVERAL_LEAVES,
+                          threads=threads, batch_size=batch, visits=300, early_stop=False, subtree_value_bias=0.45)
     search = Search(ScoreEvaluator(), config, rng=np.random.default_rng(2))
     state = GameState(7)
     state.play(24)

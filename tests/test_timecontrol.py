@@ -300,16 +300,18 @@ class _Cycle:
 
 def test_what_a_move_leaves_alive_is_kept_from_the_collector_until_the_next_game() -> None:
     # A full collection of the search's tree pauses every thread; landing as a move's search stops, it makes the
-    # reply late. So genmove freezes what is alive after the move, and a new game gives it back to the collector.
+    # reply late. So genmove freezes what is alive after the move, and a new game (clear_board, loadsgf) gives it
+    # back to one collection, off the clock, then freezes what is still alive.
     player = Player(RandomGoPicker(random.Random(1)), size=9)
-    alive = _Cycle()
-    player.genmove(BLACK)
-    assert gc.get_freeze_count() > 0
-    watch = weakref.ref(alive)
-    del alive
-    gc.collect()
-    assert watch() is not None  # frozen: the collector does not look at it during the game
-    player.clear()
-    assert gc.get_freeze_count() == 0
-    gc.collect()
-    assert watch() is None  # the next game's collections free it: nothing leaks past a game
+    for new_game in (player.clear, lambda: player.load_sgf(b"(;GM[1]SZ[9];B[ee])")):
+        alive = _Cycle()
+        player.genmove(BLACK)
+        assert gc.get_freeze_count() > 0
+        watch = weakref.ref(alive)
+        del alive
+        gc.collect()
+        assert watch() is not None  # frozen: the collector does not look at it during the game
+        new_game()
+        assert watch() is None  # the new game's collection freed it: nothing leaks past a game
+        assert gc.get_freeze_count() > 0  # and what is alive is frozen again
+    gc.unfreeze()

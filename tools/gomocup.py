@@ -139,8 +139,11 @@ def _network_picker(config: GomocupConfig, rng: random.Random) -> MovePicker:
                                               f"not of gomoku")
     # The plain exploration, as the gomoku networks were measured with (docs/STRENGTH.md): the variance scaling
     # was measured on Go only, and where a network's values agree (a uniform one, a drawn-looking position) it dives
-    # into one line and can miss an immediate win (tests/test_gomoku_search.py).
-    network = best_move_picker(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0), seed)
+    # into one line and can miss an immediate win (tests/test_gomoku_search.py). Likewise the batches they were
+    # measured with (one leaf in flight per 32 playouts): one leaf a thread was measured on Go only, and costs
+    # playouts a second under Gomocup's clock.
+    network = best_move_picker(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0,
+                                                       playouts_per_leaf=32), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMctsPicker(playouts=config.playouts, rng=rng))
 
 

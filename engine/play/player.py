@@ -150,6 +150,7 @@ class Player:
         self.white_name = ""
         self.last_search: object | None = None  # the search behind the latest genmove (None: it did not search)
         self._dead_judged: tuple[tuple, list[int]] | None = None  # (position key, dead stones): see dead_stones
+        self._frozen_moves = False  # genmove froze the heap since the last new game (_new_game_heap)
         self._size = size
         self.set_size(size)
 
@@ -190,7 +191,7 @@ class Player:
         self.result = ""
         self.black_name = self.white_name = ""  # a new game is not the loaded file's game: its players go too
         self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
-        gc.unfreeze()  # what genmove kept from the collector (see there) is the collector's again: nothing leaks
+        self._new_game_heap()
 
     def set_komi(self, komi: float) -> None:
         komi = float(komi)
@@ -261,10 +262,11 @@ class Player:
         self.clocks[color].charge(self.time_settings, elapsed)
         # What is alive after a move (the tree kept for the next one, the table of network results, everything
         # loaded at start-up) leaves the cyclic collector's scans until the next game: a full collection of it
-        # pauses every thread for a tenth of a second or more, and one that lands as the search stops makes the
-        # move late by that much. Those objects are freed by reference counting as the tree moves on; a cycle among
-        # them waits for ``clear``. The freeze is process-wide and costs nothing.
+        # pauses every thread, and one that lands as the search stops makes the move late by that pause
+        # (docs/RELIABILITY.md, "Time"). Those objects are freed by reference counting as the tree moves on; a cycle
+        # among them waits for the next game (_new_game_heap). The freeze is process-wide and costs nothing.
         gc.freeze()
+        self._frozen_moves = True
         if budget is not None:
             # Under load even a move at zero budget takes time; over a long absolute-time game that adds up.
             overrun = min(max(0.0, elapsed - budget), OVERHEAD_SAMPLE_CAP_S)
@@ -436,6 +438,18 @@ class Player:
 
     # -- SGF -----------------------------------------------------------------------------------------------------
 
+    def _new_game_heap(self) -> None:
+        """A new game (``clear``, ``load_sgf``), off the clock: what the last game's moves froze (see ``genmove``) goes
+        back to the collector, one full collection frees any cycle among it, and what is still alive (the table of
+        network results, what start-up loaded) is frozen again, so that the new game's first searches do not scan it
+        either. Nothing to do where no move was frozen since the last new game."""
+        if not self._frozen_moves:
+            return
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self._frozen_moves = False
+
     def load_sgf(self, data: bytes, move_number: int | None = None) -> None:
         """Replace the game with an SGF file's main line (up to just before ``move_number``); komi and size come
         from the file. SgfError leaves the game as it was."""
@@ -450,6 +464,7 @@ class Player:
         self.result = ""
         self.black_name, self.white_name = record.black_name, record.white_name
         self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
+        self._new_game_heap()
 
     def to_sgf(self) -> bytes:
         result = self.result

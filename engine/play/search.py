@@ -387,11 +387,11 @@ class Search:
 
     def _batching(self, target: int) -> tuple[int, int]:
         """(leaves per network call, virtual loss) for a run of ``target`` playouts: the configured ones, or for a
-        search bounded by visits or playouts at most one leaf in flight across threads and batches per
-        ``playouts_per_leaf`` of its playouts (each leaf in flight is a visit chosen without the results still to
-        come), and a virtual loss of 1 once a batch holds 4 leaves or fewer. Why: such a search is judged by its
-        strength per visit, and more leaves in flight or a heavier loss push visits off the best move, most of all
-        where every move's value is the same (a decided handicap game): `tabula bench visits` measures how far
+        search bounded by visits or playouts batches of one leaf per ``playouts_per_leaf`` of its playouts per
+        thread and batch in flight, never fewer than one (each leaf in flight is a visit chosen without the results
+        still to come), and a virtual loss of 1 once a batch holds 4 leaves or fewer. Why: such a search is judged
+        by its strength per visit, and more leaves in flight or a heavier loss push visits off the best move, most
+        of all where every move's value is the same (a decided handicap game): `tabula bench visits` measures how far
         batches move the visit shares from where one leaf at a time puts them (docs/BENCHMARKS.md). A search
         bounded by time alone keeps the configured batches, which make more playouts a second."""
         config = self.config

@@ -190,8 +190,10 @@ class Teacher:
         from tabula.engine.config import SearchConfig
         from tabula.engine.play.search import Search
 
+        # Batches of up to 8 (one leaf in flight per 32 playouts), not the engine's one leaf a thread: labelling is
+        # bound by the network's speed, and one thread of one leaf a call would leave most of it unused.
         config = SearchConfig(visits=self.visits, threads=1, batch_size=8, batches_in_flight=1, reuse_tree=False,
-                              early_stop=False, root_symmetries=False)
+                              early_stop=False, root_symmetries=False, playouts_per_leaf=32)
         raw = self.evaluate(states)
         count, width = raw.policy.shape
         policy = np.zeros((count, width), np.float32)
