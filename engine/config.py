@@ -223,11 +223,15 @@ class SearchConfig:
 # makes fewer playouts a second (docs/STRENGTH.md, "Visits at 7 stones"; docs/BENCHMARKS.md, "A move at the default
 # budgets: one leaf a thread").
 ON_CPU = {"threads": 2, "batch_size": 8, "batches_in_flight": 1, "playouts_per_leaf": 1024}
+# One leaf in flight per 32 playouts: the rule a search bounded by visits had everywhere before the CPU's one leaf a
+# thread. Kept where batches pay (a GPU, the teacher's labels, bound by the network's speed) or where a setting was
+# measured with it (gomoku).
+BATCHED_PLAYOUTS_PER_LEAF = 32
 # ... and on a GPU: one thread of batches of 64 with two in flight: near the fastest shape measured with half its
 # leaves in flight, and about twice the CPU's shape there (docs/BENCHMARKS.md, "The GPU table"). A search bounded by
-# visits still sends smaller batches, one leaf in flight per 32 playouts (not measured against one leaf at a time on
-# a GPU, where a call of one leaf costs nearly what a call of 64 does).
-ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2, "playouts_per_leaf": 32}
+# visits still sends smaller batches, by the batched rule (not measured against one leaf at a time on a GPU, where a
+# call of one leaf costs nearly what a call of 64 does).
+ON_GPU = {"threads": 1, "batch_size": 64, "batches_in_flight": 2, "playouts_per_leaf": BATCHED_PLAYOUTS_PER_LEAF}
 
 
 # PlayConfig.resign_winrate of an engine built from its entry point: the threshold calibrated for the network that

@@ -79,6 +79,7 @@ class RandomValueEvaluator:
 # default sends one leaf a thread at these visits).
 SEVERAL_LEAVES = 32
 
+
 class ClockedEvaluator:
     """Wraps an evaluator: each call moves ``clock`` (a ``tests.conftest.FakeClock``, or None) on by ``step_s``, as
     if the network took that long, then runs ``after(calls)`` (which may set a stop event, say). Counts calls."""

@@ -125,7 +125,7 @@ def _network_picker(config: GomocupConfig, rng: random.Random) -> MovePicker:
     every size); pure MCTS with ``config.playouts`` on the others."""
     import numpy as np
 
-    from tabula.engine.config import SearchConfig
+    from tabula.engine.config import BATCHED_PLAYOUTS_PER_LEAF, SearchConfig
     from tabula.engine.net.evaluator import load_networks
     from tabula.engine.net.netfile import NetworkFileError
     from tabula.engine.play.search_player import best_move_picker
@@ -140,10 +140,10 @@ def _network_picker(config: GomocupConfig, rng: random.Random) -> MovePicker:
     # The plain exploration, as the gomoku networks were measured with (docs/STRENGTH.md): the variance scaling
     # was measured on Go only, and where a network's values agree (a uniform one, a drawn-looking position) it dives
     # into one line and can miss an immediate win (tests/test_gomoku_search.py). Likewise the batches they were
-    # measured with (one leaf in flight per 32 playouts): one leaf a thread was measured on Go only, and costs
-    # playouts a second under Gomocup's clock.
+    # measured with (the batched rule): one leaf a thread was measured on Go only, and costs playouts a second under
+    # Gomocup's clock.
     network = best_move_picker(evaluator, SearchConfig(visits=config.visits, cpuct_utility_stdev_scale=0.0,
-                                                       playouts_per_leaf=32), seed)
+                                                       playouts_per_leaf=BATCHED_PLAYOUTS_PER_LEAF), seed)
     return BoardRouter(network, evaluator.board_sizes, PureMctsPicker(playouts=config.playouts, rng=rng))
 
 

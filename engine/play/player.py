@@ -193,6 +193,18 @@ class Player:
         self.clocks = {BLACK: ClockState.start(self.time_settings), WHITE: ClockState.start(self.time_settings)}
         self._new_game_heap()
 
+    def _new_game_heap(self) -> None:
+        """A new game (``clear``, ``load_sgf``), off the clock: what the last game's moves froze (see ``genmove``) goes
+        back to the collector, one full collection frees any cycle among it, and what is still alive (the table of
+        network results, what start-up loaded) is frozen again, so that the new game's first searches do not scan it
+        either. Nothing to do where no move was frozen since the last new game."""
+        if not self._frozen_moves:
+            return
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self._frozen_moves = False
+
     def set_komi(self, komi: float) -> None:
         komi = float(komi)
         if not math.isfinite(komi) or abs(komi) > MAX_ABS_KOMI:
@@ -437,18 +449,6 @@ class Player:
         return budget
 
     # -- SGF -----------------------------------------------------------------------------------------------------
-
-    def _new_game_heap(self) -> None:
-        """A new game (``clear``, ``load_sgf``), off the clock: what the last game's moves froze (see ``genmove``) goes
-        back to the collector, one full collection frees any cycle among it, and what is still alive (the table of
-        network results, what start-up loaded) is frozen again, so that the new game's first searches do not scan it
-        either. Nothing to do where no move was frozen since the last new game."""
-        if not self._frozen_moves:
-            return
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        self._frozen_moves = False
 
     def load_sgf(self, data: bytes, move_number: int | None = None) -> None:
         """Replace the game with an SGF file's main line (up to just before ``move_number``); komi and size come

@@ -187,13 +187,14 @@ class Teacher:
         """(policy, value, score, ownership, wdl, score mean, score stdev) of an N-visit search from each state:
         the root's visit shares, mean value and score, the tree's ownership (side to move's view); the draw share
         of the WDL is the network's, the rest split so that win - loss is the searched value."""
-        from tabula.engine.config import SearchConfig
+        from tabula.engine.config import BATCHED_PLAYOUTS_PER_LEAF, SearchConfig
         from tabula.engine.play.search import Search
 
-        # Batches of up to 8 (one leaf in flight per 32 playouts), not the engine's one leaf a thread: labelling is
-        # bound by the network's speed, and one thread of one leaf a call would leave most of it unused.
+        # Batches of up to 8 (the batched rule), not the engine's one leaf a thread: labelling is bound by the
+        # network's speed, and one thread of one leaf a call would leave most of it unused.
         config = SearchConfig(visits=self.visits, threads=1, batch_size=8, batches_in_flight=1, reuse_tree=False,
-                              early_stop=False, root_symmetries=False, playouts_per_leaf=32)
+                              early_stop=False, root_symmetries=False,
+                              playouts_per_leaf=BATCHED_PLAYOUTS_PER_LEAF)
         raw = self.evaluate(states)
         count, width = raw.policy.shape
         policy = np.zeros((count, width), np.float32)
