@@ -57,3 +57,14 @@ def test_the_dame_parity_gives_the_odd_neutral_point_to_the_side_to_move():
         data = write_sgf(board_from_ascii(DAME_BETWEEN, to_move=to_move, komi=0.5))
         assert dame_parity(data, set()) == 0.0
         assert dame_parity(data, {"C1"}) == sign
+
+
+def test_counted_only_keeps_handicap_games_decided_by_counting(tmp_path):
+    """Handicap games count too (their final positions are judged like any other); a resignation is not counted."""
+    from tabula.tools.check.dead_stones import finished_games
+    moves = ";W[ee];B[ge];W[ce];B[gg]"
+    for name, result in (("counted", "B+3.5"), ("resigned", "B+R")):
+        (tmp_path / f"{name}.sgf").write_text(
+            f"(;FF[4]GM[1]SZ[9]KM[0.5]HA[2]AB[cc][gc]RE[{result}]{moves})")
+    kept = [name for name, _, _ in finished_games([str(tmp_path)], counted_only=True, max_games=None)]
+    assert [name.rsplit("/", 1)[-1] for name in kept] == ["counted.sgf"]

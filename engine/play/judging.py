@@ -16,6 +16,11 @@ Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", has the measur
 - A seki breaks at random in random play (whoever fills a shared liberty first is captured), so its strings come
   out near even and either verdict. A near-even dead group that lives in seki once put back
   (``engine.rules.playout.seki_stones``) is alive, and no string in a seki is open to the score check.
+- A group whose only liberties are shared with opponent stones it encloses, in a region of a few points, is read
+  to the end (``engine.rules.enclosed``): where the enclosed stones kill it by a sacrifice and the vital point (a
+  nakade) whoever moves first, it is dead and they live, whatever the map says. Random playouts break such shapes at
+  random, and a network's ownership head may read the group alive (in handicap games the student's did, where GNU Go
+  and KataGo's network call it dead).
 - The network's score head learned the recorded margin of counted games, dead stones and all. When the count with
   these dead stones names the other winner and is far from it (``SCORE_CHECK_POINTS``), a large group has been
   misjudged either way; the near-even strings or groups of them whose change brings the count well nearer the
@@ -29,6 +34,7 @@ from typing import Callable
 import numpy as np
 
 from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
+from tabula.engine.rules.enclosed import settled_by_reading
 from tabula.engine.rules.game import TAX_SEKI, GameState
 from tabula.engine.rules.playout import seki_stones, string_ownership
 
@@ -46,7 +52,8 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
     """Flat points of the stones judged dead in ``state``, whole strings at a time.
 
     ``ownership``: the map to judge by, called once on ``state`` and once more on the position without its clearly
-    dead stones when some string is near even. ``score``: the network's expected final margin from black's view,
+    dead stones when some string is near even. Groups whose life the enclosed reading settles take its verdict and
+    stay out of the score check. ``score``: the network's expected final margin from black's view,
     komi included (None: a network without a score head, no check)."""
     strings = string_ownership(state, ownership(state))
     near = [stones for stones, mean in strings if abs(mean) < NEAR_EVEN]
@@ -60,10 +67,14 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
                 dead.update(stones)
     if near:
         dead = _spare_seki(state, dead, near)
-        if score is not None:
-            seki = set(seki_stones(state, sorted(dead)))
-            candidates = [stones for stones in near + _groups(state, near) if not seki.intersection(stones)]
-            dead = _fit_score(state, dead, candidates, score)
+    killed, saved = settled_by_reading(state.board)
+    settled = set(killed) | set(saved)
+    dead = (dead - set(saved)) | set(killed)
+    if near and score is not None:
+        seki = set(seki_stones(state, sorted(dead)))
+        candidates = [stones for stones in near + _groups(state, near)
+                      if not seki.intersection(stones) and not settled.intersection(stones)]
+        dead = _fit_score(state, dead, candidates, score)
     return sorted(dead)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from tabula.engine.rules.board import NO_POINT, Board, IllegalMoveError
 from tabula.engine.rules.coords import BLACK, EMPTY, PASS, WHITE
+from tabula.engine.rules.enclosed import enclosed_kill
 from tabula.engine.rules.game import GameState
 
 DEFAULT_OWNERSHIP_PLAYOUTS = 64
@@ -242,6 +243,8 @@ def seki_stones(state: GameState, dead: list[int]) -> list[int]:
     filling, the filler's string would have no more liberties than the opponent string beside it), and the opponent
     can fill none of its other liberties outside its eyes without losing the race either: a string the opponent can
     approach from another side is only short of liberties, not in seki. Its opponent in the seki must qualify too.
+    Nor is it a seki where stones enclosed in a group's only liberties kill it by a sacrifice
+    (``engine.rules.enclosed``): the enclosed stones live and the group dies.
     Neutral points between groups with two eyes, and the ordinary dame of a game not yet played out, are not seki.
     """
     board = state.board.copy()
@@ -277,6 +280,12 @@ def seki_stones(state: GameState, dead: list[int]) -> list[int]:
     candidates = {root for root in candidates
                   if all(region_colors[region_of[lib]] == color[root] or filler_loses(lib, 3 - color[root])
                          for lib in cleaned.liberties[root])}
+    read: set[int] = set()  # stones enclosed in a group's only liberties may kill it by a sacrifice
+    for root in sorted(candidates):
+        if root in candidates and root not in read:
+            killed = enclosed_kill(cleaned, root, read)
+            if killed:
+                candidates -= killed
     while True:  # each string keeps an opponent in seki beside it (sharing a liberty)
         kept = {root for root in candidates
                 if any(cleaned.root[n] in candidates and color[n] == 3 - color[root]

@@ -7,10 +7,13 @@ Layer: tools (imports engine.rules for reading games, tools.compete.gtp_client f
 position is loaded into both engines with ``loadsgf`` (the file's whole main line), then both are asked
 ``final_status_list dead`` and ``final_score``. A game agrees when both name the same dead stones; the scores are
 compared too (Chinese counting on both sides: the referee runs with ``--chinese-rules``), as they are and once GNU
-Go's way with neutral points is allowed for (``dame_parity``). Archives are read the way
-``tabula prepare`` reads them (``--counted-only`` keeps the games decided by counting, whose final positions are
-finished). The report gives the agreement rates, by board size, every game whose dead stones differ with the stones
-each side called dead, so that a person can look at who is right, and the first games that differ in score only.
+Go's way with neutral points is allowed for (``dame_parity``). In handicap games GNU Go's count after ``loadsgf``
+gives white nothing for the handicap stones, where Tabula's (as GNU Go's own in a game begun with
+``fixed_handicap``) gives one point a stone: there the scores differ by the handicap, and the dead stones are the
+comparison. Archives are read the way ``tabula prepare`` reads them (``--counted-only`` keeps the games decided by
+counting, whose final positions are finished). The report gives the agreement rates, by board size, every game whose
+dead stones differ with the stones each side called dead, so that a person can look at who is right, and the first
+games that differ in score only.
 """
 from __future__ import annotations
 
@@ -89,7 +92,8 @@ def dame_parity(data: bytes, dead: set[str]) -> float:
 
 def finished_games(sources: list[str], counted_only: bool, max_games: int | None):
     """(name, SGF bytes, board size) of games to check: SGF files as they are; records from archives (any size
-    ``parse_record`` accepts, finished by counting where ``counted_only``)."""
+    ``parse_record`` accepts, finished by counting where ``counted_only``; handicap games too: their final
+    positions are judged like any other)."""
     seen = 0
     for source in sources:
         for name, data in iter_sgf_files(source):
@@ -100,7 +104,7 @@ def finished_games(sources: list[str], counted_only: bool, max_games: int | None
                 continue
             if counted_only:
                 try:
-                    record = parse_record(name, data, RecordFilter(size=size, min_moves=1))
+                    record = parse_record(name, data, RecordFilter(size=size, min_moves=1, handicap="value"))
                 except ValueError:
                     continue
                 if record.margin != record.margin:  # NaN: not decided by counting
