@@ -110,3 +110,11 @@ def test_a_group_that_lives_if_it_moves_first_is_not_killed() -> None:
     white = board.root[board.geometry.padded[parse_vertex("E1", 7)]]
     assert enclosed_kill(board, white) is None
     assert enclosed.settled_by_reading(board) == ([], [])
+
+
+def test_no_reading_inside_a_wall_judged_dead() -> None:
+    """Enclosed stones inside a wall that is dead do not live: the region is left to the map."""
+    board = board_from_ascii(BULKY_FIVE).board
+    assert enclosed.settled_by_reading(board)[0]  # white's seven die with the wall standing
+    wall = [parse_vertex(v, 7) for v in ("D5", "E5", "F5", "F6", "F7", "A4", "B4", "C4", "D4")]
+    assert enclosed.settled_by_reading(board, wall) == ([], [])

@@ -17,8 +17,9 @@ Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", has the measur
   out near even and either verdict. A near-even dead group that lives in seki once put back
   (``engine.rules.playout.seki_stones``) is alive, and no string in a seki is open to the score check.
 - A group whose only liberties are shared with opponent stones it encloses, in a region of a few points, is read
-  to the end (``engine.rules.enclosed``): where the enclosed stones kill it by a sacrifice and the vital point (a
-  nakade) whoever moves first, it is dead and they live, whatever the map says. Random playouts break such shapes at
+  to the end (``engine.rules.enclosed``): where the enclosed stones capture it whoever moves first (by a sacrifice
+  and the vital point, a nakade), it is dead and they live, whatever the map says, unless the wall around it is
+  judged dead or short of liberties. Random playouts break such shapes at
   random, and a network's ownership head may read the group alive (in handicap games the student's did, where GNU Go
   and KataGo's network call it dead).
 - The network's score head learned the recorded margin of counted games, dead stones and all. When the count with
@@ -67,7 +68,7 @@ def judge_dead_stones(state: GameState, ownership: Ownership, score: float | Non
                 dead.update(stones)
     if near:
         dead = _spare_seki(state, dead, near)
-    killed, saved = settled_by_reading(state.board)
+    killed, saved = settled_by_reading(state.board, sorted(dead))
     settled = set(killed) | set(saved)
     dead = (dead - set(saved)) | set(killed)
     if near and score is not None:

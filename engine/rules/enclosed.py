@@ -5,10 +5,10 @@ Layer: above board. Used by ``engine.rules.playout.seki_stones`` (no seki where 
 
 A group whose only liberties are shared with opponent stones it encloses looks like a seki to a count of
 liberties: whichever side fills a shared liberty puts itself in atari. But the enclosed side can sacrifice: fill a
-liberty, be captured, and then play the vital point of the space its capture left, as in a nakade; the group then
-never gets two eyes. Whether it can is a closed game on a few points (the enclosed stones and the empty points
-around them, bordered by the group and the board's edge alone), read here to the end: small enough to read every
-line, where random playouts break such a seki at random and a network may read it either way.
+liberty, be captured, and then play the vital point of the space its capture left, as in a nakade, until the group
+is captured. Whether it can is a closed game on a few points (the enclosed stones and the empty points around
+them, bordered by the group and the board's edge alone), read here to the end: small enough to read every line,
+where random playouts break such a seki at random and a network may read it either way.
 """
 from __future__ import annotations
 
@@ -22,22 +22,27 @@ _READ: dict[tuple, bool] = {}  # the readings' answers by region and contents
 _READ_LIMIT = 1_000  # entries before it is emptied
 
 
-def enclosed_kill(board: Board, root: int, read: set[int] | None = None) -> set[int] | None:
+def enclosed_kill(board: Board, root: int, read: set[int] | None = None,
+                  dead: frozenset[int] = frozenset()) -> set[int] | None:
     """Roots of the strings that are not in seki after all, or None where the seki stands or is not of this kind.
 
     ``root`` is a string of the colour that may be enclosed (the attacker). Its region is every point reachable
-    from it through empty points and the attacker's stones; the defender's strings are those bordering the region.
-    Where the region has at most ``MAX_REGION_POINTS`` points, every defender string has all its liberties in it,
-    and the attacker, playing inside the region only, captures a defender string whatever the defender plays
-    there or passes, the defender moving first: the roots of the attacker's strings in the region (they live) and of the
-    defender's strings (they die). ``read``, where given, gets the roots of the attacker's strings of every region
-    whose reading was tried (or that was too large), so that a caller reads each region once."""
+    from it through empty points and the attacker's stones; the defender's string is the one bordering the region.
+    Where the region has at most ``MAX_REGION_POINTS`` points, one defender string borders it and has all its
+    liberties in it, none of the attacker's strings outside the region that touch it (its wall) is among ``dead``
+    (padded points judged dead otherwise: enclosed stones inside a dead wall do not live), and the attacker,
+    playing inside the region only, captures the defender whatever it plays there or passes, the defender moving
+    first: the roots of the attacker's strings in the
+    region (they live) and of the defender's string (it dies). ``read``, where given, gets ``root`` and the
+    roots of the attacker's strings of every region looked at, so that a caller reads each region once."""
     color = board.color
     attacker = color[root]
     neighbors = board.geometry.neighbors
     region = [root]
     seen = {root}
     defenders: set[int] = set()
+    if read is not None:
+        read.add(root)
     for point in region:
         for n in neighbors[point]:
             if n in seen:
@@ -46,21 +51,28 @@ def enclosed_kill(board: Board, root: int, read: set[int] | None = None) -> set[
                 seen.add(n)
                 region.append(n)
                 if len(region) > MAX_REGION_POINTS:
-                    if read is not None:
-                        read.add(root)
                     return None
             elif color[n] == 3 - attacker:
                 defenders.add(board.root[n])
+    region.sort()  # the same region gives the same reading (and cache entry) from whichever string it is found
     inside = set(region)
     attackers = {board.root[p] for p in region if color[p] == attacker}
     if read is not None:
         read |= attackers
-    if not defenders or any(not board.liberties[d] <= inside for d in defenders):
+    if len(defenders) != 1:  # several strings: taking one need not kill the rest
         return None
-    defender_stones = sorted(stone for d in defenders for stone in board.string_stones(d))
-    # The local game depends on the region's points and the defender's strings alone: a judgement asks the same
+    (defender,) = defenders
+    if not board.liberties[defender] <= inside:
+        return None
+    defender_stones = board.string_stones(defender)
+    walls = {board.root[n] for stone in defender_stones for n in neighbors[stone]
+             if color[n] == attacker and n not in inside}
+    if not dead.isdisjoint(stone for wall in walls for stone in board.string_stones(wall)):
+        return None
+    # The local game depends on the region's points and the defender's string alone: a judgement asks the same
     # region several times (with other stones off the board elsewhere), so the answers are kept.
-    key = (tuple(region), bytes(color[p] for p in region), board.ko, board.ko_color, tuple(defender_stones))
+    key = (board.size, tuple(region), bytes(color[p] for p in region), board.ko, board.ko_color,
+           tuple(sorted(defender_stones)))
     kills = _READ.get(key)
     if kills is None:
         if len(_READ) >= _READ_LIMIT:
@@ -69,31 +81,35 @@ def enclosed_kill(board: Board, root: int, read: set[int] | None = None) -> set[
     return attackers | defenders if kills else None
 
 
-def settled_by_reading(board: Board) -> tuple[list[int], list[int]]:
+def settled_by_reading(board: Board, dead: list[int] = ()) -> tuple[list[int], list[int]]:
     """Flat points of the stones that ``enclosed_kill``'s reading settles on ``board``: (dead, alive), the
-    enclosing strings that die and the enclosed strings that kill them."""
+    enclosing strings that die and the enclosed strings that kill them. ``dead``: flat points judged dead
+    otherwise; a region whose wall holds any of them is not read (its enclosed stones need not live)."""
     geometry = board.geometry
     color = board.color
-    dead: set[int] = set()
+    judged = frozenset(geometry.padded[p] for p in dead)
+    killed: set[int] = set()
     alive: set[int] = set()
     read: set[int] = set()  # the attacker's strings already read with their region: one reading a region
     for root in sorted({board.root[pad] for pad in geometry.padded if color[pad] in (BLACK, WHITE)}):
-        if root in read or root in dead or root in alive:
+        if root in read or root in killed or root in alive:
             continue
-        settled = enclosed_kill(board, root, read)
+        settled = enclosed_kill(board, root, read, judged)
         if settled:
             for string in settled:
-                (alive if color[string] == color[root] else dead).add(string)
-    return ([geometry.flat[p] for root in sorted(dead) for p in board.string_stones(root)],
-            [geometry.flat[p] for root in sorted(alive) for p in board.string_stones(root)])
+                (alive if color[string] == color[root] else killed).add(string)
+    both = killed & alive  # regions that read each other: left to the other judges
+    return ([geometry.flat[p] for root in sorted(killed - both) for p in board.string_stones(root)],
+            [geometry.flat[p] for root in sorted(alive - both) for p in board.string_stones(root)])
 
 
 def _attacker_captures(board: Board, region: list[int], attacker: int, defender_stones: list[int]) -> bool:
-    """Whether ``attacker`` captures one of ``defender_stones``' strings by moves inside ``region`` whatever the
+    """Whether ``attacker`` captures the string of ``defender_stones`` by moves inside ``region`` whatever the
     defender plays there or passes, the defender moving first (a pass included): a kill that holds whoever is to
-    move. A group that the attacker kills only by moving first is left alone: at the end of a game the defender
-    may be the one to move (a 13x13 game's black group with one white stone in its eye space lived so, as GNU Go
-    and KataGo's network judge it).
+    move. The wall around the defender is taken to stand: a wall short of liberties that the defender could take
+    instead is not read (a known gap; at the end of a game walls are rarely so). A group that the attacker kills
+    only by moving first is left alone: at the end of a game the defender may be the one to move (a 13x13 game's
+    black group with one white stone in its eye space lived so, as GNU Go and KataGo's network judge it).
 
     The reading is bounded: ``PLIES_PER_POINT`` plies a point of the region (room for sacrifices, their capture
     and the vital point played again), a line cut off there counting as the defender's, and ``MAX_POSITIONS``
@@ -126,7 +142,7 @@ def _attacker_captures(board: Board, region: list[int], attacker: int, defender_
             raise _OutOfReading
         key = (bytes(position.color[p] for p in region), position.ko, position.ko_color, to_move)
         found = known.get(key)
-        if found is not None and (found[0] if found[1] <= depth else not found[0]):
+        if found is not None and (found[1] <= depth if found[0] else found[1] >= depth):
             return found[0]
         if _two_eyes(position, region, defender, defender_stones):
             result = False
