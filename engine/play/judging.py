@@ -16,12 +16,11 @@ Why each step (docs/RELIABILITY.md, "Dead stones against GNU Go", has the measur
 - A seki breaks at random in random play (whoever fills a shared liberty first is captured), so its strings come
   out near even and either verdict. A near-even dead group that lives in seki once put back
   (``engine.rules.playout.seki_stones``) is alive, and no string in a seki is open to the score check.
-- A group whose only liberties are shared with opponent stones it encloses, in a region of a few points, is read
-  to the end (``engine.rules.enclosed``): where the enclosed stones capture it whoever moves first (by a sacrifice
-  and the vital point, a nakade), it is dead and they live, whatever the map says, unless the wall around it is
-  judged dead or short of liberties. Random playouts break such shapes at
-  random, and a network's ownership head may read the group alive (in handicap games the student's did, where GNU Go
-  and KataGo's network call it dead).
+- A group whose only liberties are shared with opponent stones it encloses, in a region of a few points, is read to
+  the end (``engine.rules.enclosed``): where the enclosed stones capture it whoever moves first (by a sacrifice and
+  the vital point, a nakade), it is dead and they live, whatever the map says, unless the wall around it is judged
+  dead. Random playouts break such shapes at random, and a network's ownership head may read the group alive (in
+  handicap games the student's did, where GNU Go and KataGo's network call it dead).
 - The network's score head learned the recorded margin of counted games, dead stones and all. When the count with
   these dead stones names the other winner and is far from it (``SCORE_CHECK_POINTS``), a large group has been
   misjudged either way; the near-even strings or groups of them whose change brings the count well nearer the

@@ -26,15 +26,15 @@ def enclosed_kill(board: Board, root: int, read: set[int] | None = None,
                   dead: frozenset[int] = frozenset()) -> set[int] | None:
     """Roots of the strings that are not in seki after all, or None where the seki stands or is not of this kind.
 
-    ``root`` is a string of the colour that may be enclosed (the attacker). Its region is every point reachable
-    from it through empty points and the attacker's stones; the defender's string is the one bordering the region.
-    Where the region has at most ``MAX_REGION_POINTS`` points, one defender string borders it and has all its
-    liberties in it, none of the attacker's strings outside the region that touch it (its wall) is among ``dead``
-    (padded points judged dead otherwise: enclosed stones inside a dead wall do not live), and the attacker,
-    playing inside the region only, captures the defender whatever it plays there or passes, the defender moving
-    first: the roots of the attacker's strings in the
-    region (they live) and of the defender's string (it dies). ``read``, where given, gets ``root`` and the
-    roots of the attacker's strings of every region looked at, so that a caller reads each region once."""
+    ``root`` is a string of the colour that may be enclosed (the attacker). Its region is every point reachable from
+    it through empty points and the attacker's stones; the defender's string is the one bordering the region. Where
+    the region has at most ``MAX_REGION_POINTS`` points, one defender string borders it and has all its liberties in
+    it, none of the attacker's strings outside the region that touch it (its wall) is among ``dead`` (padded points
+    judged dead otherwise: enclosed stones inside a dead wall do not live), and the attacker, playing inside the
+    region only, captures the defender whatever it plays there or passes, the defender moving first: the roots of
+    the attacker's strings in the region (they live) and of the defender's string (it dies). ``read``, where given,
+    gets ``root`` and the roots of the attacker's strings of every region looked at, so that a caller reads each
+    region once."""
     color = board.color
     attacker = color[root]
     neighbors = board.geometry.neighbors
