@@ -1,6 +1,6 @@
 """engine/rules/enclosed.py: stones enclosed in a group's only liberties, read to see whether the seki holds."""
 from tabula.engine.rules import enclosed
-from tabula.engine.rules.coords import parse_vertex
+from tabula.engine.rules.coords import BLACK, parse_vertex
 from tabula.engine.rules.enclosed import enclosed_kill
 from tabula.engine.rules.playout import seki_stones
 from tests.conftest import board_from_ascii
@@ -118,3 +118,50 @@ def test_no_reading_inside_a_wall_judged_dead() -> None:
     assert enclosed.settled_by_reading(board)[0]  # white's seven die with the wall standing
     wall = [parse_vertex(v, 7) for v in ("D5", "E5", "F5", "F6", "F7", "A4", "B4", "C4", "D4")]
     assert enclosed.settled_by_reading(board, wall) == ([], [])
+
+
+
+
+# BULKY_FIVE with black's wall (D5 to F7 and row 4) short of liberties: white's stones round it leave it E4 and the
+# empty points of row 3.
+SHORT_WALL = """
+    X X X . O X O
+    . X O O O X O
+    O O O X X X O
+    X X X X . O O
+    {}
+    . . . . . . .
+    . . . . . . .
+"""
+
+
+def test_a_wall_in_atari_is_taken_by_the_defender_and_the_seki_stands() -> None:
+    def read(row3: str) -> tuple[int, bool]:
+        board = board_from_ascii(SHORT_WALL.format(row3)).board
+        pad = board.geometry.padded
+        enclosed._READ.clear()
+        wall_liberties = len(board.liberties[board.root[pad[parse_vertex("D4", 7)]]])
+        return wall_liberties, enclosed_kill(board, board.root[pad[parse_vertex("A7", 7)]]) is not None
+
+    assert read("O O O O O O .") == (1, False)  # white takes nine stones at E4
+    assert enclosed.settled_by_reading(board_from_ascii(SHORT_WALL.format("O O O O O O .")).board) == ([], [])
+    assert read(". . . . O O .") == (5, True)  # the wall stands and white dies, as with BULKY_FIVE's
+
+
+# White's B4 is in atari at C4, but black's capture there is a ko: white takes back at B4.
+KO = """
+    . X O . .
+    X O . O .
+    . X O . .
+    . . . . .
+    . . . . .
+"""
+
+
+def test_a_wall_in_atari_by_a_ko_stands() -> None:
+    board = board_from_ascii(KO).board
+    pad = board.geometry.padded
+    assert not enclosed._takes_for_good(board, board.root[pad[parse_vertex("B4", 5)]])  # the ko
+    assert not enclosed._takes_for_good(board, board.root[pad[parse_vertex("C5", 5)]])  # two liberties
+    board.play(pad[parse_vertex("D5", 5)], BLACK)  # C5 in atari, and its capture no ko
+    assert enclosed._takes_for_good(board, board.root[pad[parse_vertex("C5", 5)]])
