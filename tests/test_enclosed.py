@@ -1,6 +1,6 @@
 """engine/rules/enclosed.py: stones enclosed in a group's only liberties, read to see whether the seki holds."""
 from tabula.engine.rules import enclosed
-from tabula.engine.rules.coords import BLACK, parse_vertex
+from tabula.engine.rules.coords import parse_vertex
 from tabula.engine.rules.enclosed import enclosed_kill
 from tabula.engine.rules.playout import seki_stones
 from tests.conftest import board_from_ascii
@@ -120,8 +120,6 @@ def test_no_reading_inside_a_wall_judged_dead() -> None:
     assert enclosed.settled_by_reading(board, wall) == ([], [])
 
 
-
-
 # BULKY_FIVE with black's wall (D5 to F7 and row 4) short of liberties: white's stones round it leave it E4 and the
 # empty points of row 3.
 SHORT_WALL = """
@@ -148,20 +146,28 @@ def test_a_wall_in_atari_is_taken_by_the_defender_and_the_seki_stands() -> None:
     assert read(". . . . O O .") == (5, True)  # the wall stands and white dies, as with BULKY_FIVE's
 
 
-# White's B4 is in atari at C4, but black's capture there is a ko: white takes back at B4.
-KO = """
-    . X O . .
-    X O . O .
-    . X O . .
-    . . . . .
-    . . . . .
+# Three strings in atari. White's B6: black's capture at C6 is a ko (white takes back at B6). White's F6: black's
+# F7 takes it and keeps three liberties. Black's D1: white's C1 takes it but leaves A1 to C1 in atari, and black's
+# D1 takes three back (a snapback).
+IN_ATARI = """
+    . X O . . . .
+    X O . O X O X
+    . X O . . X .
+    . . . . . . .
+    . . . . . . .
+    X X X O . . .
+    O O . X O . .
 """
 
 
-def test_a_wall_in_atari_by_a_ko_stands() -> None:
-    board = board_from_ascii(KO).board
+def test_only_a_wall_taken_for_good_leaves_the_seki() -> None:
+    board = board_from_ascii(IN_ATARI).board
     pad = board.geometry.padded
-    assert not enclosed._takes_for_good(board, board.root[pad[parse_vertex("B4", 5)]])  # the ko
-    assert not enclosed._takes_for_good(board, board.root[pad[parse_vertex("C5", 5)]])  # two liberties
-    board.play(pad[parse_vertex("D5", 5)], BLACK)  # C5 in atari, and its capture no ko
-    assert enclosed._takes_for_good(board, board.root[pad[parse_vertex("C5", 5)]])
+
+    def taken(vertex: str) -> bool:
+        return enclosed._takes_for_good(board, board.root[pad[parse_vertex(vertex, 7)]])
+
+    assert not taken("B6")  # the ko
+    assert not taken("C7")  # two liberties: not in atari
+    assert taken("F6")  # one stone taken, the taker with liberties to spare
+    assert not taken("D1")  # the snapback

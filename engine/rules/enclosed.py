@@ -30,11 +30,11 @@ def enclosed_kill(board: Board, root: int, read: set[int] | None = None,
     it through empty points and the attacker's stones; the defender's string is the one bordering the region. Where
     the region has at most ``MAX_REGION_POINTS`` points, one defender string borders it and has all its liberties in
     it, none of the attacker's strings outside the region that touch it (its wall) is among ``dead`` (padded points
-    judged dead otherwise: enclosed stones inside a dead wall do not live) or in atari but for a ko (the defender
-    would take it), and the attacker, playing inside the region only, captures the defender whatever it plays there
-    or passes, the defender moving first: the roots of the attacker's strings in the region (they live) and of the
-    defender's string (it dies). ``read``, where given, gets ``root`` and the roots of the attacker's strings of
-    every region looked at, so that a caller reads each region once."""
+    judged dead otherwise: enclosed stones inside a dead wall do not live) or in atari where its capture is no ko
+    (the defender would take it), and the attacker, playing inside the region only, captures the defender whatever
+    it plays there or passes, the defender moving first: the roots of the attacker's strings in the region (they
+    live) and of the defender's string (it dies). ``read``, where given, gets ``root`` and the roots of the
+    attacker's strings of every region looked at, so that a caller reads each region once."""
     color = board.color
     attacker = color[root]
     neighbors = board.geometry.neighbors
@@ -109,13 +109,11 @@ def _attacker_captures(board: Board, region: list[int], attacker: int, defender_
     """Whether ``attacker`` captures the string of ``defender_stones`` by moves inside ``region`` whatever the
     defender plays there or passes, the defender moving first (a pass included): a kill that holds whoever is to
     move. The wall around the defender is taken to stand (``enclosed_kill`` reads no region whose wall the defender
-    can take at once, but for a ko): the defender's moves outside the region are passes here, not a race to fill a
-    wall's liberties. At the end of a game a wall's last liberties are mostly points the defender cannot fill (the
-    wall's eyes, or self-atari): counting every liberty as one the defender fills undid most of the kills found in
-    the final positions of the kept matches, which GNU Go agrees with (docs/RELIABILITY.md). A group that the
-    attacker kills only by moving first is left alone: at the end of a game the defender may be the one to move (a
-    13x13 game's black group with one white stone in its eye space lived so, as GNU Go and KataGo's network judge
-    it).
+    can take at once, where the capture is no ko): the defender's moves outside the region are passes here, not a
+    race to fill a wall's liberties. At the end of a game a wall's last liberties are mostly points the defender
+    cannot fill (the wall's eyes, or self-atari; docs/RELIABILITY.md). A group that the attacker kills only by
+    moving first is left alone: at the end of a game the defender may be the one to move (a 13x13 game's black group
+    with one white stone in its eye space lived so, as GNU Go and KataGo's network judge it).
 
     The reading is bounded: ``PLIES_PER_POINT`` plies a point of the region (room for sacrifices, their capture
     and the vital point played again), a line cut off there counting as the defender's, and ``MAX_POSITIONS``
@@ -168,9 +166,9 @@ def _attacker_captures(board: Board, region: list[int], attacker: int, defender_
 
 
 def _takes_for_good(board: Board, wall: int) -> bool:
-    """Whether the string ``wall`` is in atari and its capture is no ko the wall's side takes back at once (one stone
-    taken by a stone then left in atari): a ko at the end of a game leaves the wall standing, as GNU Go and KataGo's
-    network judged a handicap game's white group whose one way out was such a ko."""
+    """Whether the string ``wall`` is in atari and its capture frees the taker for good: not where one stone is taken
+    and the taking string is left in atari, a ko or a snapback. A wall that only a ko takes is taken to stand: at
+    the end of a game the ko is not fought (docs/RELIABILITY.md, "Dead stones against GNU Go")."""
     if len(board.liberties[wall]) != 1:
         return False
     (liberty,) = board.liberties[wall]
