@@ -293,6 +293,7 @@ def test_sabaki_analyze_lines_carry_score_lead_where_the_network_has_one():
     check_lz_lines(stream(search_session(), "analyze b 10", info_lines=1))
 
 
+@pytest.mark.slow
 def test_kata_analyze_with_a_network_that_has_score_and_ownership_heads(tiny_aux_onnx):
     """The whole path from the ONNX outputs: symmetries undone on the ownership, black's view in the tree."""
     load_extensions()
@@ -322,6 +323,7 @@ def test_gogui_score_lead_and_ownership_views():
     assert plain.dispatch("tabula-score-lead") == "? the network has no score head\n\n"
 
 
+@pytest.mark.slow
 def test_kata_analyze_with_a_katago_model_file(tmp_path, monkeypatch):
     """A KataGo ``.bin.gz`` as users bring it (here a small random one of our writer's): converted on first use, its
     score lead and ownership reach kata-analyze, KataGo's row order and the side to move's view."""

@@ -150,6 +150,7 @@ def test_tabula_gomocup_plays_each_board_with_the_first_network_that_plays_it(ti
         gomocup.parse_args(["--weights", str(every), "--weights", str(tmp_path / "missing.onnx")])
 
 
+@pytest.mark.slow
 def test_tabula_gomocup_without_a_shipped_network_says_so(monkeypatch, tmp_path, capsys):
     from tabula.engine.play import search_player
     from tabula.tools import gomocup

@@ -116,6 +116,7 @@ def test_bench_search_plays_on_the_board_the_network_plays(capsys):
     assert "self-play on 9x9" in out and re.search(r"playouts/s +\d", out)
 
 
+@pytest.mark.slow
 def test_bench_search_compares_rollout_mixes_in_one_run(tmp_path, capsys):
     """--rollout-mix 0 0.5: each λ's playouts/s and its ratio to the first, on the board --size asks for, from a
     position --opening moves in."""

@@ -181,6 +181,7 @@ def run_config(teacher_path, run, **changes) -> distill.DistillConfig:
     return distill.DistillConfig(**settings)
 
 
+@pytest.mark.slow
 def test_a_distill_chunk_trains_and_resumes_exactly(tiny_aux_onnx, tmp_path):
     quiet = dict(log=lambda *_: None)
     whole = distill.distill(run_config(tiny_aux_onnx, tmp_path / "whole", chunks=2), **quiet)
@@ -331,6 +332,7 @@ def test_worker_processes_play_and_label_the_same_games(tiny_aux_onnx, tmp_path)
     assert np.allclose(a["value"][order_a].astype(np.float32), b["value"][order_b].astype(np.float32), atol=1e-3)
 
 
+@pytest.mark.slow
 def test_snapshots_are_the_student_after_their_chunk_and_leave_its_training_alone(tiny_aux_onnx, tmp_path):
     from tabula.engine.net.evaluator import OnnxEvaluator
 
@@ -451,6 +453,7 @@ def test_a_resumed_run_may_drop_the_learning_rate_only_where_it_has_not_trained(
     assert state["step"] == 6 and state["optimizer"]["param_groups"][0]["lr"] == pytest.approx(0.0002)
 
 
+@pytest.mark.slow
 def test_tabula_plot_draws_a_distill_run(tmp_path):
     from tabula.tools.learn import plot
 
@@ -550,6 +553,7 @@ def test_a_run_goes_on_with_its_teacher_from_another_file_but_not_with_another_n
         distill.distill(run_config(tiny_onnx, tmp_path / "run", chunks=3), **quiet)
 
 
+@pytest.mark.slow
 def test_a_katago_teacher_is_the_same_network_in_its_model_file_and_its_onnx_files(tmp_path):
     from tabula.engine.net import katago_model as km
     from tabula.engine.net import katago_network as kn

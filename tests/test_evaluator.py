@@ -382,6 +382,7 @@ def test_an_int8_file_without_an_fp32_file_runs_unchecked(int8_pair):
     assert "disagree" not in lines[0]
 
 
+@pytest.mark.slow
 def test_the_shipped_int8_default_plays_what_its_fp32_file_plays_on_this_cpu():
     """Whichever runs (the int8 file where onnxruntime's kernels compute it faithfully, else its fp32 file), the
     network that plays agrees with the fp32 file as the int8 file should."""

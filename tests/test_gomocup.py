@@ -262,6 +262,7 @@ class BrainProcess:
         return self.process.wait(timeout=HANG_GUARD_S)
 
 
+@pytest.mark.slow
 def test_a_scripted_session_through_the_command_line():
     script = ["ABOUT", "START 15", "INFO timeout_turn 5000", "INFO rule 0", "TURN 7,7", "TURN 7,7", "TURN 3,99",
               "HELLO", "RESTART", "BOARD", "7,7,1", "8,7,2", "DONE", "TAKEBACK 8,7", "RESTART", "BEGIN", "END",

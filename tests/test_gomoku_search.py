@@ -76,6 +76,7 @@ def test_the_search_takes_an_immediate_win(network, request):
     check_tree(search)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", [False, True], ids=["uniform", "network"])
 def test_the_search_blocks_an_immediate_loss(network, request):
     search = Search(evaluator_for(network, request), CONFIG, rng=np.random.default_rng(1))

@@ -124,6 +124,7 @@ def test_gomoku_settings_are_checked():
         NetSpec(head=POOLED, aux=True, input_encoding="gomoku-4")
 
 
+@pytest.mark.slow
 def test_the_rl_loop_plays_trains_gates_and_resumes_on_gomoku(tmp_path, capsys):
     from tabula.tools.learn.rl_loop import ELO, main, read_jsonl, trained_steps
 

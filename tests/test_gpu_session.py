@@ -158,6 +158,7 @@ def resume_check(config: dict, teacher: Path, tmp_path: Path) -> subprocess.Comp
                           capture_output=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_the_gpu_session_goes_on_from_the_kept_run_only_with_its_teachers_network(tiny_aux_onnx, tiny_onnx,
                                                                                   tmp_path):
     from tabula.tools.learn.teacher import teacher_identity

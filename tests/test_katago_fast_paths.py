@@ -274,6 +274,7 @@ def test_superko_bans_shared_by_the_table_key_and_the_features():
     assert banned > 0
 
 
+@pytest.mark.slow
 def test_the_reading_features_legal_moves_are_the_games():
     # Small boards repeat positions (superko bans), retake kos and, under Tromp-Taylor and New Zealand rules, take
     # multi-stone suicides; either colour is asked, so the ko point sometimes binds the colour not to move.

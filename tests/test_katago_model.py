@@ -93,6 +93,7 @@ def test_written_files_read_back_the_same(version, tmp_path):
     assert (tmp_path / "m.bin.gz").read_bytes()[:2] == b"\x1f\x8b"
 
 
+@pytest.mark.slow
 def test_the_onnx_file_agrees_with_torch_and_rebuilds(exported):
     import onnxruntime as ort
 
@@ -215,6 +216,7 @@ def test_the_optimistic_policy_output_is_the_policy_at_optimism_one():
             assert np.abs(softmax(mixed[7]) - softmax(mixed[0])).max() > 1e-3
 
 
+@pytest.mark.slow
 def test_a_file_rebuilt_for_torch_mixes_its_policy_at_the_files_optimism(tmp_path):
     model = km.random_model(15, seed=6, channels=8, mid=4, gpool=2, head=4)
     net = kn.KataGoNet(model, policy_optimism=1.0).eval()
@@ -261,6 +263,7 @@ def test_the_torch_backend_runs_a_converted_katago_network(exported):
         assert kn.output_difference(expected, actual) < tolerance, precision
 
 
+@pytest.mark.slow
 def test_a_katago_file_converts_once_into_the_cache(tmp_path, monkeypatch):
     import sys
 
@@ -370,6 +373,7 @@ def test_the_evaluator_carries_katagos_outputs_through_every_symmetry_mode(expor
     assert not np.allclose(average.wdl, identity.wdl, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_int8_preparation_of_a_katago_network(exported, tmp_path):
     """int8 of a converted KataGo network: the one convolution that reads the input planes is the first (the
     mask-multiplied trunk is no input), and each transformer's value and SwiGLU products are rescaled per channel
@@ -419,6 +423,7 @@ def test_int8_calibration_draws_the_komi_for_every_encoding_that_reads_it():
         assert komi.max() == -komi.min() > 0 and len(np.unique(komi)) > 6, name
 
 
+@pytest.mark.slow
 def test_tabula_export_from_katago(tmp_path, capsys):
     from tabula.tools.learn import export
 
@@ -445,6 +450,7 @@ def test_tabula_export_from_katago_writes_int8_only_where_it_agrees(tmp_path, ca
     assert "top move the same on" in message
 
 
+@pytest.mark.slow
 def test_damaged_files_raise_the_models_error_or_parse():
     """Bytes changed anywhere in a file: KataGoModelError, or a model that still checks out; nothing else."""
     model = km.random_model(17, channels=4, mid=2, gpool=2, head=2)

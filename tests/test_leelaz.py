@@ -163,6 +163,7 @@ def test_leelaz_file_with_biases_and_round_trip(tmp_path, tiny_model):
         assert np.array_equal(a, b) and pa == pb and wa == wb
 
 
+@pytest.mark.slow
 @needs_leelaz
 def test_version_2_value_is_blacks(tmp_path, tiny_model):
     """ELF-style v2 files: the net's value is black's; leelaz and we both turn it to the side to move's."""

@@ -142,6 +142,7 @@ def test_opponent_refusing_a_legal_move_voids_the_game(tmp_path, capsys):
 # -- time --------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_slow_engine_loses_on_time_and_is_told_its_clock(tmp_path):
     out = tmp_path / "m"
     run(out, f"{FAKE} --slow 0.3", FAKE, games=1,
@@ -234,6 +235,7 @@ def test_byoyomi_uses_kgs_time_settings_where_known(tmp_path):
 # -- resume, parallel, handicap, round robin --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_skips_finished_games_and_survives_a_torn_line(tmp_path, capsys):
     out = tmp_path / "m"
     engines = (f"{FAKE} --seed 3", f"{FAKE} --seed 4")
@@ -303,6 +305,7 @@ def test_sigterm_stops_cleanly(tmp_path):
     assert all(r["result"] != "Void" for r in read_results(out / "results.jsonl"))
 
 
+@pytest.mark.slow
 def test_max_minutes_starts_no_game_after_it_and_a_rerun_resumes(tmp_path, capsys):
     out = tmp_path / "m"
     # a game takes over 0.4 s (black's 7 genmoves of 0.06 s), so none starts after the first's 0.3 s have passed
@@ -335,6 +338,7 @@ def test_wind_down_lets_the_games_in_flight_finish(tmp_path):
     assert lines[-1] == "told to wind down: no game started after it, 2 left; rerun the same command to resume"
 
 
+@pytest.mark.slow
 def test_sigusr1_finishes_the_games_in_flight_and_exits_cleanly(tmp_path):
     out = tmp_path / "m"
     runner = start_after_a_game(out)
@@ -366,6 +370,7 @@ def test_handicap(tmp_path, mode):
     assert game.get_main_sequence()[1].get_move()[0] == "w"  # white moves first after the handicap
 
 
+@pytest.mark.slow
 def test_round_robin_with_ratings(tmp_path, capsys):
     out = tmp_path / "m"
     engines = [f"{FAKE} --name A", f"{FAKE} --name B --seed 5", f"{FAKE} --name C --seed 9"]
@@ -445,6 +450,7 @@ def test_gnugo_tiny_match(tmp_path, gnugo, capsys):
     assert "GNU Go 3.8 [0] vs GNU Go 3.8 [1]" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_tabula_random_against_gnugo(tmp_path, gnugo):
     out = tmp_path / "m"
     # Cut short and counted by our rules: GNU Go's final_score on an unfinished game can take seconds.

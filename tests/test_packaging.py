@@ -7,6 +7,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -96,6 +98,7 @@ def test_gtp_startup_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_the_default_player_loads_its_networks_without_torch_when_no_gpu_is_there():
     # On a machine with an NVIDIA GPU and no onnxruntime GPU provider, torch is the GPU path and is imported.
     code = ("import sys; from tabula.engine.config import EngineConfig; from tabula.engine.play.player import Player; "

@@ -84,6 +84,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_training_brings_the_rounded_outputs_closer_to_the_fp32_files(one_thread):
     # the shipped network: a random one's rounding error is noise that no training removes
     from tabula.engine.play.search_player import default_weights
@@ -101,6 +102,7 @@ def test_training_brings_the_rounded_outputs_closer_to_the_fp32_files(one_thread
     assert losses["after"] < 0.8 * losses["before"]
 
 
+@pytest.mark.slow
 def test_export_aware_steps_writes_an_int8_file_of_the_original(two_blocks, tmp_path, capsys, one_thread):
     import onnx
     from onnx import numpy_helper

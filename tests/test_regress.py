@@ -153,6 +153,7 @@ def test_java_patterns_translate() -> None:
     assert java_pattern("[]A]+").fullmatch("]A") and java_pattern("A{2,}").fullmatch("AAA")
 
 
+@pytest.mark.slow
 def test_verdicts_exit_status_selection_and_sgf_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "games").mkdir()
     (tmp_path / "games" / "two.sgf").write_bytes(b"(;GM[1]FF[4]SZ[9]KM[5.5];B[ee];W[gc])")

@@ -148,6 +148,7 @@ def test_a_network_without_a_score_head_ranks_by_its_value_alone():
         assert results[0].candidates == results[1].candidates
 
 
+@pytest.mark.slow
 def test_weight_zero_gives_the_stored_output_of_the_search_without_it():
     """Byte for byte the stored search output the search gave before it had a score utility
     (tests/golden/search-no-score-utility.txt: tests/golden/search.txt as it was)."""

@@ -185,6 +185,7 @@ def loop_configs(**rl_changes):
     return rl, FAST
 
 
+@pytest.mark.slow
 def test_one_loop_iteration_then_resume(tiny_net, tmp_path):
     from tabula.tools.learn.rl_loop import ELO, STATE, Loop, read_jsonl, trained_steps
 
@@ -475,6 +476,7 @@ def test_a_run_can_start_from_a_trained_network(tiny_net, tmp_path, capsys):
     assert (directory / "nets" / "gen-0001.onnx").exists()
 
 
+@pytest.mark.slow
 def test_a_run_can_start_from_a_network_for_every_size_and_keeps_its_extra_heads(tmp_path, capsys):
     """A pooled network with score and ownership heads (as the shipped one) and the small-board value term continues
     by self-play on a board size it lists: the run takes its head, the trainer its weights, and the next generation

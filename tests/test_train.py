@@ -271,6 +271,7 @@ def test_a_killed_training_process_resumes_to_the_same_result(data_dir, tmp_path
                load_training_checkpoint(os.path.join(killed, "checkpoint.pt")))
 
 
+@pytest.mark.slow
 def test_export_then_eval_and_plot(data_dir, tmp_path, capsys):
     from tabula.tools.learn import evaluate, plot
 

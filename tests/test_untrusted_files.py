@@ -76,6 +76,7 @@ def _read(path: Path) -> bytes:
     return path.read_bytes() if path.is_file() else b""
 
 
+@pytest.mark.slow
 def test_every_hostile_sgf_loads_or_raises_sgf_error(hostile_sgf: dict[str, Path]) -> None:
     outcomes = {}
     for name, path in hostile_sgf.items():

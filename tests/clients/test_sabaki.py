@@ -79,6 +79,7 @@ def tiny_net(tmp_path_factory) -> Path:
     return random_network(tmp_path_factory, "tiny.onnx")
 
 
+@pytest.mark.slow
 def test_sabaki_reads_analysis(tiny_net):
     engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_net),
               "--visits", str(VISITS), "--threads", "1"]
@@ -104,6 +105,7 @@ def tiny_aux_net(tmp_path_factory) -> Path:
     return random_network(tmp_path_factory, "tiny_aux.onnx", "--head", "pooled", "--aux", "--board-sizes", "9,13,19")
 
 
+@pytest.mark.slow
 def test_kata_analyze_with_ownership_through_sabakis_controller(tiny_aux_net):
     engine = [sys.executable, "-m", "tabula.gtp", "--player", "search", "--weights", str(tiny_aux_net),
               "--visits", "200", "--threads", "1"]
