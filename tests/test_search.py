@@ -686,8 +686,9 @@ def test_without_root_symmetries_the_root_keeps_its_one_evaluation():
     assert evaluator.averaged_calls == 0 and not search.tree.root.averaged
 
 
+# per_leaf 0: the CPU's 1,024 playouts a leaf in flight
 @pytest.mark.parametrize("visits, threads, per_leaf, largest, loss", [
-    (400, 2, 0, 1, 1),  # 0: the CPU's 1,024 playouts a leaf in flight
+    (400, 2, 0, 1, 1),
     pytest.param(1600, 2, 0, 1, 1, marks=pytest.mark.slow), pytest.param(4096, 1, 0, 4, 1, marks=pytest.mark.slow),
     (100, 1, 32, 3, 1), (400, 2, 32, 6, 3), (400, 1, 32, 8, 3)])
 def test_searches_bounded_by_visits_keep_few_leaves_in_flight(visits, threads, per_leaf, largest, loss):
