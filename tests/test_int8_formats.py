@@ -125,6 +125,30 @@ def test_int8_cpu_compares_each_int8_file_with_the_fp32_file(int8_files, capsys)
         main([files[0], str(int8_files / "missing-int8.onnx")])
 
 
+def test_int8_cpu_measures_on_the_positions_of_games_of_any_size(int8_files, tmp_path, capsys):
+    """``--size``, ``--per-game`` large and ``--skip-games 0``: every position of the games of that size named (a
+    9x9 one among them is passed over), with the share's 95% interval; random games of that size where none are
+    found; a clear error for a size the network does not play."""
+    from tabula.tools.check.int8_cpu import main
+
+    (tmp_path / "a.sgf").write_text("(;GM[1]FF[4]SZ[19]KM[7.5];B[pd];W[dp];B[pp];W[dd];B[fq];W[cn])")
+    (tmp_path / "b.sgf").write_text("(;GM[1]FF[4]SZ[9]KM[7.5];B[ee];W[cc];B[gg])")
+    (tmp_path / "c.sgf").write_text("(;GM[1]FF[4]SZ[19]KM[7.5];B[qd];W[dc];B[pq];W[cp])")
+    files = [str(int8_files / n) for n in ("net.onnx", "net-int8.onnx")]
+    common = ["--per-game", "100", "--skip-games", "0", "--seconds", "0"]
+    assert main([*files, "--games", str(tmp_path), "--size", "19", "--positions", "50", *common]) == 0
+    out = capsys.readouterr().out
+    assert f"real: 10 positions of 19x19 games of {tmp_path}" in out  # 6 and 4 moves: the position after each
+    assert "real: top-1" in out and "%]," in out
+    assert main([*files, "--games", str(tmp_path / "none"), "--positions", "5", *common]) == 0
+    assert "real: 5 positions of random 19x19 games" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="plays 19x19, not 9x9"):
+        main([*files, "--games", str(tmp_path), "--size", "9", *common])
+    for bad in (["--size", "1"], ["--per-game", "0"], ["--skip-games", "-1"]):
+        with pytest.raises(SystemExit, match="int8_cpu: "):
+            main([*files, *bad])
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("qemu-x86_64") is None or platform.machine().lower() != "x86_64",
                     reason="needs qemu-user (apt-get install qemu-user) on x86-64")

@@ -1,13 +1,17 @@
 """Whether int8 network files compute what their fp32 file does on this CPU, or on an emulated one, and how fast.
 
     python -m tabula.tools.check.int8_cpu FP32.onnx INT8.onnx [INT8.onnx ...] [--emulate CPU]
-        [--positions 500] [--games GLOB] [--threads 1] [--batch 8] [--seconds 2]
+        [--positions 500] [--games GLOB] [--size 19] [--per-game 8] [--skip-games 500]
+        [--threads 1] [--batch 8] [--seconds 2]
 
 For each int8 file, against the fp32 file: the share of positions where both pick the same move (among the legal
-moves of real positions; of all points on random ones) and the mean and largest |value difference|, on the random
-19x19 positions of the engine's start-up check (``int8_check``: ``INT8_AGREEMENT["positions"]``) and on
-``--positions`` positions of real games (``--games``, the games after the first 500, as ``tabula bench net``
-measures; random games where there are none). Then the positions/s of every file at batch ``--batch``, in
+moves of real positions; of all points on random ones; with its 95% interval on real ones) and the mean and largest
+|value difference|, on the random 19x19 positions of the engine's start-up check (``int8_check``:
+``INT8_AGREEMENT["positions"]``) and on ``--positions`` positions of real games (``--games``: the ``--size`` games
+of the archives after the first ``--skip-games``, ``--per-game`` from each, as ``tabula bench net`` measures;
+random games where there are none). A match's games make the positions the engine meets in play: ``--games
+'docs/matches/*/games.tar.xz' --size 9 --per-game 1000 --skip-games 0`` takes every position of the first games
+found. Then the positions/s of every file at batch ``--batch``, in
 interleaved rounds (the best round counts). And which int8 kernels onnxruntime's MLAS picks on the CPU the files
 ran on, from that CPU's own cpuid.
 
@@ -189,8 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("int8", nargs="+", help="int8 ONNX files of the same network")
     parser.add_argument("--emulate", metavar="CPU", help="run the int8 files under qemu-x86_64 -cpu CPU")
     parser.add_argument("--positions", type=int, default=500, help="real positions (0: the random ones only)")
-    parser.add_argument("--games", default="", metavar="GLOB", help="SGF archives of 19x19 games (default: random "
-                                                                    "games)")
+    parser.add_argument("--games", default="", metavar="GLOB", help="SGF archives, folders or files of games "
+                                                                    "(default: random games)")
+    parser.add_argument("--size", type=int, default=19, help="the board size of the real positions")
+    parser.add_argument("--per-game", type=int, default=8, help="positions drawn from each game")
+    parser.add_argument("--skip-games", type=int, default=500, help="games of the archives passed over first")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--batch", type=int, default=8, help="batch of the speed rounds")
     parser.add_argument("--seconds", type=float, default=2.0, help="time per file for speed, over 3 rounds (0: none)")
@@ -201,13 +208,17 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--worker"]:
         return _worker(argv[1:])
     args = build_parser().parse_args(argv)
-    if args.positions < 0 or args.threads < 1 or args.batch < 1:
-        raise SystemExit("int8_cpu: --positions must be 0 or more, --threads and --batch 1 or more")
+    if args.positions < 0 or args.skip_games < 0 or min(args.threads, args.batch, args.per_game) < 1:
+        raise SystemExit("int8_cpu: --positions and --skip-games must be 0 or more, --threads, --batch and "
+                         "--per-game 1 or more")
+    if not 2 <= args.size <= 25:
+        raise SystemExit("int8_cpu: --size must be 2 to 25")
     from tabula.engine.net.comparison import comparison_planes
     from tabula.engine.net.encodings import encoding_named
     from tabula.engine.net.int8_check import INT8_AGREEMENT
     from tabula.engine.rules.interface import batch_legal_masks
-    from tabula.tools.learn.export import positions
+    from tabula.tools.compete.elo import wilson_interval
+    from tabula.tools.learn.export import random_positions, sgf_positions
 
     files = [args.fp32, *args.int8]
     for path in files:
@@ -219,10 +230,22 @@ def main(argv: list[str]) -> int:
         raise SystemExit(f"int8_cpu: {args.fp32}: not an ONNX network onnxruntime can load ({error})") from None
     metadata = reference_session.get_modelmeta().custom_metadata_map
     encoding = encoding_named(metadata.get("input_encoding", "leelaz-18"))
+    try:
+        sizes = [int(size) for size in metadata.get("board_sizes", "19").split(",")]
+    except ValueError:  # a file whose sizes this cannot read: onnxruntime says so on the first batch if need be
+        sizes = [args.size]
+    if args.positions and args.size not in sizes:
+        raise SystemExit(f"int8_cpu: {args.fp32} plays {', '.join(f'{n}x{n}' for n in sizes)}, not "
+                         f"{args.size}x{args.size}")
     sets = {"random": comparison_planes(19, count=INT8_AGREEMENT["positions"], encoding=encoding)}
     legal = {"random": None}
     if args.positions:
-        states = positions(19, args.positions, seed=12345, games=args.games, skip_games=500)
+        source = f"{args.size}x{args.size} games of {args.games}"
+        try:
+            states = sgf_positions(args.positions, 12345, args.games, args.per_game, args.skip_games, size=args.size)
+        except (OSError, ImportError):  # no games of that size named, or no sgfmill to read them
+            states = random_positions(args.size, args.positions, 12345)
+            source = f"random {args.size}x{args.size} games"
         sets["real"], legal["real"] = encoding.encode_batch(states, None), batch_legal_masks(states)
     reference = {name: _outputs(reference_session, planes) for name, planes in sets.items()}
     where = f"emulated {args.emulate}" if args.emulate else "native"
@@ -231,15 +254,18 @@ def main(argv: list[str]) -> int:
     else:
         found = run_files(files, sets, args.threads, args.batch, args.seconds)
     print(f"# CPU ({where}): int8 kernels {int8_kernels(found['features'])}; features {found['features']}")
-    source = f"real games ({args.games})" if args.games else "random games"
-    real = f"; real: {args.positions} positions of {source}" if args.positions else ""
+    real = f"; real: {len(sets['real'])} positions of {source}" if args.positions else ""
     print(f"# random: the {len(sets['random'])} random 19x19 positions of the start-up check{real}")
     for index, path in enumerate(args.int8, start=1):
         parts = []
         for name in sets:
             other = (found["outputs"][f"{index}/{name}/policy"], found["outputs"][f"{index}/{name}/value"])
             top1, mean, largest = agreement(reference[name], other, legal[name])
-            parts.append(f"{name}: top-1 {top1:.1%}, |value diff| mean {mean:.3f} max {largest:.3f}")
+            interval = ""
+            if legal[name] is not None:
+                low, high = wilson_interval(round(top1 * len(legal[name])), len(legal[name]))
+                interval = f" [{low:.1%}, {high:.1%}]"
+            parts.append(f"{name}: top-1 {top1:.1%}{interval}, |value diff| mean {mean:.3f} max {largest:.3f}")
         print(f"{path} ({where}): " + "; ".join(parts))
     speeds = found["speeds"]
     if args.seconds > 0 and speeds[0] > 0:

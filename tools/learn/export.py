@@ -88,10 +88,11 @@ def _random_move(state: GameState, rng: random.Random) -> int:
 
 
 def sgf_positions(count: int, seed: int, games: str, per_game: int = 8, skip_games: int = 0,
-                  moves: range | None = None) -> list[GameState]:
-    """Positions from the real 19×19 games of the SGF archives, folders or files that the glob ``games`` names (the
-    games after the first ``skip_games``), ``per_game`` sampled from each, each the position after a number of moves
-    in ``moves`` (default: any). FileNotFoundError where there are none; ImportError without sgfmill."""
+                  moves: range | None = None, size: int = 19) -> list[GameState]:
+    """Positions from the real ``size``×``size`` games of the SGF archives, folders or files that the glob ``games``
+    names (the games after the first ``skip_games``), ``per_game`` sampled from each, each the position after a
+    number of moves in ``moves`` (default: any). FileNotFoundError where there are none; ImportError without
+    sgfmill."""
     archives = sorted(glob(games)) if games else []
     if not archives:
         raise FileNotFoundError(f"no games found in {games}" if games else "no game archives named")
@@ -108,7 +109,7 @@ def sgf_positions(count: int, seed: int, games: str, per_game: int = 8, skip_gam
                 continue
             try:
                 record = read_sgf(data)
-                after = replay(record)[1:] if record.size == 19 else []  # the position after each move
+                after = replay(record)[1:] if record.size == size else []  # the position after each move
             except SgfError:
                 continue
             if moves is not None:
