@@ -126,20 +126,23 @@ def test_int8_cpu_compares_each_int8_file_with_the_fp32_file(int8_files, capsys)
 
 
 def test_int8_cpu_measures_on_the_positions_of_games_of_any_size(int8_files, tmp_path, capsys):
-    """``--size``, ``--per-game`` large and ``--skip-games 0``: every position of the games of that size named (a
-    9x9 one among them is passed over), with the share's 95% interval; random games of that size where none are
+    """``--size``, ``--per-game`` and ``--skip-games 0``: positions of the games of that size named (a 9x9 one among
+    them is passed over), the share with its count and 95% interval; random games of that size where none are
     found; a clear error for a size the network does not play."""
     from tabula.tools.check.int8_cpu import main
+    from tabula.tools.learn.export import sgf_positions
 
     (tmp_path / "a.sgf").write_text("(;GM[1]FF[4]SZ[19]KM[7.5];B[pd];W[dp];B[pp];W[dd];B[fq];W[cn])")
     (tmp_path / "b.sgf").write_text("(;GM[1]FF[4]SZ[9]KM[7.5];B[ee];W[cc];B[gg])")
     (tmp_path / "c.sgf").write_text("(;GM[1]FF[4]SZ[19]KM[7.5];B[qd];W[dc];B[pq];W[cp])")
     files = [str(int8_files / n) for n in ("net.onnx", "net-int8.onnx")]
-    common = ["--per-game", "100", "--skip-games", "0", "--seconds", "0"]
+    common = ["--per-game", "3", "--skip-games", "0", "--seconds", "0"]
     assert main([*files, "--games", str(tmp_path), "--size", "19", "--positions", "50", *common]) == 0
     out = capsys.readouterr().out
-    assert f"real: 10 positions of 19x19 games of {tmp_path}" in out  # 6 and 4 moves: the position after each
-    assert "real: top-1" in out and "%]," in out
+    assert f"real: 6 positions of 19x19 games of {tmp_path}" in out  # 3 of each 19x19 game's
+    assert "real: top-1" in out and " of 6) [" in out
+    assert len(sgf_positions(50, 1, str(tmp_path), per_game=100, size=9)) == 3  # the 9x9 game's, after each move
+    assert len(sgf_positions(50, 1, str(tmp_path), per_game=100)) == 10  # 6 and 4 moves: 19x19 by default
     assert main([*files, "--games", str(tmp_path / "none"), "--positions", "5", *common]) == 0
     assert "real: 5 positions of random 19x19 games" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="plays 19x19, not 9x9"):

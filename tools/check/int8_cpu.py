@@ -8,10 +8,10 @@ For each int8 file, against the fp32 file: the share of positions where both pic
 moves of real positions; of all points on random ones; with its 95% interval on real ones) and the mean and largest
 |value difference|, on the random 19x19 positions of the engine's start-up check (``int8_check``:
 ``INT8_AGREEMENT["positions"]``) and on ``--positions`` positions of real games (``--games``: the ``--size`` games
-of the archives after the first ``--skip-games``, ``--per-game`` from each, as ``tabula bench net`` measures;
-random games where there are none). A match's games make the positions the engine meets in play: ``--games
-'docs/matches/*/games.tar.xz' --size 9 --per-game 1000 --skip-games 0`` takes every position of the first games
-found. Then the positions/s of every file at batch ``--batch``, in
+of the archives, after the first ``--skip-games`` games of any size, ``--per-game`` from each, as ``tabula bench
+net`` measures; random games where there are none). A network's match sets make the positions it meets in play:
+``--games 'docs/matches/v2-*/games.tar.xz' --size 9 --per-game 1000 --skip-games 0`` takes every position of the
+first 9x9 games found. Then the positions/s of every file at batch ``--batch``, in
 interleaved rounds (the best round counts). And which int8 kernels onnxruntime's MLAS picks on the CPU the files
 ran on, from that CPU's own cpuid.
 
@@ -263,8 +263,9 @@ def main(argv: list[str]) -> int:
             top1, mean, largest = agreement(reference[name], other, legal[name])
             interval = ""
             if legal[name] is not None:
-                low, high = wilson_interval(round(top1 * len(legal[name])), len(legal[name]))
-                interval = f" [{low:.1%}, {high:.1%}]"
+                same, count = round(top1 * len(legal[name])), len(legal[name])
+                low, high = wilson_interval(same, count)
+                interval = f" ({same:,} of {count:,}) [{low:.2%}, {high:.2%}]"
             parts.append(f"{name}: top-1 {top1:.1%}{interval}, |value diff| mean {mean:.3f} max {largest:.3f}")
         print(f"{path} ({where}): " + "; ".join(parts))
     speeds = found["speeds"]
