@@ -23,6 +23,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "train": ("tabula.tools.learn.train", "supervised training on prepared shards (resumable); --model rollout"),
     "eval": ("tabula.tools.learn.evaluate",
              "move-prediction accuracy and value MSE of an ONNX network on SGF archives"),
+    "calibrate": ("tabula.tools.learn.calibrate",
+                  "fit a network's small-board value offset to the results of its own games"),
     "plot": ("tabula.tools.learn.plot", "plot a training run's loss and accuracy, or an RL run's Elo"),
     "selfplay": ("tabula.tools.learn.selfplay", "self-play games with a network into a replay store and SGF"),
     "rl": ("tabula.tools.learn.rl_loop",

@@ -86,6 +86,9 @@ class NetSpec:
     # katago-v7 and tabula-v2 (the komi among their global planes), pooled head only: the head reads the komi and
     # its parity wave itself, into the value's hidden layer and straight into the score (PooledHead)
     head_komi: bool = False
+    # with head_komi only: an offset of the value's raw output by the komi on boards below 19x19, a calibration
+    # fitted to self-play results (PooledHead; tools/learn/calibrate.py)
+    small_board_value_offset: bool = False
 
     def __post_init__(self) -> None:
         if self.head not in (AGZ, POOLED):
@@ -112,6 +115,8 @@ class NetSpec:
         if self.head_komi and (self.head != POOLED or not has_komi_globals(encoding)):
             raise ValueError(f"the head's komi reads the komi and komi_wave global planes with the pooled head, "
                              f"which {self.input_encoding} with the {self.head} head has not")
+        if self.small_board_value_offset and not self.head_komi:
+            raise ValueError("the small-board value offset reads the komi the head reads (head_komi), which is off")
 
     @property
     def encoding(self) -> Encoding:
@@ -122,7 +127,7 @@ class NetSpec:
         data = asdict(self)
         if self.encoding.komi_plane is None:
             del data["komi_reference"]  # meaningless without the komi input: the metadata of such nets stays as it was
-        for flag in (*SMALL_BOARD_KOMI_FLAGS, "head_komi"):
+        for flag in (*SMALL_BOARD_KOMI_FLAGS, "head_komi", "small_board_value_offset"):
             if not data[flag]:
                 del data[flag]  # the metadata of networks without it stays as it was
         return data
@@ -225,7 +230,16 @@ class PooledHead(nn.Module):
     9×9 (the score moved 0.3 points a komi point, its value leaned to black at komi 7.5, docs/TRAINING.md). The
     score moves point for point with the komi at any size, which a linear path learns at once; the value's path
     learns how much a point weighs at each size. Not grafted: every size and komi trains them, and they are part of
-    the architecture a new student starts with."""
+    the architecture a new student starts with.
+
+    With ``small_board_value_offset`` (``head_komi`` networks only): ``value_offset_small_boards``, a linear map of
+    k, w and their size-scaled copies added to the value's raw output (before tanh), scaled by ``max(19 - size, 0)
+    / 10``, zero-initialised and fitted alone to self-play results (``tools/learn/calibrate.py``). Why: a student
+    taught by a stronger network's value learns the komi as the teacher's own play realises it; on 9x9, where one
+    point decides games, the engine's own games realise it differently (at komi 7.5 black won more often than the
+    student predicted, docs/TRAINING.md). An offset of the komi and the side to move alone is one number for a
+    game that flips sign with the side to move, so it moves every value a search backs up to a node the same way:
+    it changes the winrate a user reads and resignation far more than the choice of moves, and nothing on 19x19."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -271,6 +285,10 @@ class PooledHead(nn.Module):
             if spec.aux:
                 self.score_head_komi = nn.Linear(2, 1, bias=False)
                 nn.init.zeros_(self.score_head_komi.weight)
+        self.value_offset_small_boards = None
+        if spec.small_board_value_offset:
+            self.value_offset_small_boards = nn.Linear(4, 1, bias=False)
+            nn.init.zeros_(self.value_offset_small_boards.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
                 komi_plane: torch.Tensor | None = None,
@@ -290,7 +308,7 @@ class PooledHead(nn.Module):
         hidden = self.value_fc1(value_pooled)
         smallness = None  # the small-board terms' scale: 1 on 9×9, 0 on 19×19 and larger boards
         if (self.value_small_boards is not None or self.value_komi_small_boards is not None
-                or self.score_komi_small_boards is not None):
+                or self.score_komi_small_boards is not None or self.value_offset_small_boards is not None):
             smallness = torch.clamp(19.0 - size, min=0.0) / 10.0
         if self.value_small_boards is not None:
             hidden = hidden + self.value_small_boards(torch.cat([mean, black, torch.ones_like(black)], dim=1)
@@ -309,12 +327,15 @@ class PooledHead(nn.Module):
                 wave = komi_parity_wave(komi, size)
                 hidden = hidden + self.value_parity_small_boards(
                     torch.cat([wave * mean, with_size_term(wave, size)], dim=1) * smallness)
+        head_komi_features = None
         if self.value_head_komi is not None:
             k, wave = komi_globals[:, :1], komi_globals[:, 1:2]
-            hidden = hidden + self.value_head_komi(torch.cat([with_size_term(k, size), with_size_term(wave, size)],
-                                                             dim=1))
+            head_komi_features = torch.cat([with_size_term(k, size), with_size_term(wave, size)], dim=1)
+            hidden = hidden + self.value_head_komi(head_komi_features)
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
+        if self.value_offset_small_boards is not None:
+            out["value"] = out["value"] + (self.value_offset_small_boards(head_komi_features) * smallness)[:, 0]
         if self.aux:
             out["reply"] = torch.cat([self.reply_points(p).flatten(1), self.reply_pass(pooled)], dim=1)
             # ownership reads the value branch's per-point features: who owns a point is what the value sums up
@@ -482,6 +503,17 @@ def with_small_board_komi_parity(model: TabulaNet) -> TabulaNet:
     if model.spec.small_board_komi_parity:
         raise ValueError("the network already has the small-board komi parity term")
     return _grown(model, ["head.value_parity_small_boards.weight"], small_board_komi_parity=True)
+
+
+def with_small_board_value_offset(model: TabulaNet) -> TabulaNet:
+    """``model`` (a network whose head reads the komi, ``head_komi``) with a zero small-board value offset added
+    (``PooledHead``): the same outputs on every board until it is fitted, and on 19×19 and larger boards after it."""
+    if not model.spec.head_komi:
+        raise ValueError("the small-board value offset reads the komi the head reads: a katago-v7 or tabula-v2 "
+                         "network with head_komi")
+    if model.spec.small_board_value_offset:
+        raise ValueError("the network already has the small-board value offset")
+    return _grown(model, ["head.value_offset_small_boards.weight"], small_board_value_offset=True)
 
 
 def with_small_board_score_komi(model: TabulaNet) -> TabulaNet:
@@ -780,7 +812,7 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
            "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
-           "with_small_board_score_komi", "SMALL_BOARD_KOMI_FLAGS",
+           "with_small_board_score_komi", "with_small_board_value_offset", "SMALL_BOARD_KOMI_FLAGS",
            "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
            "load_onnx", "load_network", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz",
            "default_board_sizes", "set_metadata"]

@@ -1,0 +1,199 @@
+"""The small-board value offset (``NetSpec.small_board_value_offset``) and `tabula calibrate`, which fits it: zero
+at first; then the komi and side to move alone move the value, never on 19x19; the fit finds a known offset; the
+command writes a network that computes the offset it printed, with the source's measured metadata."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tabula.engine.net import network  # noqa: E402
+from tabula.engine.net.encodings import encoding_named  # noqa: E402
+from tabula.engine.net.evaluator import OnnxEvaluator  # noqa: E402
+from tabula.engine.rules.coords import BLACK, WHITE  # noqa: E402
+from tabula.engine.rules.game import Rules  # noqa: E402
+from tabula.engine.rules.sgf import write_sgf  # noqa: E402
+from tabula.tools.learn import calibrate  # noqa: E402
+from tests.conftest_network import random_game  # noqa: E402
+
+V2 = "tabula-v2"
+THETA = (0.8, -0.5, 0.3, 0.2)
+
+
+def student(seed: int = 0) -> network.TabulaNet:
+    torch.manual_seed(seed)
+    spec = network.NetSpec(blocks=1, filters=8, head=network.POOLED, aux=True, input_encoding=V2, head_komi=True)
+    return network.TabulaNet(spec).eval()
+
+
+def positions(size: int, komi: float) -> list:
+    states = random_game(size, 12, seed=size)[::3]
+    for state in states:
+        state.rules = Rules(komi=komi, superko=state.rules.superko)
+    return states
+
+
+def raw_values(model: network.TabulaNet, states: list) -> tuple[np.ndarray, np.ndarray]:
+    planes = encoding_named(V2).encode_batch(states, None)
+    with torch.no_grad():
+        return model.train_outputs(torch.from_numpy(planes))["value"].numpy(), planes
+
+
+def with_offset(model: network.TabulaNet, theta=THETA) -> network.TabulaNet:
+    grown = network.with_small_board_value_offset(model)
+    with torch.no_grad():
+        grown.head.value_offset_small_boards.weight.copy_(torch.tensor([theta]))
+    return grown
+
+
+def test_a_zero_offset_computes_what_the_network_computed():
+    model = student()
+    grown = network.with_small_board_value_offset(model)
+    assert grown.spec.small_board_value_offset and "small_board_value_offset" not in model.spec.to_dict()
+    for size in (9, 19):
+        planes = torch.from_numpy(encoding_named(V2).encode_batch(positions(size, 7.5), None))
+        with torch.no_grad():
+            for before, after in zip(model(planes), grown(planes)):
+                assert torch.equal(before, after)
+
+
+def test_the_offset_is_the_komi_features_the_tool_reads_and_zero_on_19x19():
+    model, grown = student(), with_offset(student())
+    encoding = encoding_named(V2)
+    komi, wave = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
+    for size in (9, 13):
+        for komi_points in (0.5, 6.5, 7.5):
+            states = positions(size, komi_points)
+            before, planes = raw_values(model, states)
+            after, _ = raw_values(grown, states)
+            features = calibrate.offset_features(planes[:, komi].mean(axis=(1, 2)), planes[:, wave].mean(axis=(1, 2)),
+                                                 size)
+            assert np.allclose(after - before, features @ np.asarray(THETA), atol=1e-5)
+            movers = np.asarray([s.to_move for s in states])
+            assert (movers == BLACK).any() and (movers == WHITE).any()
+            # the side to move's komi and wave flip with the mover: the offset is one number of the game
+            black, white = (after - before)[movers == BLACK], (after - before)[movers == WHITE]
+            assert np.allclose(black, black[0], atol=1e-6) and np.allclose(white, -black[0], atol=1e-5)
+    states = positions(19, 7.5)
+    assert np.array_equal(raw_values(model, states)[0], raw_values(grown, states)[0])
+
+
+def test_the_spec_refuses_the_offset_without_the_heads_komi():
+    with pytest.raises(ValueError, match="head_komi"):
+        network.NetSpec(head=network.POOLED, input_encoding=V2, small_board_value_offset=True)
+    with pytest.raises(ValueError, match="head_komi"):
+        network.with_small_board_value_offset(network.TabulaNet(network.NetSpec(head=network.POOLED, blocks=1,
+                                                                                filters=8)))
+    with pytest.raises(ValueError, match="already"):
+        network.with_small_board_value_offset(with_offset(student()))
+
+
+def test_the_fit_finds_a_known_offset():
+    rng = np.random.default_rng(5)
+    count = 40000
+    raw = rng.normal(0.0, 0.6, count)
+    features = rng.normal(0.0, 0.3, (count, 4))
+    truth = np.asarray([0.4, -0.2, 0.25, 0.1])
+    won = (rng.random(count) < 1.0 / (1.0 + np.exp(-2.0 * (raw + features @ truth)))).astype(np.float64)
+    assert np.allclose(calibrate.fit_offset(raw, features, won), truth, atol=0.05)
+    # one size alone: the komi and its size-scaled copy are proportional, and the fit stays finite
+    single = np.stack([features[:, 0], -0.5 * features[:, 0], features[:, 2], -0.5 * features[:, 2]], axis=1)
+    theta = calibrate.fit_offset(raw, single, won)
+    assert np.all(np.isfinite(theta))
+
+
+def games(directory, size: int, komi: float, count: int, winner: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for seed in range(count):
+        state = random_game(size, 40, seed=100 * size + seed)[-1]
+        state.rules = Rules(komi=komi, superko=state.rules.superko)
+        (directory / f"{size}-{seed}.sgf").write_bytes(write_sgf(state, result=f"{winner}+R"))
+
+
+def exported(tmp_path, name: str = "net.onnx"):
+    net = tmp_path / name
+    network.export_onnx(student(), net, "test", [9, 13, 19])
+    proto = onnx.load(net)
+    network.set_metadata(proto, {**{p.key: p.value for p in proto.metadata_props}, "resign_winrate": "9:0.2"})
+    onnx.save(proto, net)
+    return net
+
+
+def values(path, states) -> np.ndarray:
+    return OnnxEvaluator(str(path), symmetry="identity", log=None).evaluate(states).value
+
+
+def test_the_graphs_offset_computes_what_the_torch_head_computes(tmp_path):
+    net = exported(tmp_path)
+    proto = onnx.load(net)
+    calibrate.add_offset(proto, np.asarray(THETA), encoding_named(V2).plane_names)
+    out = tmp_path / "out.onnx"
+    onnx.save(proto, out)
+    loaded = network.load_onnx(out)  # the torch network the file describes: PooledHead's offset, its weights read
+    assert loaded.spec.small_board_value_offset
+    assert np.allclose(loaded.head.value_offset_small_boards.weight.detach().numpy(), [THETA])
+    for size in (9, 13, 19):
+        for komi in (0.5, 7.5):
+            states = positions(size, komi)
+            planes = torch.from_numpy(encoding_named(V2).encode_batch(states, None))
+            with torch.no_grad():
+                torch_value = loaded(planes)[1].numpy()
+            assert np.allclose(values(out, states), torch_value, atol=1e-5)
+    states = positions(19, 7.5)
+    assert np.array_equal(values(net, states), values(out, states))
+    # the rest of the graph byte for byte: every weight the file had is there unchanged
+    before = {t.name: t.SerializeToString() for t in onnx.load(net).graph.initializer}
+    after = {t.name: t.SerializeToString() for t in proto.graph.initializer}
+    assert all(after[name] == data for name, data in before.items())
+
+
+def test_calibrate_writes_the_fitted_offset_and_keeps_the_measured_metadata(tmp_path, capsys):
+    net = exported(tmp_path)
+    games(tmp_path / "sgf", 9, 7.5, 6, "B")  # black wins every game: black to move must rise, white to move fall
+    out, copy = tmp_path / "out.onnx", tmp_path / "copy.onnx"
+    assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(net), "--out", str(out),
+                           "--net", str(exported(tmp_path, "twin.onnx")), "--out", str(copy)]) == 0
+    printed = capsys.readouterr().out
+    assert "| 9×9 | 7.5 | black |" in printed and "| 9×9 | 7.5 | white |" in printed
+    metadata = {p.key: p.value for p in onnx.load(out).metadata_props}
+    assert metadata["resign_winrate"] == "9:0.2" and "tabula calibrate" in metadata["provenance"]
+    states = positions(9, 7.5)
+    before, after = values(net, states), values(out, states)
+    movers = np.asarray([s.to_move for s in states])
+    assert np.all(after[movers == BLACK] > before[movers == BLACK])
+    assert np.all(after[movers == WHITE] < before[movers == WHITE])
+    assert np.array_equal(values(copy, states), after)  # every --net gets the same offset
+    states = positions(19, 7.5)
+    assert np.array_equal(values(net, states), values(out, states))
+    # again from the calibrated file: the fit adds to the offset it has, no second one
+    again = tmp_path / "again.onnx"
+    assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(out), "--out", str(again)]) == 0
+    weight = [t for t in onnx.load(again).graph.initializer if t.name == calibrate.OFFSET_WEIGHT]
+    assert len(weight) == 1
+    nodes = [n for n in onnx.load(again).graph.node if n.name.startswith("/calibration/")]
+    assert len(nodes) == len([n for n in onnx.load(out).graph.node if n.name.startswith("/calibration/")])
+
+
+def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_onnx):
+    out = str(tmp_path / "o.onnx")
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--net", str(tmp_path / "missing.onnx"), "--out", out])
+    assert "no such file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--sizes", "19", "--net", str(tiny_aux_onnx), "--out", out])
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx), "--out", str(tiny_aux_onnx)])
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx)])
+    capsys.readouterr()
+    assert calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx), "--out", out]) == 2
+    assert "head" in capsys.readouterr().err
+    (tmp_path / "junk.onnx").write_bytes(b"not a network")
+    assert calibrate.main([str(tmp_path), "--net", str(tmp_path / "junk.onnx"), "--out", out]) == 2
+    assert "junk.onnx" in capsys.readouterr().err
+    net = exported(tmp_path)
+    assert calibrate.main([str(tmp_path), "--sizes", "9", "--net", str(net), "--out", out]) == 2
+    assert "no position" in capsys.readouterr().err
+    assert not (tmp_path / "o.onnx").exists()

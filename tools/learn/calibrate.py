@@ -1,0 +1,338 @@
+"""`tabula calibrate`: fit a network's small-board value offset to the results of the games it played.
+
+    tabula calibrate SOURCES... --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
+        [--sizes 9,13] [--max-games N]
+
+``--net`` names a Tabula network whose head reads the komi (``head_komi``: tabula-v2 and katago-v7 inputs), each
+with the ``--out`` it becomes: the files of one network (its int8 file and its fp32 file, say), the first being the
+one whose values are fitted, the file the engine runs. SOURCES are SGF files, directories or archives of its own
+games on boards below 19x19 (`tabula selfplay --out DIR` writes them to DIR/sgf) at the komis it should be calibrated
+at, each with a result. Every position of every game is read at the game's komi, as `tabula eval` reads it; the value
+is taken back to the head's raw output x = atanh(value), and the four weights θ of the offset
+(``PooledHead.value_offset_small_boards``) are fitted by maximum likelihood, P(the mover wins) = (1 + tanh(x + θ·f))
+/ 2, where f are the head's komi features (the side to move's komi and its parity wave, each with its size-scaled
+copy) times the small-board scale (1 on 9x9, 0 on 19x19). Each OUT is its NET with the offset added to its graph in
+front of the value's tanh (``add_offset``), everything else byte for byte: an int8 file keeps its quantized trunk,
+which quantizing again would not reproduce, and its measured metadata (resignation thresholds, ownership share). A
+network that has the offset already gets the fit added to it.
+
+Why an offset and not training: it depends on the komi and the side to move alone, so the search compares the same
+moves the same way (``PooledHead``), and four numbers fit in seconds from a few thousand games where training the
+value would need the teacher's labels again to keep what it learned.
+
+Printed (stdout): per size, komi and colour, the mover's mean predicted winrate against the share of those
+positions the mover went on to win, before and after, and the weights. These are the games fitted: measure a
+calibration on other games (`tabula eval OUT.onnx DIR/sgf --size 9`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tabula.engine.data.records import RecordFilter, iter_records
+from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
+
+BATCH = 256  # positions a network call
+NEWTON_STEPS = 25
+# The value as read back through atanh: a value of exactly ±1 (an fp32 tanh saturates) would be infinite.
+VALUE_LIMIT = 1.0 - 1e-6
+
+
+@dataclass
+class Positions:
+    """What the fit reads of every position: the network's raw value, the offset's features, whether the mover
+    went on to win, and the cell it belongs to (board size, komi, the mover: 1 black, 0 white)."""
+
+    raw: list[np.ndarray] = field(default_factory=list)
+    features: list[np.ndarray] = field(default_factory=list)
+    won: list[np.ndarray] = field(default_factory=list)
+    cells: list[np.ndarray] = field(default_factory=list)
+    games: int = 0
+
+    def add(self, raw: np.ndarray, features: np.ndarray, won: np.ndarray, cells: np.ndarray) -> None:
+        self.raw.append(raw)
+        self.features.append(features)
+        self.won.append(won)
+        self.cells.append(cells)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if not self.raw:
+            return np.zeros(0), np.zeros((0, 4)), np.zeros(0), np.zeros((0, 3))
+        return (np.concatenate(self.raw), np.concatenate(self.features), np.concatenate(self.won),
+                np.concatenate(self.cells))
+
+
+def offset_features(komi: np.ndarray, wave: np.ndarray, size: int) -> np.ndarray:
+    """float64 [B, 4]: what ``PooledHead.value_offset_small_boards`` multiplies, its inputs (the side to move's komi
+    / KOMI_SCALE and the parity wave, as the head reads them from the global planes) with their size-scaled copies
+    (``network.with_size_term``), times the small-board scale."""
+    scaled = (size - 14.0) / 10.0
+    smallness = max(19.0 - size, 0.0) / 10.0
+    return np.stack([komi, komi * scaled, wave, wave * scaled], axis=1).astype(np.float64) * smallness
+
+
+def fit_offset(raw: np.ndarray, features: np.ndarray, won: np.ndarray, ridge: float = 1e-6) -> np.ndarray:
+    """θ maximising the likelihood of ``won`` (1 the mover won, 0 lost) under P = sigmoid(2 (raw + features·θ)):
+    Newton's method from zero. The likelihood is concave in θ; features that are the same up to a factor (one board
+    size alone makes a komi and its size-scaled copy proportional) are resolved by the least-squares step, and
+    ``ridge`` keeps the step finite there."""
+    theta = np.zeros(features.shape[1])
+    for _ in range(NEWTON_STEPS):
+        p = 1.0 / (1.0 + np.exp(-2.0 * (raw + features @ theta)))
+        gradient = 2.0 * features.T @ (won - p)
+        hessian = 4.0 * (features * (p * (1.0 - p))[:, None]).T @ features + ridge * len(raw) * np.eye(len(theta))
+        step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
+        theta += step
+        if np.max(np.abs(step)) < 1e-9:
+            break
+    return theta
+
+
+def cell_table(raw: np.ndarray, features: np.ndarray, won: np.ndarray, cells: np.ndarray,
+               theta: np.ndarray) -> list[str]:
+    """Markdown rows: per (size, komi), the mover's mean predicted winrate against the share won, by colour, before
+    and after the offset ``theta``."""
+    before = (1.0 + np.tanh(raw)) / 2.0
+    after = (1.0 + np.tanh(raw + features @ theta)) / 2.0
+    rows = ["| board | komi | colour to move | positions | predicted before | predicted after | won |",
+            "|---|---|---|---|---|---|---|"]
+    for size, komi in sorted({(int(s), float(k)) for s, k, _ in cells}):
+        for black, colour in ((1, "black"), (0, "white")):
+            mask = (cells[:, 0] == size) & (cells[:, 1] == komi) & (cells[:, 2] == black)
+            if mask.any():
+                rows.append(f"| {size}×{size} | {komi:g} | {colour} | {int(mask.sum())} | {before[mask].mean():.3f} "
+                            f"| {after[mask].mean():.3f} | {won[mask].mean():.3f} |")
+    return rows
+
+
+def read_games(evaluator, encoding, sources: list[str], sizes: list[int], max_games: int | None) -> Positions:
+    """Every position of the kept games of each size with a winner, as the fit reads it."""
+    from tabula.engine.rules.coords import BLACK
+
+    komi_plane, wave_plane = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
+    positions = Positions()
+    for size in sizes:
+        reader, records = iter_records(sources, RecordFilter(size=size), max_games)
+        states: list[GameState] = []
+        won: list[float] = []
+
+        def flush() -> None:
+            if not states:
+                return
+            planes = encoding.encode_batch(states, None)
+            value = evaluator.evaluate_encoded(states, planes).value.astype(np.float64)
+            komi, wave = planes[:, komi_plane].mean(axis=(1, 2)), planes[:, wave_plane].mean(axis=(1, 2))
+            black = np.asarray([s.to_move == BLACK for s in states], dtype=np.float64)
+            cells = np.stack([np.full(len(states), size), np.asarray([s.rules.komi for s in states]), black], 1)
+            positions.add(np.arctanh(np.clip(value, -VALUE_LIMIT, VALUE_LIMIT)), offset_features(komi, wave, size),
+                          np.asarray(won), cells)
+            states.clear()
+            won.clear()
+
+        for record in records:
+            if record.value_weight <= 0 or record.winner == 0:
+                continue  # no result to fit: a draw, a game lost on time, a handicap game
+            positions.games += 1
+            state = record.replay(Rules(komi=record.komi, superko=SIMPLE_KO), upto=0)
+            for color, move in record.moves:
+                state.to_move = color
+                states.append(state.copy())
+                won.append(1.0 if record.winner == color else 0.0)
+                state.play(move, color)
+                if len(states) >= BATCH:
+                    flush()
+        flush()
+        print(f"{size}x{size}: {reader.report.format()}", file=sys.stderr)
+    return positions
+
+
+OFFSET_WEIGHT = "head.value_offset_small_boards.weight"  # torch's name, which load_onnx reads back
+VALUE_OUTPUT = "value"
+
+
+def add_offset(proto, theta: np.ndarray, plane_names: list[str]) -> None:
+    """Add the small-board value offset ``theta`` to a Tabula network's ONNX graph (``proto``, changed in place):
+    to its ``OFFSET_WEIGHT`` where it has one, else as new nodes in front of the Tanh that gives the ``value`` output,
+    computing what ``PooledHead`` computes from the input planes (the komi and komi_wave planes' means, the board's
+    side from the input's shape). ValueError where the graph has no such Tanh, or lost the weight's name to an
+    optimizer (a file quantized from one that had the offset: calibrate its fp32 file and quantize that)."""
+    import json
+
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tabula.engine.net.network import NetSpec, set_metadata
+
+    graph = proto.graph
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    architecture = json.loads(metadata["architecture"])
+    weights = {t.name: t for t in graph.initializer}
+    if OFFSET_WEIGHT in weights:
+        tensor = weights[OFFSET_WEIGHT]
+        tensor.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(tensor) + theta[None, :]).astype(np.float32),
+                                                OFFSET_WEIGHT))
+        return
+    if architecture.get("small_board_value_offset"):
+        raise ValueError("its graph has the offset under another name (an optimized or quantized copy): calibrate "
+                         "the fp32 file it was made from, then quantize that")
+    tanh = [node for node in graph.node if node.op_type == "Tanh" and list(node.output) == [VALUE_OUTPUT]]
+    if len(tanh) != 1:
+        raise ValueError("no Tanh node gives its value output")
+    planes = graph.input[0].name
+    p = "/calibration/"
+
+    def constant(name: str, value) -> str:
+        graph.initializer.append(numpy_helper.from_array(np.asarray(value), p + name))
+        return p + name
+
+    komi = constant("komi_planes", np.asarray([plane_names.index("komi"), plane_names.index("komi_wave")], np.int64))
+    side_axis = constant("side_axis", np.asarray(2, np.int64))
+    graph.initializer.append(numpy_helper.from_array(theta[None, :].astype(np.float32), OFFSET_WEIGHT))
+    nodes = [
+        helper.make_node("Gather", [planes, komi], [p + "komi_planes_out"], axis=1),
+        # [B, 2]: the side to move's komi / KOMI_SCALE and the parity wave, each a plane of one value
+        helper.make_node("ReduceMean", [p + "komi_planes_out"], [p + "komi"], axes=[2, 3], keepdims=0),
+        helper.make_node("Shape", [planes], [p + "shape"]),
+        helper.make_node("Gather", [p + "shape", side_axis], [p + "side_int"], axis=0),
+        helper.make_node("Cast", [p + "side_int"], [p + "side"], to=TensorProto.FLOAT),
+        # with_size_term's (size - 14) / 10, and the small-board scale max(19 - size, 0) / 10
+        helper.make_node("Sub", [p + "side", constant("fourteen", np.float32(14.0))], [p + "from14"]),
+        helper.make_node("Div", [p + "from14", constant("ten", np.float32(10.0))], [p + "size_term"]),
+        helper.make_node("Sub", [constant("nineteen", np.float32(19.0)), p + "side"], [p + "below19"]),
+        helper.make_node("Relu", [p + "below19"], [p + "below19_relu"]),
+        helper.make_node("Div", [p + "below19_relu", p + "ten"], [p + "smallness"]),
+        # [[θ0, θ1], [θ2, θ3]]: komi @ it = [θ0 k + θ2 w, θ1 k + θ3 w], the plain terms and the size-scaled ones
+        helper.make_node("Reshape", [OFFSET_WEIGHT, constant("square", np.asarray([2, 2], np.int64))],
+                         [p + "weight"]),
+        helper.make_node("MatMul", [p + "komi", p + "weight"], [p + "terms"]),
+        helper.make_node("Reshape", [p + "size_term", constant("one", np.asarray([1], np.int64))],
+                         [p + "size_term_1"]),
+        helper.make_node("Concat", [constant("unit", np.asarray([1.0], np.float32)), p + "size_term_1"],
+                         [p + "scales"], axis=0),
+        helper.make_node("Mul", [p + "terms", p + "scales"], [p + "scaled_terms"]),
+        helper.make_node("ReduceSum", [p + "scaled_terms", p + "one"], [p + "summed"], keepdims=0),
+        helper.make_node("Mul", [p + "summed", p + "smallness"], [p + "offset"]),
+        helper.make_node("Add", [tanh[0].input[0], p + "offset"], [p + "value"]),
+    ]
+    tanh[0].input[0] = p + "value"
+    position = list(graph.node).index(tanh[0])
+    for offset, node in enumerate(nodes):
+        node.name = p + node.output[0].rsplit("/", 1)[-1]
+        graph.node.insert(position + offset, node)
+    architecture["small_board_value_offset"] = True
+    NetSpec.from_dict(architecture)  # the spec still holds (head_komi)
+    set_metadata(proto, {**metadata, "architecture": json.dumps(architecture, sort_keys=True)})
+
+
+def calibrated(net: str, theta: np.ndarray, games: int):
+    """The ONNX proto of ``net`` with ``theta`` added to its offset (``add_offset``) and its provenance extended,
+    checked; ValueError where the offset cannot be added."""
+    import onnx
+
+    from tabula.engine.net.netfile import file_sha256
+    from tabula.engine.net.network import NetSpec, set_metadata
+
+    proto = onnx.load(net)
+    architecture = json.loads({p.key: p.value for p in proto.metadata_props}["architecture"])
+    add_offset(proto, theta, NetSpec.from_dict(architecture).encoding.plane_names)
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    metadata["provenance"] = (f"{metadata.get('provenance', '')}; then its small-board value offset fitted to {games} "
+                              f"games (tabula calibrate, from {os.path.basename(net)} sha256:{file_sha256(net)[:16]})")
+    set_metadata(proto, metadata)
+    onnx.checker.check_model(proto)
+    return proto
+
+
+def network_spec(path: str):
+    """The NetSpec of a Tabula ONNX file (fp32 or int8), from its metadata; NetworkFileError for another file."""
+    from tabula.engine.net.evaluator import NetworkFileError
+    from tabula.engine.net.network import NetSpec
+
+    try:
+        import onnx
+
+        metadata = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
+        return NetSpec.from_dict(json.loads(metadata["architecture"]))
+    except (KeyError, ValueError, TypeError) as error:
+        raise NetworkFileError(path, f"not a Tabula network ({error})") from None
+    except Exception as error:  # onnx raises its own decode errors for a file that is no ONNX
+        raise NetworkFileError(path, f"not an ONNX file ({type(error).__name__})") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tabula calibrate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("sources", nargs="+", help="SGF files, directories or archives of the network's games")
+    parser.add_argument("--net", action="append", required=True,
+                        help="a Tabula ONNX file of the network (the first: the one whose values are fitted)")
+    parser.add_argument("--out", action="append", required=True, help="where each --net goes, in order")
+    parser.add_argument("--sizes", default="9,13", help="board sizes to read, each below 19 (default: %(default)s)")
+    parser.add_argument("--max-games", type=int, default=None, help="games a size at most (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--sizes {args.sizes}: comma-separated board sizes")
+    if not sizes or any(not 2 <= s < 19 for s in sizes):
+        parser.error(f"--sizes {args.sizes}: sizes from 2 to 18 (the offset is zero on 19x19 and above)")
+    if args.max_games is not None and args.max_games < 1:
+        parser.error("--max-games: 1 or more")
+    if len(args.net) != len(args.out):
+        parser.error("give one --out for each --net")
+    if set(map(os.path.abspath, args.out)) & set(map(os.path.abspath, args.net)) or len(set(args.out)) < len(args.out):
+        parser.error("each --out a new file: neither a --net nor another --out")
+    for path in [*args.net, *args.sources]:
+        if not os.path.exists(path):
+            parser.error(f"{path}: no such file or directory")
+
+    from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
+
+    try:
+        specs = [network_spec(path) for path in args.net]
+        evaluator = OnnxEvaluator(args.net[0], symmetry="identity", log=None)
+    except NetworkFileError as error:
+        print(f"tabula calibrate: {error}", file=sys.stderr)
+        return 2
+    for path, spec in zip(args.net, specs):
+        if not spec.head_komi:
+            print(f"tabula calibrate: {path} does not read the komi in its head (a tabula-v2 or katago-v7 network "
+                  f"with head_komi); it has no small-board value offset to fit", file=sys.stderr)
+            return 2
+        if spec.input_encoding != specs[0].input_encoding:
+            print(f"tabula calibrate: {path} reads {spec.input_encoding}, {args.net[0]} {specs[0].input_encoding}: "
+                  f"give the files of one network", file=sys.stderr)
+            return 2
+    missing = [s for s in sizes if s not in evaluator.board_sizes]
+    if missing:
+        print(f"tabula calibrate: {args.net[0]} does not play {missing[0]}x{missing[0]}", file=sys.stderr)
+        return 2
+    positions = read_games(evaluator, specs[0].encoding, args.sources, sizes, args.max_games)
+    raw, features, won, cells = positions.arrays()
+    if len(raw) == 0:
+        print("tabula calibrate: no position of a game with a winner in the sources", file=sys.stderr)
+        return 2
+    theta = fit_offset(raw, features, won)
+    print("\n".join(cell_table(raw, features, won, cells, theta)))
+    print(f"\noffset weights (komi, komi x size term, wave, wave x size term): "
+          f"{', '.join(f'{t:+.4f}' for t in theta)}; {len(raw)} positions of {positions.games} games")
+    import onnx
+
+    protos = []
+    for net in args.net:  # every file made before any is written: all of them or none
+        try:
+            protos.append(calibrated(net, theta, positions.games))
+        except ValueError as error:
+            print(f"tabula calibrate: {net}: {error}", file=sys.stderr)
+            return 2
+    for proto, out in zip(protos, args.out):
+        onnx.save(proto, out + ".tmp")
+        os.replace(out + ".tmp", out)  # whole: a kill leaves no half-written file
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
