@@ -102,6 +102,9 @@ def test_the_fit_finds_a_known_offset():
     single = np.stack([features[:, 0], -0.5 * features[:, 0], features[:, 2], -0.5 * features[:, 2]], axis=1)
     theta = calibrate.fit_offset(raw, single, won)
     assert np.all(np.isfinite(theta))
+    # results that separate (the mover always won): the penalty keeps the offset from pushing values to ±1
+    separated = calibrate.fit_offset(raw, features, np.ones(count))
+    assert np.all(np.isfinite(separated)) and np.max(np.abs(features @ separated)) < 3.0
 
 
 def games(directory, size: int, komi: float, count: int, winner: str) -> None:
@@ -172,8 +175,8 @@ def test_calibrate_writes_the_fitted_offset_and_keeps_the_measured_metadata(tmp_
     assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(out), "--out", str(again)]) == 0
     weight = [t for t in onnx.load(again).graph.initializer if t.name == calibrate.OFFSET_WEIGHT]
     assert len(weight) == 1
-    nodes = [n for n in onnx.load(again).graph.node if n.name.startswith("/calibration/")]
-    assert len(nodes) == len([n for n in onnx.load(out).graph.node if n.name.startswith("/calibration/")])
+    nodes = [n for n in onnx.load(again).graph.node if n.name.startswith("/head/calibration/")]
+    assert len(nodes) == len([n for n in onnx.load(out).graph.node if n.name.startswith("/head/calibration/")])
 
 
 def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_onnx):
@@ -187,6 +190,9 @@ def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_o
         calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx), "--out", str(tiny_aux_onnx)])
     with pytest.raises(SystemExit):
         calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx)])
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx), "--out", str(tmp_path / "no" / "o.onnx")])
+    assert "no such folder" in capsys.readouterr().err
     capsys.readouterr()
     assert calibrate.main([str(tmp_path), "--net", str(tiny_aux_onnx), "--out", out]) == 2
     assert "head" in capsys.readouterr().err

@@ -76,15 +76,16 @@ def offset_features(komi: np.ndarray, wave: np.ndarray, size: int) -> np.ndarray
     return np.stack([komi, komi * scaled, wave, wave * scaled], axis=1).astype(np.float64) * smallness
 
 
-def fit_offset(raw: np.ndarray, features: np.ndarray, won: np.ndarray, ridge: float = 1e-6) -> np.ndarray:
+def fit_offset(raw: np.ndarray, features: np.ndarray, won: np.ndarray, ridge: float = 1e-3) -> np.ndarray:
     """θ maximising the likelihood of ``won`` (1 the mover won, 0 lost) under P = sigmoid(2 (raw + features·θ)):
     Newton's method from zero. The likelihood is concave in θ; features that are the same up to a factor (one board
-    size alone makes a komi and its size-scaled copy proportional) are resolved by the least-squares step, and
-    ``ridge`` keeps the step finite there."""
+    size alone makes a komi and its size-scaled copy proportional) are resolved by the least-squares step. A
+    penalty of ``ridge`` × positions × |θ|² / 2 keeps θ finite where the results separate (a colour that won every
+    game), where the likelihood alone would push every value to ±1."""
     theta = np.zeros(features.shape[1])
     for _ in range(NEWTON_STEPS):
         p = 1.0 / (1.0 + np.exp(-2.0 * (raw + features @ theta)))
-        gradient = 2.0 * features.T @ (won - p)
+        gradient = 2.0 * features.T @ (won - p) - ridge * len(raw) * theta
         hessian = 4.0 * (features * (p * (1.0 - p))[:, None]).T @ features + ridge * len(raw) * np.eye(len(theta))
         step = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
         theta += step
@@ -183,7 +184,7 @@ def add_offset(proto, theta: np.ndarray, plane_names: list[str]) -> None:
     if len(tanh) != 1:
         raise ValueError("no Tanh node gives its value output")
     planes = graph.input[0].name
-    p = "/calibration/"
+    p = "/head/calibration/"  # under /head/: int8 quantization keeps the heads fp32 (export.after_heads)
 
     def constant(name: str, value) -> str:
         graph.initializer.append(numpy_helper.from_array(np.asarray(value), p + name))
@@ -287,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     for path in [*args.net, *args.sources]:
         if not os.path.exists(path):
             parser.error(f"{path}: no such file or directory")
+    for path in args.out:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            parser.error(f"--out {path}: no such folder")
 
     from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
 
@@ -327,9 +331,17 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"tabula calibrate: {net}: {error}", file=sys.stderr)
             return 2
-    for proto, out in zip(protos, args.out):
-        onnx.save(proto, out + ".tmp")
-        os.replace(out + ".tmp", out)  # whole: a kill leaves no half-written file
+    try:
+        for proto, out in zip(protos, args.out):
+            onnx.save(proto, out + ".tmp")
+    except OSError as error:
+        for out in args.out:
+            if os.path.exists(out + ".tmp"):
+                os.remove(out + ".tmp")
+        print(f"tabula calibrate: {error}", file=sys.stderr)
+        return 2
+    for out in args.out:  # each whole, after every one was written: a kill leaves no half-written file
+        os.replace(out + ".tmp", out)
         print(f"wrote {out}", file=sys.stderr)
     return 0
 
