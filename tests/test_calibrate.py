@@ -131,7 +131,7 @@ def values(path, states) -> np.ndarray:
 def test_the_graphs_offset_computes_what_the_torch_head_computes(tmp_path):
     net = exported(tmp_path)
     proto = onnx.load(net)
-    calibrate.add_offset(proto, np.asarray(THETA), encoding_named(V2).plane_names)
+    calibrate.add_offset(proto, np.asarray(THETA))
     out = tmp_path / "out.onnx"
     onnx.save(proto, out)
     loaded = network.load_onnx(out)  # the torch network the file describes: PooledHead's offset, its weights read

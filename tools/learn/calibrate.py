@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabula.engine.data.records import RecordFilter, iter_records
+from tabula.engine.rules.coords import BLACK
 from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
 BATCH = 256  # positions a network call
@@ -113,8 +114,6 @@ def cell_table(raw: np.ndarray, features: np.ndarray, won: np.ndarray, cells: np
 
 def read_games(evaluator, encoding, sources: list[str], sizes: list[int], max_games: int | None) -> Positions:
     """Every position of the kept games of each size with a winner, as the fit reads it."""
-    from tabula.engine.rules.coords import BLACK
-
     komi_plane, wave_plane = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
     positions = Positions()
     for size in sizes:
@@ -156,21 +155,35 @@ OFFSET_WEIGHT = "head.value_offset_small_boards.weight"  # torch's name, which l
 VALUE_OUTPUT = "value"
 
 
-def add_offset(proto, theta: np.ndarray, plane_names: list[str]) -> None:
+def metadata_of(proto) -> dict[str, str]:
+    """An ONNX file's metadata entries."""
+    return {p.key: p.value for p in proto.metadata_props}
+
+
+def spec_of(proto):
+    """The NetSpec a Tabula ONNX file (fp32 or int8) describes in its metadata; ValueError for another file."""
+    from tabula.engine.net.network import NetSpec
+
+    try:
+        return NetSpec.from_dict(json.loads(metadata_of(proto)["architecture"]))
+    except (KeyError, TypeError) as error:
+        raise ValueError(f"not a Tabula network (no architecture in its metadata: {error})") from None
+
+
+def add_offset(proto, theta: np.ndarray) -> None:
     """Add the small-board value offset ``theta`` to a Tabula network's ONNX graph (``proto``, changed in place):
     to its ``OFFSET_WEIGHT`` where it has one, else as new nodes in front of the Tanh that gives the ``value`` output,
     computing what ``PooledHead`` computes from the input planes (the komi and komi_wave planes' means, the board's
     side from the input's shape). ValueError where the graph has no such Tanh, or lost the weight's name to an
     optimizer (a file quantized from one that had the offset: calibrate its fp32 file and quantize that)."""
-    import json
-
     from onnx import TensorProto, helper, numpy_helper
 
     from tabula.engine.net.network import NetSpec, set_metadata
 
     graph = proto.graph
-    metadata = {p.key: p.value for p in proto.metadata_props}
+    metadata = metadata_of(proto)
     architecture = json.loads(metadata["architecture"])
+    plane_names = NetSpec.from_dict(architecture).encoding.plane_names
     weights = {t.name: t for t in graph.initializer}
     if OFFSET_WEIGHT in weights:
         tensor = weights[OFFSET_WEIGHT]
@@ -229,39 +242,20 @@ def add_offset(proto, theta: np.ndarray, plane_names: list[str]) -> None:
     set_metadata(proto, {**metadata, "architecture": json.dumps(architecture, sort_keys=True)})
 
 
-def calibrated(net: str, theta: np.ndarray, games: int):
-    """The ONNX proto of ``net`` with ``theta`` added to its offset (``add_offset``) and its provenance extended,
-    checked; ValueError where the offset cannot be added."""
+def calibrate_proto(proto, net: str, theta: np.ndarray, games: int) -> None:
+    """``proto`` (the file ``net``, loaded) with ``theta`` added to its offset (``add_offset``) and its provenance
+    extended, checked; ValueError where the offset cannot be added."""
     import onnx
 
     from tabula.engine.net.netfile import file_sha256
-    from tabula.engine.net.network import NetSpec, set_metadata
+    from tabula.engine.net.network import set_metadata
 
-    proto = onnx.load(net)
-    architecture = json.loads({p.key: p.value for p in proto.metadata_props}["architecture"])
-    add_offset(proto, theta, NetSpec.from_dict(architecture).encoding.plane_names)
-    metadata = {p.key: p.value for p in proto.metadata_props}
+    add_offset(proto, theta)
+    metadata = metadata_of(proto)
     metadata["provenance"] = (f"{metadata.get('provenance', '')}; then its small-board value offset fitted to {games} "
                               f"games (tabula calibrate, from {os.path.basename(net)} sha256:{file_sha256(net)[:16]})")
     set_metadata(proto, metadata)
     onnx.checker.check_model(proto)
-    return proto
-
-
-def network_spec(path: str):
-    """The NetSpec of a Tabula ONNX file (fp32 or int8), from its metadata; NetworkFileError for another file."""
-    from tabula.engine.net.evaluator import NetworkFileError
-    from tabula.engine.net.network import NetSpec
-
-    try:
-        import onnx
-
-        metadata = {p.key: p.value for p in onnx.load(path, load_external_data=False).metadata_props}
-        return NetSpec.from_dict(json.loads(metadata["architecture"]))
-    except (KeyError, ValueError, TypeError) as error:
-        raise NetworkFileError(path, f"not a Tabula network ({error})") from None
-    except Exception as error:  # onnx raises its own decode errors for a file that is no ONNX
-        raise NetworkFileError(path, f"not an ONNX file ({type(error).__name__})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,10 +286,20 @@ def main(argv: list[str] | None = None) -> int:
         if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             parser.error(f"--out {path}: no such folder")
 
+    import onnx
+    from google.protobuf.message import DecodeError
+
     from tabula.engine.net.evaluator import NetworkFileError, OnnxEvaluator
 
+    protos, specs = [], []
+    for path in args.net:
+        try:
+            protos.append(onnx.load(path))
+            specs.append(spec_of(protos[-1]))
+        except (DecodeError, OSError, ValueError) as error:
+            print(f"tabula calibrate: {path}: {error}", file=sys.stderr)
+            return 2
     try:
-        specs = [network_spec(path) for path in args.net]
         evaluator = OnnxEvaluator(args.net[0], symmetry="identity", log=None)
     except NetworkFileError as error:
         print(f"tabula calibrate: {error}", file=sys.stderr)
@@ -322,12 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(cell_table(raw, features, won, cells, theta)))
     print(f"\noffset weights (komi, komi x size term, wave, wave x size term): "
           f"{', '.join(f'{t:+.4f}' for t in theta)}; {len(raw)} positions of {positions.games} games")
-    import onnx
-
-    protos = []
-    for net in args.net:  # every file made before any is written: all of them or none
+    for proto, net in zip(protos, args.net):  # every file made before any is written: all of them or none
         try:
-            protos.append(calibrated(net, theta, positions.games))
+            calibrate_proto(proto, net, theta, positions.games)
         except ValueError as error:
             print(f"tabula calibrate: {net}: {error}", file=sys.stderr)
             return 2
