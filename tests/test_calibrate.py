@@ -152,6 +152,32 @@ def test_the_graphs_offset_computes_what_the_torch_head_computes(tmp_path):
     assert all(after[name] == data for name, data in before.items())
 
 
+def test_quantizing_a_calibrated_file_keeps_its_offset(tmp_path):
+    """The offset's nodes sit under /head/, which int8 quantization keeps fp32: the int8 file of a calibrated fp32
+    file moves each value by the offset, as the fp32 file does, however far outside the calibration's range."""
+    from tabula.tools.learn.export import calibration_planes, quantize_int8
+
+    net = exported(tmp_path)
+    proto = onnx.load(net)
+    calibrate.add_offset(proto, np.asarray(THETA))
+    calibrated = tmp_path / "calibrated.onnx"
+    onnx.save(proto, calibrated)
+    planes = {9: calibration_planes(9, 32, 1, "random", "", V2)}
+    int8, calibrated_int8 = tmp_path / "int8.onnx", tmp_path / "calibrated-int8.onnx"
+    quantize_int8(str(net), str(int8), planes)
+    quantize_int8(str(calibrated), str(calibrated_int8), planes)
+    assert [n for n in onnx.load(calibrated_int8).graph.node if n.name.startswith("/head/calibration/")]
+    for size in (9, 13):
+        states = positions(size, 7.5)
+        _, encoded = raw_values(student(), states)
+        encoding = encoding_named(V2)
+        komi, wave = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
+        offset = calibrate.offset_features(encoded[:, komi].mean(axis=(1, 2)), encoded[:, wave].mean(axis=(1, 2)),
+                                           size) @ np.asarray(THETA)
+        moved = np.arctanh(values(calibrated_int8, states)) - np.arctanh(values(int8, states))
+        assert np.allclose(moved, offset, atol=1e-4), size
+
+
 def test_calibrate_writes_the_fitted_offset_and_keeps_the_measured_metadata(tmp_path, capsys):
     net = exported(tmp_path)
     games(tmp_path / "sgf", 9, 7.5, 6, "B")  # black wins every game: black to move must rise, white to move fall
