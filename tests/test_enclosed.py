@@ -104,6 +104,34 @@ LIVES_MOVING_FIRST = """
 """
 
 
+# White's twelve stones have two liberties, J9 and H6, shared with black's three enclosed stones J8, H7 and J6 (a
+# 13x13 game's end, GNU Go and KataGo's network calling white dead). Black connects at J7, sacrifices five at H6,
+# and after white's capture at J9 plays J7 again, the vital point of the bulky five: a kill whose line, with white
+# passing between black's moves, runs past four plies a point of the region.
+LONG_KILL = """
+    . . . . X X O O .
+    . . . . X X O O X
+    . . . . . X O X .
+    . . . . . X O . X
+    . . . . . X O O O
+    . . . . . X X O X
+    . . . . . X O O X
+    . . . . X X X X X
+    . . . . . . . . .
+"""
+
+
+def test_a_kill_read_to_its_end() -> None:
+    state = board_from_ascii(LONG_KILL)
+    board = state.board
+    pad = board.geometry.padded
+    inner = {board.root[pad[parse_vertex(v, 9)]] for v in ("J8", "H7", "J6")}
+    white = board.root[pad[parse_vertex("G9", 9)]]
+    enclosed._READ.clear()
+    assert enclosed_kill(board, board.root[pad[parse_vertex("H7", 9)]]) == inner | {white}
+    assert seki_stones(state, []) == []
+
+
 def test_a_group_that_lives_if_it_moves_first_is_not_killed() -> None:
     state = board_from_ascii(LIVES_MOVING_FIRST)
     board = state.board
