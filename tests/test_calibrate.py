@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 torch = pytest.importorskip("torch")
 
@@ -205,6 +206,23 @@ def test_calibrate_writes_the_fitted_offset_and_keeps_the_measured_metadata(tmp_
     assert len(nodes) == len([n for n in onnx.load(out).graph.node if n.name.startswith("/head/calibration/")])
 
 
+def test_an_offset_given_writes_what_the_fit_printed(tmp_path, capsys):
+    """``--offset`` with the weights a fit printed makes the file the fit made, reading no games."""
+    net = exported(tmp_path)
+    games(tmp_path / "sgf", 9, 7.5, 6, "W")
+    fitted, given = tmp_path / "fitted.onnx", tmp_path / "given.onnx"
+    assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(net), "--out", str(fitted)]) == 0
+    printed = capsys.readouterr().out.rsplit("wave x size term): ", 1)[1].split(";")[0]
+    assert calibrate.main(["--offset", printed.replace(" ", ""), "--net", str(net), "--out", str(given)]) == 0
+    weight = {path: [numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
+                     if t.name == calibrate.OFFSET_WEIGHT][0] for path in (fitted, given)}
+    assert np.allclose(weight[given], weight[fitted], atol=5e-5)  # printed to four decimals
+    states = positions(9, 0.5)
+    assert np.allclose(values(given, states), values(fitted, states), atol=1e-4)
+    metadata = {p.key: p.value for p in onnx.load(given).metadata_props}
+    assert metadata["resign_winrate"] == "9:0.2" and f"({printed}) given" in metadata["provenance"]
+
+
 def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_onnx):
     out = str(tmp_path / "o.onnx")
     with pytest.raises(SystemExit):
@@ -225,7 +243,19 @@ def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_o
     (tmp_path / "junk.onnx").write_bytes(b"not a network")
     assert calibrate.main([str(tmp_path), "--net", str(tmp_path / "junk.onnx"), "--out", out]) == 2
     assert "junk.onnx" in capsys.readouterr().err
+    for offset in ("1,2,3", "1,2,3,x", "1,2,3,nan"):
+        with pytest.raises(SystemExit):
+            calibrate.main(["--offset", offset, "--net", str(tiny_aux_onnx), "--out", out])
+        assert "four comma-separated numbers" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        calibrate.main([str(tmp_path), "--offset", "0,0,0,0", "--net", str(tiny_aux_onnx), "--out", out])
+    assert "not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        calibrate.main(["--net", str(tiny_aux_onnx), "--out", out])
+    assert "SOURCES" in capsys.readouterr().err
     net = exported(tmp_path)
     assert calibrate.main([str(tmp_path), "--sizes", "9", "--net", str(net), "--out", out]) == 2
     assert "no position" in capsys.readouterr().err
+    assert calibrate.main(["--offset", "0,0,0,0", "--net", str(tiny_aux_onnx), "--out", out]) == 2
+    assert "head" in capsys.readouterr().err
     assert not (tmp_path / "o.onnx").exists()

@@ -2,6 +2,7 @@
 
     tabula calibrate SOURCES... --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
         [--sizes 9,13] [--max-games N]
+    tabula calibrate --offset K,KS,W,WS --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
 
 ``--net`` names a Tabula network whose head reads the komi (``head_komi``: tabula-v2 and katago-v7 inputs), each
 with the ``--out`` it becomes: the files of one network (its int8 file and its fp32 file, say), the first being the
@@ -23,6 +24,9 @@ value would need the teacher's labels again to keep what it learned.
 Printed (stdout): per size, komi and colour, the mover's mean predicted winrate against the share of those
 positions the mover went on to win, before and after, and the weights. These are the games fitted: measure a
 calibration on other games (`tabula eval OUT.onnx DIR/sgf --size 9`).
+
+``--offset`` adds weights given, as a fit printed them (a model card's, say), and reads no games: the same offset
+written again into the files of its network, or into a new export of the same weights.
 """
 from __future__ import annotations
 
@@ -242,9 +246,10 @@ def add_offset(proto, theta: np.ndarray) -> None:
     set_metadata(proto, {**metadata, "architecture": json.dumps(architecture, sort_keys=True)})
 
 
-def calibrate_proto(proto, net: str, theta: np.ndarray, games: int) -> None:
+def calibrate_proto(proto, net: str, theta: np.ndarray, games: int | None) -> None:
     """``proto`` (the file ``net``, loaded) with ``theta`` added to its offset (``add_offset``) and its provenance
-    extended, checked; ValueError where the offset cannot be added."""
+    extended (fitted to ``games`` games, or given where None), checked; ValueError where the offset cannot be
+    added."""
     import onnx
 
     from tabula.engine.net.netfile import file_sha256
@@ -252,21 +257,39 @@ def calibrate_proto(proto, net: str, theta: np.ndarray, games: int) -> None:
 
     add_offset(proto, theta)
     metadata = metadata_of(proto)
-    metadata["provenance"] = (f"{metadata.get('provenance', '')}; then its small-board value offset fitted to {games} "
-                              f"games (tabula calibrate, from {os.path.basename(net)} sha256:{file_sha256(net)[:16]})")
+    how = (f"fitted to {games} games" if games is not None
+           else f"({', '.join(f'{t:+.4f}' for t in theta)}) given")
+    metadata["provenance"] = (f"{metadata.get('provenance', '')}; then its small-board value offset {how} "
+                              f"(tabula calibrate, from {os.path.basename(net)} sha256:{file_sha256(net)[:16]})")
     set_metadata(proto, metadata)
     onnx.checker.check_model(proto)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tabula calibrate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("sources", nargs="+", help="SGF files, directories or archives of the network's games")
+    parser.add_argument("sources", nargs="*", help="SGF files, directories or archives of the network's games")
     parser.add_argument("--net", action="append", required=True,
                         help="a Tabula ONNX file of the network (the first: the one whose values are fitted)")
     parser.add_argument("--out", action="append", required=True, help="where each --net goes, in order")
     parser.add_argument("--sizes", default="9,13", help="board sizes to read, each below 19 (default: %(default)s)")
     parser.add_argument("--max-games", type=int, default=None, help="games a size at most (default: all)")
+    parser.add_argument("--offset", default=None, metavar="K,KS,W,WS",
+                        help="add these four weights (komi, its size term, wave, its size term, as a fit printed "
+                             "them) instead of fitting: no SOURCES")
     args = parser.parse_args(argv)
+    theta = None
+    if args.offset is not None:
+        try:
+            theta = np.asarray([float(w) for w in args.offset.split(",")], dtype=np.float64)
+        except ValueError:
+            theta = np.zeros(0)
+        if len(theta) != 4 or not np.all(np.isfinite(theta)):
+            parser.error(f"--offset {args.offset}: four comma-separated numbers (komi, komi x size term, wave, "
+                         f"wave x size term)")
+        if args.sources:
+            parser.error("--offset reads no games: give SOURCES or --offset, not both")
+    elif not args.sources:
+        parser.error("give the network's games (SOURCES), or --offset")
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
@@ -313,22 +336,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"tabula calibrate: {path} reads {spec.input_encoding}, {args.net[0]} {specs[0].input_encoding}: "
                   f"give the files of one network", file=sys.stderr)
             return 2
-    missing = [s for s in sizes if s not in evaluator.board_sizes]
-    if missing:
-        print(f"tabula calibrate: {args.net[0]} does not play {missing[0]}x{missing[0]}", file=sys.stderr)
-        return 2
-    positions = read_games(evaluator, specs[0].encoding, args.sources, sizes, args.max_games)
-    raw, features, won, cells = positions.arrays()
-    if len(raw) == 0:
-        print("tabula calibrate: no position of a game with a winner in the sources", file=sys.stderr)
-        return 2
-    theta = fit_offset(raw, features, won)
-    print("\n".join(cell_table(raw, features, won, cells, theta)))
-    print(f"\noffset weights (komi, komi x size term, wave, wave x size term): "
-          f"{', '.join(f'{t:+.4f}' for t in theta)}; {len(raw)} positions of {positions.games} games")
+    games = None
+    if theta is None:
+        missing = [s for s in sizes if s not in evaluator.board_sizes]
+        if missing:
+            print(f"tabula calibrate: {args.net[0]} does not play {missing[0]}x{missing[0]}", file=sys.stderr)
+            return 2
+        positions = read_games(evaluator, specs[0].encoding, args.sources, sizes, args.max_games)
+        raw, features, won, cells = positions.arrays()
+        if len(raw) == 0:
+            print("tabula calibrate: no position of a game with a winner in the sources", file=sys.stderr)
+            return 2
+        theta, games = fit_offset(raw, features, won), positions.games
+        print("\n".join(cell_table(raw, features, won, cells, theta)))
+        print(f"\noffset weights (komi, komi x size term, wave, wave x size term): "
+              f"{', '.join(f'{t:+.4f}' for t in theta)}; {len(raw)} positions of {positions.games} games")
     for proto, net in zip(protos, args.net):  # every file made before any is written: all of them or none
         try:
-            calibrate_proto(proto, net, theta, positions.games)
+            calibrate_proto(proto, net, theta, games)
         except ValueError as error:
             print(f"tabula calibrate: {net}: {error}", file=sys.stderr)
             return 2
