@@ -212,15 +212,26 @@ def test_an_offset_given_writes_what_the_fit_printed(tmp_path, capsys):
     games(tmp_path / "sgf", 9, 7.5, 6, "W")
     fitted, given = tmp_path / "fitted.onnx", tmp_path / "given.onnx"
     assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(net), "--out", str(fitted)]) == 0
-    printed = capsys.readouterr().out.rsplit("wave x size term): ", 1)[1].split(";")[0]
-    assert calibrate.main(["--offset", printed.replace(" ", ""), "--net", str(net), "--out", str(given)]) == 0
+    out = capsys.readouterr().out
+    printed = out.rsplit("wave x size term): ", 1)[1].split(";")[0]
+    option = out.rsplit("takes it: ", 1)[1].split()[0]
+    assert option == "--offset=" + ",".join(f"{float(w):.4f}" for w in printed.split(", "))
+    assert calibrate.main([option, "--net", str(net), "--out", str(given)]) == 0
     weight = {path: [numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
                      if t.name == calibrate.OFFSET_WEIGHT][0] for path in (fitted, given)}
     assert np.allclose(weight[given], weight[fitted], atol=5e-5)  # printed to four decimals
     states = positions(9, 0.5)
     assert np.allclose(values(given, states), values(fitted, states), atol=1e-4)
     metadata = {p.key: p.value for p in onnx.load(given).metadata_props}
-    assert metadata["resign_winrate"] == "9:0.2" and f"({printed}) given" in metadata["provenance"]
+    assert metadata["resign_winrate"] == "9:0.2" and ") given" in metadata["provenance"]
+    # weights that start with a minus, after a space as well as after "="; a file with an offset refuses them
+    negative = tmp_path / "negative.onnx"
+    assert calibrate.main(["--offset", "-0.0162,-0.0942,-0.2934,-0.1632", "--net", str(net), "--out",
+                           str(negative)]) == 0
+    assert "(-0.0162, -0.0942, -0.2934, -0.1632) given" in {p.key: p.value for p in
+                                                            onnx.load(negative).metadata_props}["provenance"]
+    assert calibrate.main(["--offset=0,0,0,0", "--net", str(negative), "--out", str(tmp_path / "twice.onnx")]) == 2
+    assert "offset already" in capsys.readouterr().err and not (tmp_path / "twice.onnx").exists()
 
 
 def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_onnx):
@@ -247,9 +258,10 @@ def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_o
         with pytest.raises(SystemExit):
             calibrate.main(["--offset", offset, "--net", str(tiny_aux_onnx), "--out", out])
         assert "four comma-separated numbers" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        calibrate.main([str(tmp_path), "--offset", "0,0,0,0", "--net", str(tiny_aux_onnx), "--out", out])
-    assert "not both" in capsys.readouterr().err
+    for extra in ([str(tmp_path)], ["--sizes", "9"], ["--max-games", "5"]):
+        with pytest.raises(SystemExit):
+            calibrate.main([*extra, "--offset", "0,0,0,0", "--net", str(tiny_aux_onnx), "--out", out])
+        assert "not both" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         calibrate.main(["--net", str(tiny_aux_onnx), "--out", out])
     assert "SOURCES" in capsys.readouterr().err

@@ -104,10 +104,10 @@ LIVES_MOVING_FIRST = """
 """
 
 
-# White's twelve stones have two liberties, J9 and H6, shared with black's three enclosed stones J8, H7 and J6 (a
-# 13x13 game's end, GNU Go and KataGo's network calling white dead). Black connects at J7, sacrifices five at H6,
-# and after white's capture at J9 plays J7 again, the vital point of the bulky five: a kill whose line, with white
-# passing between black's moves, runs past four plies a point of the region.
+# White's twelve stones have two liberties, J9 and H6, shared with black's three enclosed stones J8, H7 and J6 (the
+# top right of a 13x13 game's end, moved onto 9x9 with a simpler wall; GNU Go and KataGo's network call white dead).
+# Black connects at J7, sacrifices five at H6, and after white's capture at J9 plays J7 again, the vital point of the
+# bulky five: a kill whose line, with white passing between black's moves, runs past four plies a point of the region.
 LONG_KILL = """
     . . . . X X O O .
     . . . . X X O O X

@@ -15,8 +15,8 @@ from __future__ import annotations
 from tabula.engine.rules.board import EDGE, Board, IllegalMoveError
 from tabula.engine.rules.coords import BLACK, EMPTY, WHITE
 
-PLIES_PER_POINT = 6  # the depth bound, per point of the region: the defender passes between the attacker's fills,
-# sacrifices and vital points, and a bulky five's kill from a connection took five plies a point
+PLIES_PER_POINT = 6  # the depth bound, per point of the region: room for the defender's passes between the
+# attacker's fills, sacrifices and vital points (docs/RELIABILITY.md, "Dead stones against GNU Go")
 MAX_POSITIONS = 5_000  # positions read before giving up (the seki stands): a quarter of a second of CPU or so
 MAX_REGION_POINTS = 8  # enclosed regions larger than this are left to the other judges: reading grows as 3^points
 _READ: dict[tuple, bool] = {}  # the readings' answers by region and contents

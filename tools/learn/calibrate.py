@@ -2,7 +2,7 @@
 
     tabula calibrate SOURCES... --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
         [--sizes 9,13] [--max-games N]
-    tabula calibrate --offset K,KS,W,WS --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
+    tabula calibrate --offset=K,KS,W,WS --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
 
 ``--net`` names a Tabula network whose head reads the komi (``head_komi``: tabula-v2 and katago-v7 inputs), each
 with the ``--out`` it becomes: the files of one network (its int8 file and its fp32 file, say), the first being the
@@ -25,8 +25,9 @@ Printed (stdout): per size, komi and colour, the mover's mean predicted winrate 
 positions the mover went on to win, before and after, and the weights. These are the games fitted: measure a
 calibration on other games (`tabula eval OUT.onnx DIR/sgf --size 9`).
 
-``--offset`` adds weights given, as a fit printed them (a model card's, say), and reads no games: the same offset
-written again into the files of its network, or into a new export of the same weights.
+``--offset`` writes weights given, as a fit printed them (a model card's, say), into files that have no offset yet,
+and reads no games: the same offset written again into the files of its network, or into a new export of the same
+weights.
 """
 from __future__ import annotations
 
@@ -258,24 +259,39 @@ def calibrate_proto(proto, net: str, theta: np.ndarray, games: int | None) -> No
     add_offset(proto, theta)
     metadata = metadata_of(proto)
     how = (f"fitted to {games} games" if games is not None
-           else f"({', '.join(f'{t:+.4f}' for t in theta)}) given")
+           else f"({', '.join(f'{t:+.6g}' for t in theta)}) given")
     metadata["provenance"] = (f"{metadata.get('provenance', '')}; then its small-board value offset {how} "
                               f"(tabula calibrate, from {os.path.basename(net)} sha256:{file_sha256(net)[:16]})")
     set_metadata(proto, metadata)
     onnx.checker.check_model(proto)
 
 
+def offset_of(proto) -> np.ndarray | None:
+    """The small-board value offset's weights a Tabula ONNX file has, or None where it has none."""
+    from onnx import numpy_helper
+
+    for tensor in proto.graph.initializer:
+        if tensor.name == OFFSET_WEIGHT:
+            return numpy_helper.to_array(tensor).reshape(-1).astype(np.float64)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(argv[:-1]):  # weights that start with a minus: argparse would take them for an option
+        if arg == "--offset":
+            argv[i:i + 2] = [f"--offset={argv[i + 1]}"]
+            break
     parser = argparse.ArgumentParser(prog="tabula calibrate", description=__doc__.split("\n\n")[0])
     parser.add_argument("sources", nargs="*", help="SGF files, directories or archives of the network's games")
     parser.add_argument("--net", action="append", required=True,
                         help="a Tabula ONNX file of the network (the first: the one whose values are fitted)")
     parser.add_argument("--out", action="append", required=True, help="where each --net goes, in order")
-    parser.add_argument("--sizes", default="9,13", help="board sizes to read, each below 19 (default: %(default)s)")
+    parser.add_argument("--sizes", default=None, help="board sizes to read, each below 19 (default: 9,13)")
     parser.add_argument("--max-games", type=int, default=None, help="games a size at most (default: all)")
     parser.add_argument("--offset", default=None, metavar="K,KS,W,WS",
-                        help="add these four weights (komi, its size term, wave, its size term, as a fit printed "
-                             "them) instead of fitting: no SOURCES")
+                        help="write these four weights (komi, its size term, wave, its size term, as a fit printed "
+                             "them) instead of fitting, into files without an offset: no SOURCES")
     args = parser.parse_args(argv)
     theta = None
     if args.offset is not None:
@@ -286,10 +302,11 @@ def main(argv: list[str] | None = None) -> int:
         if len(theta) != 4 or not np.all(np.isfinite(theta)):
             parser.error(f"--offset {args.offset}: four comma-separated numbers (komi, komi x size term, wave, "
                          f"wave x size term)")
-        if args.sources:
-            parser.error("--offset reads no games: give SOURCES or --offset, not both")
+        if args.sources or args.sizes is not None or args.max_games is not None:
+            parser.error("--offset reads no games: give SOURCES (with --sizes, --max-games) or --offset, not both")
     elif not args.sources:
         parser.error("give the network's games (SOURCES), or --offset")
+    args.sizes = "9,13" if args.sizes is None else args.sizes
     try:
         sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     except ValueError:
@@ -337,6 +354,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"give the files of one network", file=sys.stderr)
             return 2
     games = None
+    if theta is not None:
+        for proto, path in zip(protos, args.net):
+            if offset_of(proto) is not None:
+                print(f"tabula calibrate: {path} has a small-board value offset already "
+                      f"({', '.join(f'{t:+.4f}' for t in offset_of(proto))}): --offset writes into a file without "
+                      f"one (the fit, from games, adds to it)", file=sys.stderr)
+                return 2
     if theta is None:
         missing = [s for s in sizes if s not in evaluator.board_sizes]
         if missing:
@@ -357,6 +381,9 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as error:
             print(f"tabula calibrate: {net}: {error}", file=sys.stderr)
             return 2
+    total = offset_of(protos[0])
+    print(f"the files' offset now, as a network without one takes it: "
+          f"--offset={','.join(f'{t:.4f}' for t in total)}")
     try:
         for proto, out in zip(protos, args.out):
             onnx.save(proto, out + ".tmp")
