@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 torch = pytest.importorskip("torch")
 
@@ -217,8 +216,7 @@ def test_an_offset_given_writes_what_the_fit_printed(tmp_path, capsys):
     option = out.rsplit("takes it: ", 1)[1].split()[0]
     assert option == "--offset=" + ",".join(f"{float(w):.4f}" for w in printed.split(", "))
     assert calibrate.main([option, "--net", str(net), "--out", str(given)]) == 0
-    weight = {path: [numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
-                     if t.name == calibrate.OFFSET_WEIGHT][0] for path in (fitted, given)}
+    weight = {path: calibrate.offset_of(onnx.load(path)) for path in (fitted, given)}
     assert np.allclose(weight[given], weight[fitted], atol=5e-5)  # printed to four decimals
     states = positions(9, 0.5)
     assert np.allclose(values(given, states), values(fitted, states), atol=1e-4)

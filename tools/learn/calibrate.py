@@ -356,12 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     games = None
     if theta is not None:
         for proto, path in zip(protos, args.net):
-            if offset_of(proto) is not None:
+            existing = offset_of(proto)
+            if existing is not None:
                 print(f"tabula calibrate: {path} has a small-board value offset already "
-                      f"({', '.join(f'{t:+.4f}' for t in offset_of(proto))}): --offset writes into a file without "
+                      f"({', '.join(f'{t:+.4f}' for t in existing)}): --offset writes into a file without "
                       f"one (the fit, from games, adds to it)", file=sys.stderr)
                 return 2
-    if theta is None:
+    else:
         missing = [s for s in sizes if s not in evaluator.board_sizes]
         if missing:
             print(f"tabula calibrate: {args.net[0]} does not play {missing[0]}x{missing[0]}", file=sys.stderr)
