@@ -18,6 +18,7 @@ from tabula.engine.net import features  # noqa: E402
 from tabula.engine.net.encodings import encoding_named  # noqa: E402
 from tabula.engine.rules.coords import BLACK  # noqa: E402
 from tabula.engine.rules.game import GameState, Rules  # noqa: E402
+from tabula.tools.compete.results import read_jsonl_text  # noqa: E402
 from tabula.tools.learn import distill, teacher  # noqa: E402
 from tests.conftest_network import random_game  # noqa: E402
 from tests.records_helpers import game_sgf, play_game  # noqa: E402
@@ -485,7 +486,7 @@ def test_tabula_plot_draws_a_distill_runs_strength_curve_from_its_matches(tmp_pa
     kept = Path(__file__).resolve().parent.parent / "docs" / "matches" / "distill-s10803-vs-default-byo2-9"
     match = tmp_path / "match"
     match.mkdir()
-    for name in ("config.json", "results.jsonl"):
+    for name in ("config.json", "results.jsonl.xz"):  # a kept match's results are xz-compressed
         shutil.copy(kept / name, match / name)
     assert plot.read_match(str(match)) == {"points": 18, "games": 30, "opponent": "default", "size": 9,
                                              "handicap": 0}
@@ -515,7 +516,7 @@ def test_one_gauntlet_of_every_snapshot_draws_the_strength_curve(tmp_path):
                   names=["anchor", "c010", "c020"], gauntlet=True)
     (gauntlet / "config.json").write_text(json.dumps(config))
     # the kept match's games (student 0, default 1) as the anchor against c010, then again against c020
-    games = [json.loads(line) for line in (kept / "results.jsonl").read_text().splitlines()]
+    games = [json.loads(line) for line in read_jsonl_text(kept / "results.jsonl").splitlines()]
     lines = []
     for snapshot in (1, 2):
         for game in games:

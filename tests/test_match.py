@@ -253,6 +253,32 @@ def test_resume_skips_finished_games_and_survives_a_torn_line(tmp_path, capsys):
     assert "4 games" in capsys.readouterr().out
 
 
+def test_a_kept_match_with_compressed_results_summarises_and_resumes(tmp_path, capsys):
+    """docs/matches keeps results.jsonl xz-compressed: --summary reads it, and a resumed match plays only the games
+    it lacks, appending plain lines beside it (a cut-short compressed file gives what it holds)."""
+    import lzma
+
+    out = tmp_path / "m"
+    engines = (f"{FAKE} --seed 3", f"{FAKE} --seed 4")
+    run(out, *engines, games=2)
+    first = results(out)
+    plain = out / "results.jsonl"
+    (out / "results.jsonl.xz").write_bytes(lzma.compress(plain.read_bytes()))
+    plain.unlink()
+    assert results(out) == first
+    capsys.readouterr()
+    assert main(["--out", str(out), "--summary"]) == 0
+    assert "2 games" in capsys.readouterr().out
+    run(out, *engines, games=3)
+    assert "resuming: 2 games already played, 1 to play" in capsys.readouterr().out
+    assert [r["game"] for r in results(out)] == ["0-1-0000", "0-1-0001", "0-1-0002"]
+    assert [json.loads(line)["game"] for line in plain.read_text().splitlines()] == ["0-1-0002"]
+    packed = (out / "results.jsonl.xz").read_bytes()
+    (out / "results.jsonl.xz").write_bytes(packed[: len(packed) // 2])
+    torn = [r["game"] for r in results(out)]  # what the torn copy holds whole, then the plain lines
+    assert torn[-1] == "0-1-0002" and set(torn) <= {"0-1-0000", "0-1-0001", "0-1-0002"}
+
+
 def test_resume_refuses_a_different_match(tmp_path):
     out = tmp_path / "m"
     run(out, FAKE, FAKE, games=1)

@@ -32,7 +32,7 @@ from tabula.engine.config import ResignThresholds
 from tabula.engine.data.replay import calibrate_resign_threshold, false_positive_rate
 from tabula.engine.play.decision import resign_threshold_factor
 from tabula.engine.rules.coords import BLACK, WHITE
-from tabula.tools.compete.results import read_results
+from tabula.tools.compete.results import jsonl_exists, read_results
 from tabula.tools.compete.search_log import SEARCHED_DIR, SearchedMove, has_searched_moves, searched_moves
 
 THRESHOLDS = (0.02, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--consecutive must be >= 1, --after in [0, 1), --max-false-positive and --ceiling in (0, 1)")
     games = []
     for out in args.matches:
-        if not (out / "results.jsonl").exists() or not has_searched_moves(out):
+        if not jsonl_exists(out / "results.jsonl") or not has_searched_moves(out):
             print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl, or neither logs/ nor "
                   f"{SEARCHED_DIR}/)", file=sys.stderr)
             return 2

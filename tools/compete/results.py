@@ -1,8 +1,10 @@
 """`tabula match`'s results: results.jsonl (appended and fsynced, read back on resume) and the summary, win rates
-and Elo, that a match prints."""
+and Elo, that a match prints. A match kept in docs/matches keeps its results xz-compressed beside the path
+(``results.jsonl.xz``, a tenth of the bytes); every reader here takes either."""
 from __future__ import annotations
 
 import json
+import lzma
 import os
 import threading
 from collections import defaultdict
@@ -13,13 +15,41 @@ from tabula.tools.compete.elo import WinRate, fit_ratings
 from tabula.tools.compete.settings import FAULT_KINDS, NO_TIME, MatchConfig, config_name
 
 
+def compressed_path(path: Path | str) -> Path:
+    """Where a JSON-lines file is kept compressed: ``path`` with ``.xz`` added."""
+    return Path(f"{path}.xz")
+
+
+def jsonl_exists(path: Path | str) -> bool:
+    """Whether ``path`` or its compressed copy is there."""
+    return Path(path).exists() or compressed_path(path).exists()
+
+
+def read_jsonl_text(path: Path | str) -> str:
+    """The text of a JSON-lines file: its compressed copy (``path.xz``) first where there is one, then ``path``
+    itself (a kept match resumed appends plain lines beside its compressed ones); "" where neither is there. A
+    compressed copy cut short (a kill mid-write) gives what it holds."""
+    text = ""
+    packed = compressed_path(path)
+    if packed.exists():
+        with lzma.open(packed, "rt", encoding="utf-8") as handle:
+            try:
+                while chunk := handle.read(1 << 20):
+                    text += chunk
+            except (EOFError, lzma.LZMAError):
+                pass
+        if text and not text.endswith("\n"):
+            text += "\n"
+    if Path(path).exists():
+        text += Path(path).read_text(encoding="utf-8")
+    return text
+
+
 def read_results(path: Path) -> list[dict]:
-    """The finished games in a results file; a torn last line (the runner was killed mid-write) is ignored, and a
-    game recorded twice keeps its last record."""
-    if not path.exists():
-        return []
+    """The finished games in a results file (or its compressed copy, ``read_jsonl_text``); a torn last line (the
+    runner was killed mid-write) is ignored, and a game recorded twice keeps its last record."""
     by_game: dict[str, dict] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_jsonl_text(path).splitlines():
         if not line.strip():
             continue
         try:

@@ -29,16 +29,16 @@ ELO = "elo.jsonl"  # written by tools/learn/rl_loop.py: one line per evaluated c
 
 
 def read_jsonl(path: str) -> list[dict]:
-    """Lines of a JSON-lines file ([] if there is none); a line cut short by a kill is skipped."""
-    if not os.path.exists(path):
-        return []
+    """Lines of a JSON-lines file or of its compressed copy (a kept match's ``results.jsonl.xz``; [] if there is
+    neither); a line cut short by a kill is skipped."""
+    from tabula.tools.compete.results import read_jsonl_text
+
     found = []
-    with open(path) as handle:
-        for line in handle:
-            try:
-                found.append(json.loads(line))
-            except json.JSONDecodeError:
-                pass
+    for line in read_jsonl_text(path).splitlines():
+        try:
+            found.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
     return found
 
 
