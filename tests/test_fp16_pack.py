@@ -3,6 +3,8 @@ unpacked there into a float32 file with the same graph and metadata that runs as
 rounding."""
 from __future__ import annotations
 
+import lzma
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,9 @@ def test_a_packed_network_unpacks_to_float32_rounded_through_float16(tmp_path):
     w, b = small_network(tmp_path / "net.onnx")
     packed = fp16_pack.pack(str(tmp_path / "net.onnx"), str(tmp_path / "carried") + "/")
     assert packed == str(tmp_path / "carried" / "net.onnx16")
-    model = onnx.load(packed)
+    with open(packed, "rb") as handle:
+        assert handle.read(6) == fp16_pack.XZ_MAGIC  # compressed for the trip
+    model = onnx.load_from_string(lzma.decompress(open(packed, "rb").read()))
     types = {t.name: t.data_type for t in model.graph.initializer}
     assert types == {"w": TensorProto.FLOAT16, "b": TensorProto.FLOAT16, "shape": TensorProto.INT64}
     meta = {p.key: p.value for p in model.metadata_props}
@@ -60,6 +64,17 @@ def test_a_packed_network_unpacks_to_float32_rounded_through_float16(tmp_path):
     original, unpacked = run(tmp_path / "net.onnx", x), run(restored, x)
     assert unpacked.shape == (5, 2, 4) and np.allclose(original, unpacked, atol=2e-2)
     assert not np.array_equal(original, unpacked)  # rounded: the weights are float16's
+
+
+def test_a_packed_file_from_before_the_compression_unpacks_the_same(tmp_path):
+    w, _ = small_network(tmp_path / "net.onnx")
+    packed = fp16_pack.pack(str(tmp_path / "net.onnx"), str(tmp_path / "net.onnx16"))
+    (tmp_path / "plain.onnx16").write_bytes(lzma.decompress((tmp_path / "net.onnx16").read_bytes()))
+    restored = fp16_pack.unpack(str(tmp_path / "plain.onnx16"), str(tmp_path / "plain.onnx"))
+    again = fp16_pack.unpack(packed, str(tmp_path / "again.onnx"))
+    assert open(restored, "rb").read() == open(again, "rb").read()
+    arrays = {t.name: numpy_helper.to_array(t) for t in onnx.load(restored).graph.initializer}
+    assert np.array_equal(arrays["w"], w.astype(np.float16).astype(np.float32))
 
 
 def test_packing_refuses_what_it_cannot_pack_with_a_reason(tmp_path):

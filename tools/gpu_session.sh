@@ -8,9 +8,9 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 -d .whl sgfmill==1.1.1
 #   tabula export --from-katago /work/katago-models/g170e-b15c192-s1672170752-d466197061.bin.gz /tmp/b15.onnx --no-int8
-#   python3 -m tabula.tools.learn.fp16_pack pack /tmp/b15.onnx runs/teacher/   # float16 weights: 64 MiB travel
+#   python3 -m tabula.tools.learn.fp16_pack pack /tmp/b15.onnx runs/teacher/   # float16, xz: 64 MiB travel
 #   { git ls-files -z; git ls-files -z -o --exclude-standard; printf '%s\0' .whl runs/teacher; } \
-#       | du -cb --files0-from=- | tail -1      # what travels: under 67108864 bytes (64 MiB)
+#       | du -c --block-size=1 --files0-from=- | tail -1   # what travels, as du counts it: under 67108864 (64 MiB)
 # The call: the device tool's run, command `bash tools/gpu_session.sh`, timeout_s 580, carry [".whl", "runs/teacher"]
 # (then give_back). Inside BUDGET seconds (default 530), each step under its own time limit:
 #   1. nvidia-smi, and the environment line (versions, the GPU, its measured bf16 matmul rate);
@@ -25,9 +25,9 @@
 #      net and bench search of the student just trained (a tabula-v2 network's throughput and playouts/s on the
 #      GPU, its features computed in Python).
 # What comes back in $OUT, written as it comes: gpu_session.log (every command, its output, exit status and
-# seconds), results.jsonl (one JSON line per figure and per step), and distill-checkpoint.pt, distill-model.onnx,
-# distill-metrics.jsonl (the kept run's lines, then this session's chunks), distill-config.json. The next CPU session
-# commits them as the kept run (docs/TRAINING.md says how) and goes on from there.
+# seconds), results.jsonl (one JSON line per figure and per step), and distill-checkpoint.pt (halved),
+# distill-model.onnx, distill-metrics.jsonl (the kept run's lines, then this session's chunks), distill-config.json.
+# The next CPU session commits them as the kept run (docs/TRAINING.md says how) and goes on from there.
 #
 # The lent machine has no sgfmill (carried as a wheel in .whl; WHEELS names another folder) and no game records:
 # the positions are self-play. QUICK=1 runs the same steps with a tiny random teacher (packed and unpacked as the
@@ -236,7 +236,11 @@ if [ -n "$teacher" ]; then
         --provider auto --teacher-threads 1 --device "$([ "$cuda" = 1 ] && echo cuda || echo cpu)" \
         --window-positions 2000000 --batch "${training[0]}" --steps-per-chunk "${training[1]}" --lr 0.001 \
         --warmup-steps 100 --max-minutes "$minutes" "${resume[@]}" "${init[@]}"
-    for name in checkpoint.pt model.onnx metrics.jsonl config.json; do
+    # The checkpoint comes back halved (tools/learn/halve.py), as the kept run is committed: an 8x96's whole one is
+    # 22.7 MB, over the 16 MiB a file that the device tool brings back.
+    [ -f "$run/checkpoint.pt" ] && step 30 python3 -m tabula.tools.learn.halve "$run/checkpoint.pt" \
+        "$out/distill-checkpoint.pt"
+    for name in model.onnx metrics.jsonl config.json; do
       cp "$run/$name" "$out/distill-$name" 2>/dev/null
     done
     [ -s "$run/metrics.jsonl" ] && record "{\"what\": \"distill\", \"teacher\": \"$(basename "$teacher")\", \

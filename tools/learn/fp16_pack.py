@@ -3,9 +3,12 @@
 The lent machine receives 64 MiB in all, the repository's tracked files included, and a KataGo network's ONNX
 conversion (float32 weights) may not fit beside them. ``pack`` stores every float32 initializer
 as float16 (half the bytes; the file names the ones it changed in its metadata, and is no network until unpacked:
-its extension is ``.onnx16``); ``unpack`` casts them back to float32, giving an ordinary ONNX file with the
-original's graph and metadata, whose weights are the original's rounded to float16. That rounding is what a GPU
-running the teacher in fp16 (the torch backend's default) applies anyway.
+its extension is ``.onnx16``), and the whole file xz-compressed (a further tenth or so: trained float16 weights
+repeat their exponents; the device tool counts more than the files' bytes, so the tenth is what lets a 15x192 teacher
+travel beside the repository and the kept run). ``unpack`` casts them back to float32, giving an ordinary ONNX file
+with the original's graph and metadata, whose weights are the original's rounded to float16. That rounding is what
+a GPU running the teacher in fp16 (the torch backend's default) applies anyway. Packed files from before the
+compression unpack the same way.
 
     python3 -m tabula.tools.learn.fp16_pack pack ~/.cache/tabula/katago/g170e-b15c192-*.onnx runs/teacher/
     python3 -m tabula.tools.learn.fp16_pack unpack runs/teacher/NAME.onnx16 /tmp/teacher/
@@ -17,6 +20,7 @@ Layer: a tool (onnx, numpy); no torch.
 from __future__ import annotations
 
 import argparse
+import lzma
 import os
 import sys
 
@@ -24,6 +28,7 @@ import numpy as np
 
 PACKED_KEY = "tabula_fp16_pack"  # metadata: the initializers stored as float16, comma-separated
 PACKED_EXTENSION = ".onnx16"
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 class PackError(ValueError):
@@ -31,10 +36,15 @@ class PackError(ValueError):
 
 
 def _load(path: str):
+    """An ONNX model from ``path``, a plain ONNX file or a packed one (xz-compressed or not)."""
     import onnx
 
     try:
-        return onnx.load(path)
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if data.startswith(XZ_MAGIC):
+            data = lzma.decompress(data)
+        return onnx.load_from_string(data)
     except Exception as error:  # onnx raises protobuf's and its own errors for files that are not ONNX
         raise PackError(f"{path}: not an ONNX file ({str(error).splitlines()[0][:200] if str(error) else error})") \
             from None
@@ -50,17 +60,17 @@ def _target(source: str, target: str, extension: str) -> str:
     return target
 
 
-def _save(model, target: str) -> None:
-    import onnx
-
+def _save(model, target: str, compress: bool = False) -> None:
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    onnx.save(model, target + ".tmp")
+    data = model.SerializeToString()
+    with open(target + ".tmp", "wb") as handle:
+        handle.write(lzma.compress(data, preset=9) if compress else data)
     os.replace(target + ".tmp", target)
 
 
 def pack(source: str, target: str) -> str:
-    """Write ``source`` (an ONNX file) with its float32 initializers as float16 to ``target`` (a file, or a folder:
-    ``NAME.onnx16`` in it); returns the path written."""
+    """Write ``source`` (an ONNX file) with its float32 initializers as float16, xz-compressed, to ``target`` (a
+    file, or a folder: ``NAME.onnx16`` in it); returns the path written."""
     from onnx import TensorProto, numpy_helper
 
     model = _load(source)
@@ -80,7 +90,7 @@ def pack(source: str, target: str) -> str:
     entry = model.metadata_props.add()
     entry.key, entry.value = PACKED_KEY, ",".join(names)
     target = _target(source, target, PACKED_EXTENSION)
-    _save(model, target)
+    _save(model, target, compress=True)
     return target
 
 
