@@ -28,8 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "tools" / "gpu_session.sh"
 TRAVEL_LIMIT = 64 * 2 ** 20  # the device tool's: tracked files, untracked ones not ignored, and what is carried
 PACKED_TEACHER = 18_100_000  # g170e-b15c192 as fp16_pack writes it (float16, xz-compressed), rounded up
-# The tool counts more than the files' bytes: a tree of 66.6 MB in bytes was refused, one of 64.7 MB (66.6 MB with
-# each file rounded up to 4 KiB, as du counts) went. The test counts as du does.
+CARRIED_WHEEL = 32_768  # sgfmill's wheel, carried in .whl
+# The tool counts more than the files' bytes (docs/BENCHMARKS.md, "To measure on a GPU machine"): the test counts
+# each file rounded up to 4 KiB, as du does, which matched what it let through and what it refused.
 BLOCK = 4096
 KEPT_RUN = 12_000_000  # a kept 8x96 run: its checkpoint halved (tools/learn/halve.py) and metrics, rounded up
 
@@ -187,8 +188,8 @@ def test_the_gpu_session_goes_on_from_the_kept_run_only_with_its_teachers_networ
 
 
 def test_what_travels_to_the_gpu_machine_fits_with_the_packed_teacher():
-    """The tracked tree, the packed b15c192 teacher and the kept run (tracked once committed) fit the device tool's
-    64 MiB."""
+    """The tracked tree, the packed b15c192 teacher, sgfmill's wheel and the kept run (tracked once committed) fit
+    the device tool's 64 MiB."""
     if not (ROOT / ".git").exists() or shutil.which("git") is None:
         pytest.skip("not a git checkout")
     names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
@@ -196,7 +197,7 @@ def test_what_travels_to_the_gpu_machine_fits_with_the_packed_teacher():
              if name and os.path.isfile(ROOT / name)}
     kept = sum(size for name, size in sizes.items() if name.startswith("weights/training/distill/"))
     tracked = sum(sizes.values()) - kept
-    assert tracked + max(kept, KEPT_RUN) + PACKED_TEACHER < TRAVEL_LIMIT, \
+    assert tracked + max(kept, KEPT_RUN) + PACKED_TEACHER + CARRIED_WHEEL < TRAVEL_LIMIT, \
         f"the tracked tree is {tracked:,} bytes, the kept run {kept:,}"
 
 

@@ -255,7 +255,7 @@ def test_resume_skips_finished_games_and_survives_a_torn_line(tmp_path, capsys):
 
 def test_a_kept_match_with_compressed_results_summarises_and_resumes(tmp_path, capsys):
     """docs/matches keeps results.jsonl xz-compressed: --summary reads it, and a resumed match plays only the games
-    it lacks, appending plain lines beside it (a cut-short compressed file gives what it holds)."""
+    it lacks, appending plain lines beside it."""
     import lzma
 
     out = tmp_path / "m"
@@ -273,10 +273,31 @@ def test_a_kept_match_with_compressed_results_summarises_and_resumes(tmp_path, c
     assert "resuming: 2 games already played, 1 to play" in capsys.readouterr().out
     assert [r["game"] for r in results(out)] == ["0-1-0000", "0-1-0001", "0-1-0002"]
     assert [json.loads(line)["game"] for line in plain.read_text().splitlines()] == ["0-1-0002"]
-    packed = (out / "results.jsonl.xz").read_bytes()
-    (out / "results.jsonl.xz").write_bytes(packed[: len(packed) // 2])
-    torn = [r["game"] for r in results(out)]  # what the torn copy holds whole, then the plain lines
-    assert torn[-1] == "0-1-0002" and set(torn) <= {"0-1-0000", "0-1-0001", "0-1-0002"}
+
+
+def test_a_damaged_compressed_results_file_gives_its_whole_lines_with_a_warning(tmp_path, capsys):
+    import lzma
+
+    from tabula.tools.compete.results import read_jsonl_text
+
+    lines = [json.dumps({"game": f"0-1-{i:04d}", "result": "B+R", "note": os.urandom(40).hex()}) for i in range(300)]
+    whole = "".join(line + "\n" for line in lines)
+    path = tmp_path / "results.jsonl"
+    packed = lzma.compress(whole.encode())
+    (tmp_path / "results.jsonl.xz").write_bytes(packed[: len(packed) // 2])  # cut short
+    text = read_jsonl_text(path)
+    kept = text.count("\n")
+    assert 0 < kept < 300 and whole.startswith(text)  # whole lines, the first ones
+    assert "not a whole xz file" in capsys.readouterr().err
+    assert [r["game"] for r in read_results(path)] == [f"0-1-{i:04d}" for i in range(kept)]
+    (tmp_path / "results.jsonl.xz").write_bytes(b"not xz at all")  # and the plain lines beside it still count
+    path.write_text(lines[0] + "\n")
+    assert read_jsonl_text(path) == lines[0] + "\n" and "not a whole xz file" in capsys.readouterr().err
+    (tmp_path / "results.jsonl.xz").write_bytes(packed)  # xz -dk keeps both: read once, not twice
+    path.write_text(whole)
+    assert read_jsonl_text(path) == whole and capsys.readouterr().err == ""
+    path.write_text(lines[0] + "\n")  # a kept match resumed: its new lines after the compressed ones
+    assert read_jsonl_text(path) == whole + lines[0] + "\n"
 
 
 def test_resume_refuses_a_different_match(tmp_path):

@@ -57,7 +57,7 @@ else
   # one label worker a core (the games' moves and the student's planes are Python); a worker plays 8 of the 128
   # games a chunk in lockstep, so its teacher calls hold up to 8 positions of a size: the CUDA graphs go to 16
   student=(6x64 9,13,19,19 128 "$cores" 16); training=(256 100)
-  distill_minutes=7; after=75  # the teacher's bench (45 s at most), then the student's
+  distill_minutes=7; after=90  # the checkpoint halved (15 s), the teacher's bench (45 s at most), the student's
   playouts=1600
 fi
 
@@ -237,7 +237,7 @@ if [ -n "$teacher" ]; then
         --window-positions 2000000 --batch "${training[0]}" --steps-per-chunk "${training[1]}" --lr 0.001 \
         --warmup-steps 100 --max-minutes "$minutes" "${resume[@]}" "${init[@]}"
     # The checkpoint comes back halved (tools/learn/halve.py), as the kept run is committed: an 8x96's whole one is
-    # 22.7 MB, over the 16 MiB a file that the device tool brings back.
+    # over the 16 MiB a file that the device tool brings back.
     [ -f "$run/checkpoint.pt" ] && step 30 python3 -m tabula.tools.learn.halve "$run/checkpoint.pt" \
         "$out/distill-checkpoint.pt"
     for name in model.onnx metrics.jsonl config.json; do

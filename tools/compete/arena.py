@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "games").mkdir(parents=True, exist_ok=True)
         (args.out / "config.json").write_text(json.dumps(asdict(config), indent=1) + "\n")
         (args.out / "results.jsonl").write_text("")  # a rerun replays the same games: it starts the file again
+        (args.out / "results.jsonl.xz").unlink(missing_ok=True)  # and a kept copy's, compressed, with it
     records = []
     with ProcessPoolExecutor(config.parallel) as pool:
         for record in pool.map(play_game, [config] * config.games, range(config.games)):

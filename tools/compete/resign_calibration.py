@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     games = []
     for out in args.matches:
         if not jsonl_exists(out / "results.jsonl") or not has_searched_moves(out):
-            print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl, or neither logs/ nor "
+            print(f"tabula resign: {out}: not a tabula match directory (no results.jsonl or .xz, or neither logs/ nor "
                   f"{SEARCHED_DIR}/)", file=sys.stderr)
             return 2
         try:

@@ -1,11 +1,12 @@
 """`tabula match`'s results: results.jsonl (appended and fsynced, read back on resume) and the summary, win rates
 and Elo, that a match prints. A match kept in docs/matches keeps its results xz-compressed beside the path
-(``results.jsonl.xz``, a tenth of the bytes); every reader here takes either."""
+(``results.jsonl.xz``: the tree that travels to a lent GPU machine is bounded); every reader here takes either."""
 from __future__ import annotations
 
 import json
 import lzma
 import os
+import sys
 import threading
 from collections import defaultdict
 from pathlib import Path
@@ -25,23 +26,39 @@ def jsonl_exists(path: Path | str) -> bool:
     return Path(path).exists() or compressed_path(path).exists()
 
 
+def _decompressed(packed: Path) -> str:
+    """The text of an xz file, ending in a newline; where it is cut short or damaged, its whole lines before the
+    damage, with a warning on stderr (fed to the decoder in small pieces, so that what it decoded before an error is
+    kept)."""
+    decoder = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+    pieces = []
+    data = packed.read_bytes()
+    try:
+        for start in range(0, len(data), 4096):
+            pieces.append(decoder.decompress(data[start:start + 4096]))
+    except lzma.LZMAError:  # damaged: what came before is kept
+        pass
+    except EOFError:  # bytes after the stream's end: ignored
+        pass
+    text = b"".join(pieces).decode("utf-8", errors="replace")
+    if not decoder.eof:
+        text = text[: text.rfind("\n") + 1]  # the line the damage cut
+        print(f"tabula: {packed}: not a whole xz file; read the {text.count(chr(10))} lines before its end or damage",
+              file=sys.stderr)
+    elif text and not text.endswith("\n"):
+        text += "\n"
+    return text
+
+
 def read_jsonl_text(path: Path | str) -> str:
     """The text of a JSON-lines file: its compressed copy (``path.xz``) first where there is one, then ``path``
-    itself (a kept match resumed appends plain lines beside its compressed ones); "" where neither is there. A
-    compressed copy cut short (a kill mid-write) gives what it holds."""
-    text = ""
+    itself (a kept match resumed appends plain lines beside its compressed ones); "" where neither is there. Where
+    the plain file begins with the whole compressed text (``xz -dk`` kept both), the plain file alone."""
     packed = compressed_path(path)
-    if packed.exists():
-        with lzma.open(packed, "rt", encoding="utf-8") as handle:
-            try:
-                while chunk := handle.read(1 << 20):
-                    text += chunk
-            except (EOFError, lzma.LZMAError):
-                pass
-        if text and not text.endswith("\n"):
-            text += "\n"
+    text = _decompressed(packed) if packed.exists() else ""
     if Path(path).exists():
-        text += Path(path).read_text(encoding="utf-8")
+        plain = Path(path).read_text(encoding="utf-8")
+        text = plain if plain.startswith(text) else text + plain
     return text
 
 

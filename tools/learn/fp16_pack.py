@@ -3,9 +3,8 @@
 The lent machine receives 64 MiB in all, the repository's tracked files included, and a KataGo network's ONNX
 conversion (float32 weights) may not fit beside them. ``pack`` stores every float32 initializer
 as float16 (half the bytes; the file names the ones it changed in its metadata, and is no network until unpacked:
-its extension is ``.onnx16``), and the whole file xz-compressed (a further tenth or so: trained float16 weights
-repeat their exponents; the device tool counts more than the files' bytes, so the tenth is what lets a 15x192 teacher
-travel beside the repository and the kept run). ``unpack`` casts them back to float32, giving an ordinary ONNX file
+its extension is ``.onnx16``), and the whole file xz-compressed (trained float16 weights repeat their exponents,
+and what the device tool lets travel is bounded). ``unpack`` casts them back to float32, giving an ordinary ONNX file
 with the original's graph and metadata, whose weights are the original's rounded to float16. That rounding is what
 a GPU running the teacher in fp16 (the torch backend's default) applies anyway. Packed files from before the
 compression unpack the same way.
@@ -41,10 +40,11 @@ def _load(path: str):
 
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
-        if data.startswith(XZ_MAGIC):
-            data = lzma.decompress(data)
-        return onnx.load_from_string(data)
+            packed = handle.read(len(XZ_MAGIC)) == XZ_MAGIC
+        if not packed:
+            return onnx.load(path)  # from the path: an ONNX file's external data lies beside it
+        with lzma.open(path) as handle:
+            return onnx.load_from_string(handle.read())
     except Exception as error:  # onnx raises protobuf's and its own errors for files that are not ONNX
         raise PackError(f"{path}: not an ONNX file ({str(error).splitlines()[0][:200] if str(error) else error})") \
             from None
