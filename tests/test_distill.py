@@ -318,6 +318,22 @@ def test_another_player_plays_and_a_teacher_without_ownership_labels(tiny_pooled
 
 
 @pytest.mark.slow
+def test_this_process_labels_the_focus_records_while_the_workers_play(tiny_aux_onnx, tmp_path):
+    focus = tmp_path / "focus"
+    focus.mkdir()
+    for game in range(2):
+        (focus / f"g{game}.sgf").write_bytes(game_sgf(play_game(game, moves=30), result="W+R"))
+    distill.distill(run_config(tiny_aux_onnx, tmp_path / "run", steps_per_chunk=1, label_workers=2,
+                               focus_records=str(focus), focus_positions=4, focus_per_game=2, chunks=1),
+                    log=lambda *_: None)
+    (row,) = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert row["from_focus"] == 4 and row["labelled"] > 4
+    sources = np.concatenate([np.load(path)["source"] for path in (tmp_path / "run" / "labels").iterdir()])
+    assert (sources == teacher.SOURCES.index("focus")).sum() == 4
+    assert (sources == teacher.SOURCES.index("selfplay")).sum() == row["labelled"] - 4
+
+
+@pytest.mark.slow
 def test_worker_processes_play_and_label_the_same_games(tiny_aux_onnx, tmp_path):
     quiet = dict(log=lambda *_: None)
     distill.distill(run_config(tiny_aux_onnx, tmp_path / "here", steps_per_chunk=1), **quiet)

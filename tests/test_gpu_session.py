@@ -177,6 +177,13 @@ def test_the_gpu_session_goes_on_from_the_kept_run_only_with_its_teachers_networ
     assert same.returncode == 0 and same.stdout.split() == ["--student-arch", "6x64", "--student-encoding", "tabula-v2",
                                                             "--batch", "256", "--freeze-batchnorm", "--lr-drops",
                                                             "30200:0.0003"]
+    # its focus records (Tabula's games, in the tree) go along where they are here; missing ones are left out
+    focused = resume_check({**kept, "focus_records": "docs/matches/handicap7/games.tar.xz,runs/not-here.tar.xz",
+                            "focus_positions": 1024, "focus_per_game": 16, "handicap_bonuses": "0,N,N-1"},
+                           tiny_aux_onnx, tmp_path)
+    assert focused.stdout.split()[-8:] == ["--focus-records", "docs/matches/handicap7/games.tar.xz",
+                                           "--focus-positions", "1024", "--focus-per-game", "16",
+                                           "--handicap-bonuses", "0,N,N-1"]
     unfrozen = resume_check({**kept, "freeze_batchnorm": False, "lr_drops": ""}, tiny_aux_onnx, tmp_path)
     assert "--freeze-batchnorm" not in unfrozen.stdout and "--lr-drops" not in unfrozen.stdout
     other = resume_check(kept, tiny_onnx, tmp_path)

@@ -20,7 +20,8 @@
 #      labelled, played and labelled in one process a core, the teacher on the GPU (--provider auto: the torch
 #      backend there), a 6x64 tabula-v2 student trained on the GPU, 100 steps of 256 a chunk. It STARTS from the
 #      kept run, weights/training/distill/ (KEPT) where that has a checkpoint of the same teacher, with the kept
-#      run's training settings, else from today's network (INIT; --init);
+#      run's training settings and those of its focus records that are in the tree, else from today's network
+#      (INIT; --init);
 #   3. while time is left: tabula bench net of the teacher (a KataGo network's positions/s on the GPU), then bench
 #      net and bench search of the student just trained (a tabula-v2 network's throughput and playouts/s on the
 #      GPU, its features computed in Python).
@@ -30,7 +31,7 @@
 # The next CPU session commits them as the kept run (docs/TRAINING.md says how) and goes on from there.
 #
 # The lent machine has no sgfmill (carried as a wheel in .whl; WHEELS names another folder) and no game records:
-# the positions are self-play. QUICK=1 runs the same steps with a tiny random teacher (packed and unpacked as the
+# the positions are self-play and the focus records in the tree. QUICK=1 runs the same steps with a tiny random teacher (packed and unpacked as the
 # real one is) and a tiny student on a CPU machine; TIME_SCALE (a whole number) stretches every limit there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -195,6 +196,16 @@ if config.get("freeze_batchnorm"):  # a flag: frozen statistics stay frozen
 if config.get("lr_drops"):
     print("--lr-drops")
     print(config["lr_drops"])
+# Its focus records (Tabula's own games, in the tree) where they are here: the main process labels them while the
+# workers play, so that the GPU's chunks keep the positions the CPU's teach; game records (not in the tree) stay out.
+focus = [path for path in config.get("focus_records", "").split(",") if path and os.path.isfile(path)]
+if focus:
+    print("--focus-records")
+    print(",".join(focus))
+    for name in ("focus_positions", "focus_per_game", "handicap_bonuses"):
+        if name in config:
+            print("--" + name.replace("_", "-"))
+            print(config[name])
 if "student_encoding" not in config:  # begun before the choice: its student reads leelaz-18+komi
     print("--student-encoding")
     print("leelaz-18+komi")

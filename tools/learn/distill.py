@@ -1115,6 +1115,11 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
         for size, group in teaching.group_by_size(positions).items():
             parts.setdefault(size, []).append(teacher.label(group))
 
+    pending = None
+    if pool is not None:  # the workers play while this process labels the records
+        workers = config.label_workers
+        shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]
+        pending = pool.starmap_async(_label_games, [(chunk, games, deadline) for games in shares if games])
     taken: list = []
     if records is not None and not records.exhausted:
         share = config.records_share if config.selfplay_games > 0 else 1.0
@@ -1124,10 +1129,7 @@ def label_chunk(teacher: teaching.Teacher | None, chunk: int, config: DistillCon
     if focus is not None and not focus.exhausted:
         focused = focus.take(config.focus_positions)
         label(focused)
-    if pool is not None:
-        workers = config.label_workers
-        shares = [list(range(w, config.selfplay_games, workers)) for w in range(workers)]
-        pending = pool.starmap_async(_label_games, [(chunk, games, deadline) for games in shares if games])
+    if pending is not None:
         while not pending.ready():
             pending.wait(0.2)
             if stopped is not None and stopped() and not pending.ready():
