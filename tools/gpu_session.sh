@@ -31,8 +31,9 @@
 # The next CPU session commits them as the kept run (docs/TRAINING.md says how) and goes on from there.
 #
 # The lent machine has no sgfmill (carried as a wheel in .whl; WHEELS names another folder) and no game records:
-# the positions are self-play and the focus records in the tree. QUICK=1 runs the same steps with a tiny random teacher (packed and unpacked as the
-# real one is) and a tiny student on a CPU machine; TIME_SCALE (a whole number) stretches every limit there.
+# the positions are self-play and the focus records in the tree. QUICK=1 runs the same steps with a tiny random
+# teacher (packed and unpacked as the real one is) and a tiny student on a CPU machine; TIME_SCALE (a whole number)
+# stretches every limit there.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/tabula-gpu-out}
