@@ -61,10 +61,14 @@ def _target(source: str, target: str, extension: str) -> str:
 
 
 def _save(model, target: str, compress: bool = False) -> None:
+    import onnx
+
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    data = model.SerializeToString()
-    with open(target + ".tmp", "wb") as handle:
-        handle.write(lzma.compress(data, preset=9) if compress else data)
+    if compress:
+        with open(target + ".tmp", "wb") as handle:
+            handle.write(lzma.compress(model.SerializeToString(), preset=9))
+    else:  # an ordinary ONNX file, written as onnx writes one
+        onnx.save(model, target + ".tmp")
     os.replace(target + ".tmp", target)
 
 
