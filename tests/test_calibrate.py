@@ -19,7 +19,7 @@ from tabula.tools.learn import calibrate  # noqa: E402
 from tests.conftest_network import random_game  # noqa: E402
 
 V2 = "tabula-v2"
-THETA = (0.8, -0.5, 0.3, 0.2)
+THETA = (0.8, -0.5, 0.3, 0.2, 0.15, -0.1)
 
 
 def student(seed: int = 0) -> network.TabulaNet:
@@ -73,9 +73,11 @@ def test_the_offset_is_the_komi_features_the_tool_reads_and_zero_on_19x19():
             assert np.allclose(after - before, features @ np.asarray(THETA), atol=1e-5)
             movers = np.asarray([s.to_move for s in states])
             assert (movers == BLACK).any() and (movers == WHITE).any()
-            # the side to move's komi and wave flip with the mover: the offset is one number of the game
-            black, white = (after - before)[movers == BLACK], (after - before)[movers == WHITE]
-            assert np.allclose(black, black[0], atol=1e-6) and np.allclose(white, -black[0], atol=1e-5)
+            # the side to move's komi and wave flip with the mover: their terms are one number of the game, and
+            # the mover's term is the same for either colour
+            mover = (19 - size) / 10 * (THETA[4] + THETA[5] * (size - 14) / 10)
+            black, white = (after - before)[movers == BLACK] - mover, (after - before)[movers == WHITE] - mover
+            assert np.allclose(black, black[0], atol=1e-5) and np.allclose(white, -black[0], atol=1e-5)
     states = positions(19, 7.5)
     assert np.array_equal(raw_values(model, states)[0], raw_values(grown, states)[0])
 
@@ -152,6 +154,40 @@ def test_the_graphs_offset_computes_what_the_torch_head_computes(tmp_path):
     assert all(after[name] == data for name, data in before.items())
 
 
+def test_a_file_calibrated_before_the_movers_term_loads_and_calibrates_again(tmp_path):
+    """The shipped network's files hold an offset of four weights (the komi's and the wave's): torch reads them with
+    the mover's at zero, and a fit added to them makes the offset's nodes anew with the six weights summed."""
+    shipped = "weights/tabula-6x64-v2.onnx"
+    proto = onnx.load(shipped)
+    four = calibrate.offset_of(proto)
+    assert four is not None and len(four) == 4
+    loaded = network.load_onnx(shipped)
+    assert np.array_equal(loaded.head.value_offset_small_boards.weight.detach().numpy()[0],
+                          np.concatenate([four, [0.0, 0.0]]).astype(np.float32))
+    bare = onnx.load(shipped)
+    assert np.allclose(calibrate.remove_offset(bare), np.concatenate([four, [0.0, 0.0]]))
+    assert calibrate.offset_of(bare) is None and not [n for n in bare.graph.node if n.name.startswith("/head/")
+                                                      and "calibration" in n.name]
+    calibrate.add_offset(proto, np.asarray(THETA))
+    out, without = tmp_path / "out.onnx", tmp_path / "without.onnx"
+    onnx.save(proto, out)
+    onnx.save(bare, without)
+    assert np.allclose(calibrate.offset_of(onnx.load(out)), np.concatenate([four, [0.0, 0.0]]) + THETA, atol=1e-7)
+    encoding = encoding_named(V2)
+    komi, wave = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
+    for size in (9, 13):
+        states = positions(size, 6.5)
+        planes = encoding.encode_batch(states, None)
+        offset = calibrate.offset_features(planes[:, komi].mean(axis=(1, 2)), planes[:, wave].mean(axis=(1, 2)),
+                                           size) @ calibrate.offset_of(onnx.load(out))
+        moved = np.arctanh(values(out, states)) - np.arctanh(values(without, states))
+        assert np.allclose(moved, offset, atol=1e-4), size
+        torch_value = network.load_onnx(out)(torch.from_numpy(planes))[1].detach().numpy()
+        assert np.allclose(values(out, states), torch_value, atol=1e-5)
+    states = positions(19, 6.5)
+    assert np.array_equal(values(shipped, states), values(out, states))
+
+
 def test_quantizing_a_calibrated_file_keeps_its_offset(tmp_path):
     """The offset's nodes sit under /head/, which int8 quantization keeps fp32: the int8 file of a calibrated fp32
     file moves each value by the offset, as the fp32 file does, however far outside the calibration's range."""
@@ -212,7 +248,7 @@ def test_an_offset_given_writes_what_the_fit_printed(tmp_path, capsys):
     fitted, given = tmp_path / "fitted.onnx", tmp_path / "given.onnx"
     assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(net), "--out", str(fitted)]) == 0
     out = capsys.readouterr().out
-    printed = out.rsplit("wave x size term): ", 1)[1].split(";")[0]
+    printed = out.rsplit("mover x size term): ", 1)[1].split(";")[0]
     option = out.rsplit("takes it: ", 1)[1].split()[0]
     assert option == "--offset=" + ",".join(f"{float(w):.4f}" for w in printed.split(", "))
     assert calibrate.main([option, "--net", str(net), "--out", str(given)]) == 0
@@ -252,10 +288,10 @@ def test_calibrate_refuses_bad_input_with_a_message(tmp_path, capsys, tiny_aux_o
     (tmp_path / "junk.onnx").write_bytes(b"not a network")
     assert calibrate.main([str(tmp_path), "--net", str(tmp_path / "junk.onnx"), "--out", out]) == 2
     assert "junk.onnx" in capsys.readouterr().err
-    for offset in ("1,2,3", "1,2,3,x", "1,2,3,nan"):
+    for offset in ("1,2,3", "1,2,3,x", "1,2,3,nan", "1,2,3,4,5"):
         with pytest.raises(SystemExit):
             calibrate.main(["--offset", offset, "--net", str(tiny_aux_onnx), "--out", out])
-        assert "four comma-separated numbers" in capsys.readouterr().err
+        assert "six comma-separated numbers" in capsys.readouterr().err
     for extra in ([str(tmp_path)], ["--sizes", "9"], ["--max-games", "5"]):
         with pytest.raises(SystemExit):
             calibrate.main([*extra, "--offset", "0,0,0,0", "--net", str(tiny_aux_onnx), "--out", out])

@@ -43,6 +43,10 @@ SCORE_SCALE = 10.0  # the score head's raw output is in tens of points, so that 
 OUTPUTS = ("policy", "value")
 AUX_OUTPUTS = ("score", "ownership")
 # NetSpec's small-board komi terms, each in a network's metadata only where it is on
+# The small-board value offset's weights (PooledHead): the komi, the parity wave and the mover's constant, each
+# with its size-scaled copy. Files calibrated before the mover's term hold the first four.
+OFFSET_WEIGHTS = 6
+OFFSET_PARAMETER = "head.value_offset_small_boards.weight"
 SMALL_BOARD_KOMI_FLAGS = ("small_board_komi", "small_board_komi_parity", "small_board_score_komi")
 # The global planes the head reads with ``head_komi``: the side to move's komi / KOMI_SCALE and its parity wave
 KOMI_GLOBALS = ("komi", "komi_wave")
@@ -233,13 +237,16 @@ class PooledHead(nn.Module):
     the architecture a new student starts with.
 
     With ``small_board_value_offset`` (``head_komi`` networks only): ``value_offset_small_boards``, a linear map of
-    k, w and their size-scaled copies added to the value's raw output (before tanh), scaled by ``max(19 - size, 0)
-    / 10``, zero-initialised and fitted alone to self-play results (``tools/learn/calibrate.py``). Why: a student
-    taught by a stronger network's value learns the komi as the teacher's own play realises it; on 9x9, where one
-    point decides games, the engine's own games realise it differently (at komi 7.5 black won more often than the
-    student predicted, docs/TRAINING.md). An offset of the komi and the side to move alone is one number for a
-    game that flips sign with the side to move, so it moves every value a search backs up to a node the same way:
-    it changes the winrate a user reads and resignation far more than the choice of moves, and nothing on 19x19."""
+    k, w, a constant (the mover's term) and their size-scaled copies added to the value's raw output (before tanh),
+    scaled by ``max(19 - size, 0) / 10``, zero-initialised and fitted alone to self-play results
+    (``tools/learn/calibrate.py``). Why: a student taught by a stronger network's value learns the komi as the
+    teacher's own play realises it; on 9x9, where one point decides games, the engine's own games realise it
+    differently (at komi 7.5 black won more often than the student predicted, docs/TRAINING.md), and the side to
+    move there wins a little more often than the student predicts whatever its colour. The komi's terms are one
+    number for a game that flips sign with the side to move, so they move every value a search backs up to a node
+    the same way; the mover's term alternates with the depth and is small. The offset changes the winrate a user
+    reads and resignation far more than the choice of moves, and nothing on 19x19. Files calibrated before the
+    mover's term hold its first four weights (``OFFSET_WEIGHTS``); they load with the mover's two at zero."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()
@@ -287,7 +294,7 @@ class PooledHead(nn.Module):
                 nn.init.zeros_(self.score_head_komi.weight)
         self.value_offset_small_boards = None
         if spec.small_board_value_offset:
-            self.value_offset_small_boards = nn.Linear(4, 1, bias=False)
+            self.value_offset_small_boards = nn.Linear(OFFSET_WEIGHTS, 1, bias=False)
             nn.init.zeros_(self.value_offset_small_boards.weight)
 
     def forward(self, x: torch.Tensor, size: torch.Tensor, black: torch.Tensor | None = None,
@@ -335,7 +342,8 @@ class PooledHead(nn.Module):
         hidden = F.relu(hidden)
         out["value"] = self.value_fc2(hidden)[:, 0]
         if self.value_offset_small_boards is not None:
-            out["value"] = out["value"] + (self.value_offset_small_boards(head_komi_features) * smallness)[:, 0]
+            features = torch.cat([head_komi_features, with_size_term(torch.ones_like(size), size)], dim=1)
+            out["value"] = out["value"] + (self.value_offset_small_boards(features) * smallness)[:, 0]
         if self.aux:
             out["reply"] = torch.cat([self.reply_points(p).flatten(1), self.reply_pass(pooled)], dim=1)
             # ownership reads the value branch's per-point features: who owns a point is what the value sums up
@@ -513,7 +521,7 @@ def with_small_board_value_offset(model: TabulaNet) -> TabulaNet:
                          "network with head_komi")
     if model.spec.small_board_value_offset:
         raise ValueError("the network already has the small-board value offset")
-    return _grown(model, ["head.value_offset_small_boards.weight"], small_board_value_offset=True)
+    return _grown(model, [OFFSET_PARAMETER], small_board_value_offset=True)
 
 
 def with_small_board_score_komi(model: TabulaNet) -> TabulaNet:
@@ -720,9 +728,12 @@ def load_onnx(path: str | os.PathLike, proto=None) -> TabulaNet:
             continue
         if name.startswith(TRAINING_ONLY) and name not in tensors:
             continue  # never exported: a network continued from its file learns this head afresh
-        if name not in tensors or tensors[name].shape != tuple(value.shape):
+        tensor = tensors.get(name)
+        if name == OFFSET_PARAMETER and tensor is not None and tensor.shape == (1, 4):
+            tensor = np.pad(tensor, ((0, 0), (0, OFFSET_WEIGHTS - 4)))  # calibrated before the mover's term
+        if tensor is None or tensor.shape != tuple(value.shape):
             raise NetworkFileError(path, f"parameter {name} missing or of the wrong shape")
-        state[name] = torch.from_numpy(np.array(tensors[name]))
+        state[name] = torch.from_numpy(np.array(tensor))
     model.load_state_dict(state)
     return model.eval()
 
@@ -812,7 +823,8 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
            "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
-           "with_small_board_score_komi", "with_small_board_value_offset", "SMALL_BOARD_KOMI_FLAGS",
+           "with_small_board_score_komi", "with_small_board_value_offset", "SMALL_BOARD_KOMI_FLAGS", "OFFSET_WEIGHTS",
+           "OFFSET_PARAMETER",
            "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
            "load_onnx", "load_network", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz",
            "default_board_sizes", "set_metadata"]

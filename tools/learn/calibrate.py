@@ -2,24 +2,25 @@
 
     tabula calibrate SOURCES... --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
         [--sizes 9,13] [--max-games N]
-    tabula calibrate --offset=K,KS,W,WS --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
+    tabula calibrate --offset=K,KS,W,WS,M,MS --net NET-int8.onnx --out OUT-int8.onnx [--net NET.onnx --out OUT.onnx]
 
 ``--net`` names a Tabula network whose head reads the komi (``head_komi``: tabula-v2 and katago-v7 inputs), each
 with the ``--out`` it becomes: the files of one network (its int8 file and its fp32 file, say), the first being the
 one whose values are fitted, the file the engine runs. SOURCES are SGF files, directories or archives of its own
 games on boards below 19x19 (`tabula selfplay --out DIR` writes them to DIR/sgf) at the komis it should be calibrated
 at, each with a result. Every position of every game is read at the game's komi, as `tabula eval` reads it; the value
-is taken back to the head's raw output x = atanh(value), and the four weights θ of the offset
+is taken back to the head's raw output x = atanh(value), and the six weights θ of the offset
 (``PooledHead.value_offset_small_boards``) are fitted by maximum likelihood, P(the mover wins) = (1 + tanh(x + θ·f))
-/ 2, where f are the head's komi features (the side to move's komi and its parity wave, each with its size-scaled
-copy) times the small-board scale (1 on 9x9, 0 on 19x19). Each OUT is its NET with the offset added to its graph in
-front of the value's tanh (``add_offset``), everything else byte for byte: an int8 file keeps its quantized trunk,
-which quantizing again would not reproduce, and its measured metadata (resignation thresholds, ownership share). A
-network that has the offset already gets the fit added to it.
+/ 2, where f are the head's komi features (the side to move's komi, its parity wave and a constant, the mover's
+term, each with its size-scaled copy) times the small-board scale (1 on 9x9, 0 on 19x19). Each OUT is its NET with
+the offset added to its graph in front of the value's tanh (``add_offset``), everything else byte for byte: an int8
+file keeps its quantized trunk, which quantizing again would not reproduce, and its measured metadata (resignation
+thresholds, ownership share). A network that has the offset already gets the fit added to it (one calibrated
+before the mover's term, with four weights, gets its offset's nodes made anew with the six).
 
 Why an offset and not training: it depends on the komi and the side to move alone, so the search compares the same
-moves the same way (``PooledHead``), and four numbers fit in seconds from a few thousand games where training the
-value would need the teacher's labels again to keep what it learned.
+moves nearly the same way (``PooledHead``), and six numbers fit in seconds from a few thousand games where training
+the value would need the teacher's labels again to keep what it learned.
 
 Printed (stdout): per size, komi and colour, the mover's mean predicted winrate against the share of those
 positions the mover went on to win, before and after, and the weights. These are the games fitted: measure a
@@ -27,7 +28,7 @@ calibration on other games (`tabula eval OUT.onnx DIR/sgf --size 9`).
 
 ``--offset`` writes weights given, as a fit printed them (a model card's, say), into files that have no offset yet,
 and reads no games: the same offset written again into the files of its network, or into a new export of the same
-weights.
+weights. Four weights are an offset fitted before the mover's term (its two at zero).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabula.engine.data.records import RecordFilter, iter_records
+from tabula.engine.net.network import OFFSET_PARAMETER, OFFSET_WEIGHTS
 from tabula.engine.rules.coords import BLACK
 from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
@@ -68,18 +70,20 @@ class Positions:
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if not self.raw:
-            return np.zeros(0), np.zeros((0, 4)), np.zeros(0), np.zeros((0, 3))
+            return np.zeros(0), np.zeros((0, OFFSET_WEIGHTS)), np.zeros(0), np.zeros((0, 3))
         return (np.concatenate(self.raw), np.concatenate(self.features), np.concatenate(self.won),
                 np.concatenate(self.cells))
 
 
 def offset_features(komi: np.ndarray, wave: np.ndarray, size: int) -> np.ndarray:
-    """float64 [B, 4]: what ``PooledHead.value_offset_small_boards`` multiplies, its inputs (the side to move's komi
-    / KOMI_SCALE and the parity wave, as the head reads them from the global planes) with their size-scaled copies
-    (``network.with_size_term``), times the small-board scale."""
+    """float64 [B, 6]: what ``PooledHead.value_offset_small_boards`` multiplies, its inputs (the side to move's komi
+    / KOMI_SCALE and the parity wave, as the head reads them from the global planes, and the mover's constant 1)
+    with their size-scaled copies (``network.with_size_term``), times the small-board scale."""
     scaled = (size - 14.0) / 10.0
     smallness = max(19.0 - size, 0.0) / 10.0
-    return np.stack([komi, komi * scaled, wave, wave * scaled], axis=1).astype(np.float64) * smallness
+    ones = np.ones_like(komi)
+    return (np.stack([komi, komi * scaled, wave, wave * scaled, ones, ones * scaled], axis=1).astype(np.float64)
+            * smallness)
 
 
 def fit_offset(raw: np.ndarray, features: np.ndarray, won: np.ndarray, ridge: float = 1e-3) -> np.ndarray:
@@ -156,8 +160,9 @@ def read_games(evaluator, encoding, sources: list[str], sizes: list[int], max_ga
     return positions
 
 
-OFFSET_WEIGHT = "head.value_offset_small_boards.weight"  # torch's name, which load_onnx reads back
+OFFSET_WEIGHT = OFFSET_PARAMETER  # torch's name, which load_onnx reads back
 VALUE_OUTPUT = "value"
+NODE_PREFIX = "/head/calibration/"  # under /head/: int8 quantization keeps the heads fp32 (export.after_heads)
 
 
 def metadata_of(proto) -> dict[str, str]:
@@ -175,46 +180,82 @@ def spec_of(proto):
         raise ValueError(f"not a Tabula network (no architecture in its metadata: {error})") from None
 
 
+def padded(theta) -> np.ndarray:
+    """An offset's weights as six: four (fitted before the mover's term) with the mover's two at zero."""
+    theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+    return np.pad(theta, (0, OFFSET_WEIGHTS - len(theta))) if len(theta) == 4 else theta
+
+
+def remove_offset(proto) -> np.ndarray:
+    """Take the offset's nodes and weights that ``add_offset`` put into ``proto`` (changed in place) out again, the
+    value's Tanh reading the head's output as before; returns the weights it had, as six. ValueError where the graph
+    has the offset's weight without those nodes."""
+    from onnx import numpy_helper
+
+    graph = proto.graph
+    weight = [t for t in graph.initializer if t.name == OFFSET_WEIGHT]
+    nodes = [node for node in graph.node if node.name.startswith(NODE_PREFIX)]
+    add = [node for node in nodes if list(node.output) == [NODE_PREFIX + "value"]]
+    tanh = [node for node in graph.node if node.op_type == "Tanh" and list(node.output) == [VALUE_OUTPUT]
+            and list(node.input) == [NODE_PREFIX + "value"]]
+    if len(weight) != 1 or len(add) != 1 or len(tanh) != 1:
+        raise ValueError("its offset is not the one tabula calibrate writes (an exported copy): calibrate the file "
+                         "it was exported from")
+    theta = padded(numpy_helper.to_array(weight[0]))
+    tanh[0].input[0] = add[0].input[0]
+    for node in nodes:
+        graph.node.remove(node)
+    for tensor in [t for t in graph.initializer if t.name == OFFSET_WEIGHT or t.name.startswith(NODE_PREFIX)]:
+        graph.initializer.remove(tensor)
+    return theta
+
+
 def add_offset(proto, theta: np.ndarray) -> None:
-    """Add the small-board value offset ``theta`` to a Tabula network's ONNX graph (``proto``, changed in place):
-    to its ``OFFSET_WEIGHT`` where it has one, else as new nodes in front of the Tanh that gives the ``value`` output,
-    computing what ``PooledHead`` computes from the input planes (the komi and komi_wave planes' means, the board's
-    side from the input's shape). ValueError where the graph has no such Tanh, or lost the weight's name to an
-    optimizer (a file quantized from one that had the offset: calibrate its fp32 file and quantize that)."""
+    """Add the small-board value offset ``theta`` (six weights, or four with the mover's at zero) to a Tabula
+    network's ONNX graph (``proto``, changed in place): to its ``OFFSET_WEIGHT`` where it has six, else as new nodes
+    in front of the Tanh that gives the ``value`` output (an offset of four weights, made before the mover's term,
+    taken out first and its weights added), computing what ``PooledHead`` computes from the input planes (the komi,
+    komi_wave and on_board planes' means, the board's side from the input's shape). ValueError where the graph has no
+    such Tanh, or lost the weight's name to an optimizer (a file quantized from one that had the offset: calibrate
+    its fp32 file and quantize that)."""
     from onnx import TensorProto, helper, numpy_helper
 
     from tabula.engine.net.network import NetSpec, set_metadata
 
+    theta = padded(theta)
     graph = proto.graph
     metadata = metadata_of(proto)
     architecture = json.loads(metadata["architecture"])
     plane_names = NetSpec.from_dict(architecture).encoding.plane_names
     weights = {t.name: t for t in graph.initializer}
     if OFFSET_WEIGHT in weights:
-        tensor = weights[OFFSET_WEIGHT]
-        tensor.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(tensor) + theta[None, :]).astype(np.float32),
-                                                OFFSET_WEIGHT))
-        return
-    if architecture.get("small_board_value_offset"):
+        existing = numpy_helper.to_array(weights[OFFSET_WEIGHT]).reshape(-1).astype(np.float64)
+        if len(existing) == OFFSET_WEIGHTS:
+            weights[OFFSET_WEIGHT].CopyFrom(numpy_helper.from_array((existing + theta)[None, :].astype(np.float32),
+                                                                    OFFSET_WEIGHT))
+            return
+        theta = theta + remove_offset(proto)
+    elif architecture.get("small_board_value_offset"):
         raise ValueError("its graph has the offset under another name (an optimized or quantized copy): calibrate "
                          "the fp32 file it was made from, then quantize that")
     tanh = [node for node in graph.node if node.op_type == "Tanh" and list(node.output) == [VALUE_OUTPUT]]
     if len(tanh) != 1:
         raise ValueError("no Tanh node gives its value output")
     planes = graph.input[0].name
-    p = "/head/calibration/"  # under /head/: int8 quantization keeps the heads fp32 (export.after_heads)
+    p = NODE_PREFIX
 
     def constant(name: str, value) -> str:
         graph.initializer.append(numpy_helper.from_array(np.asarray(value), p + name))
         return p + name
 
-    komi = constant("komi_planes", np.asarray([plane_names.index("komi"), plane_names.index("komi_wave")], np.int64))
+    inputs = constant("input_planes", np.asarray([plane_names.index(name) for name in ("komi", "komi_wave",
+                                                                                       "on_board")], np.int64))
     side_axis = constant("side_axis", np.asarray(2, np.int64))
     graph.initializer.append(numpy_helper.from_array(theta[None, :].astype(np.float32), OFFSET_WEIGHT))
     nodes = [
-        helper.make_node("Gather", [planes, komi], [p + "komi_planes_out"], axis=1),
-        # [B, 2]: the side to move's komi / KOMI_SCALE and the parity wave, each a plane of one value
-        helper.make_node("ReduceMean", [p + "komi_planes_out"], [p + "komi"], axes=[2, 3], keepdims=0),
+        helper.make_node("Gather", [planes, inputs], [p + "input_planes_out"], axis=1),
+        # [B, 3]: the side to move's komi / KOMI_SCALE, the parity wave (each a plane of one value) and 1
+        helper.make_node("ReduceMean", [p + "input_planes_out"], [p + "features"], axes=[2, 3], keepdims=0),
         helper.make_node("Shape", [planes], [p + "shape"]),
         helper.make_node("Gather", [p + "shape", side_axis], [p + "side_int"], axis=0),
         helper.make_node("Cast", [p + "side_int"], [p + "side"], to=TensorProto.FLOAT),
@@ -224,10 +265,11 @@ def add_offset(proto, theta: np.ndarray) -> None:
         helper.make_node("Sub", [constant("nineteen", np.float32(19.0)), p + "side"], [p + "below19"]),
         helper.make_node("Relu", [p + "below19"], [p + "below19_relu"]),
         helper.make_node("Div", [p + "below19_relu", p + "ten"], [p + "smallness"]),
-        # [[θ0, θ1], [θ2, θ3]]: komi @ it = [θ0 k + θ2 w, θ1 k + θ3 w], the plain terms and the size-scaled ones
-        helper.make_node("Reshape", [OFFSET_WEIGHT, constant("square", np.asarray([2, 2], np.int64))],
+        # [[θ0, θ1], [θ2, θ3], [θ4, θ5]]: features @ it = [θ0 k + θ2 w + θ4, θ1 k + θ3 w + θ5], the plain terms
+        # and the size-scaled ones
+        helper.make_node("Reshape", [OFFSET_WEIGHT, constant("matrix", np.asarray([3, 2], np.int64))],
                          [p + "weight"]),
-        helper.make_node("MatMul", [p + "komi", p + "weight"], [p + "terms"]),
+        helper.make_node("MatMul", [p + "features", p + "weight"], [p + "terms"]),
         helper.make_node("Reshape", [p + "size_term", constant("one", np.asarray([1], np.int64))],
                          [p + "size_term_1"]),
         helper.make_node("Concat", [constant("unit", np.asarray([1.0], np.float32)), p + "size_term_1"],
@@ -289,9 +331,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", action="append", required=True, help="where each --net goes, in order")
     parser.add_argument("--sizes", default=None, help="board sizes to read, each below 19 (default: 9,13)")
     parser.add_argument("--max-games", type=int, default=None, help="games a size at most (default: all)")
-    parser.add_argument("--offset", default=None, metavar="K,KS,W,WS",
-                        help="write these four weights (komi, its size term, wave, its size term, as a fit printed "
-                             "them) instead of fitting, into files without an offset: no SOURCES")
+    parser.add_argument("--offset", default=None, metavar="K,KS,W,WS,M,MS",
+                        help="write these six weights (komi, its size term, wave, its size term, mover, its size "
+                             "term, as a fit printed them; four: the mover's at zero) instead of fitting, into "
+                             "files without an offset: no SOURCES")
     args = parser.parse_args(argv)
     theta = None
     if args.offset is not None:
@@ -299,9 +342,9 @@ def main(argv: list[str] | None = None) -> int:
             theta = np.asarray([float(w) for w in args.offset.split(",")], dtype=np.float64)
         except ValueError:
             theta = np.zeros(0)
-        if len(theta) != 4 or not np.all(np.isfinite(theta)):
-            parser.error(f"--offset {args.offset}: four comma-separated numbers (komi, komi x size term, wave, "
-                         f"wave x size term)")
+        if len(theta) not in (4, OFFSET_WEIGHTS) or not np.all(np.isfinite(theta)):
+            parser.error(f"--offset {args.offset}: six comma-separated numbers (komi, komi x size term, wave, "
+                         f"wave x size term, mover, mover x size term), or the first four")
         if args.sources or args.sizes is not None or args.max_games is not None:
             parser.error("--offset reads no games: give SOURCES (with --sizes, --max-games) or --offset, not both")
     elif not args.sources:
@@ -374,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         theta, games = fit_offset(raw, features, won), positions.games
         print("\n".join(cell_table(raw, features, won, cells, theta)))
-        print(f"\noffset weights (komi, komi x size term, wave, wave x size term): "
+        print(f"\noffset weights (komi, komi x size term, wave, wave x size term, mover, mover x size term): "
               f"{', '.join(f'{t:+.4f}' for t in theta)}; {len(raw)} positions of {positions.games} games")
     for proto, net in zip(protos, args.net):  # every file made before any is written: all of them or none
         try:
