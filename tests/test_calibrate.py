@@ -154,38 +154,67 @@ def test_the_graphs_offset_computes_what_the_torch_head_computes(tmp_path):
     assert all(after[name] == data for name, data in before.items())
 
 
+def four_weight_file(tmp_path, theta4) -> str:
+    """A file calibrated before the mover's term: its offset's nodes read the komi and wave planes alone, with four
+    weights (as the shipped default's files were until the mover's term)."""
+    from onnx import numpy_helper
+
+    proto = onnx.load(exported(tmp_path, "four.onnx"))
+    calibrate.add_offset(proto, np.asarray(theta4))
+    encoding = encoding_named(V2)
+    older = {calibrate.NODE_PREFIX + "input_planes": np.asarray([encoding.plane_names.index("komi"),
+                                                                 encoding.plane_names.index("komi_wave")], np.int64),
+             calibrate.NODE_PREFIX + "matrix": np.asarray([2, 2], np.int64),
+             calibrate.OFFSET_WEIGHT: np.asarray([theta4], np.float32)}
+    for tensor in proto.graph.initializer:
+        if tensor.name in older:
+            tensor.CopyFrom(numpy_helper.from_array(older[tensor.name], tensor.name))
+    path = tmp_path / "four-calibrated.onnx"
+    onnx.save(proto, path)
+    return str(path)
+
+
 def test_a_file_calibrated_before_the_movers_term_loads_and_calibrates_again(tmp_path):
-    """The shipped network's files hold an offset of four weights (the komi's and the wave's): torch reads them with
-    the mover's at zero, and a fit added to them makes the offset's nodes anew with the six weights summed."""
-    shipped = "weights/tabula-6x64-v2.onnx"
-    proto = onnx.load(shipped)
-    four = calibrate.offset_of(proto)
-    assert four is not None and len(four) == 4
-    loaded = network.load_onnx(shipped)
-    assert np.array_equal(loaded.head.value_offset_small_boards.weight.detach().numpy()[0],
-                          np.concatenate([four, [0.0, 0.0]]).astype(np.float32))
-    bare = onnx.load(shipped)
-    assert np.allclose(calibrate.remove_offset(bare), np.concatenate([four, [0.0, 0.0]]))
-    assert calibrate.offset_of(bare) is None and not [n for n in bare.graph.node if n.name.startswith("/head/")
-                                                      and "calibration" in n.name]
-    calibrate.add_offset(proto, np.asarray(THETA))
-    out, without = tmp_path / "out.onnx", tmp_path / "without.onnx"
-    onnx.save(proto, out)
-    onnx.save(bare, without)
-    assert np.allclose(calibrate.offset_of(onnx.load(out)), np.concatenate([four, [0.0, 0.0]]) + THETA, atol=1e-7)
+    """A file whose offset has four weights (the komi's and the wave's): torch reads them with the mover's at zero,
+    and a fit added to them makes the offset's nodes anew with the six weights summed."""
+    four = np.asarray(THETA[:4])
+    path = four_weight_file(tmp_path, four)
+    proto = onnx.load(path)
+    assert len(calibrate.offset_of(proto)) == 4
+    loaded = network.load_onnx(path)
+    assert np.allclose(loaded.head.value_offset_small_boards.weight.detach().numpy()[0], list(four) + [0.0, 0.0])
     encoding = encoding_named(V2)
     komi, wave = encoding.plane_names.index("komi"), encoding.plane_names.index("komi_wave")
+    bare = onnx.load(path)
+    assert np.allclose(calibrate.remove_offset(bare), list(four) + [0.0, 0.0])
+    assert calibrate.offset_of(bare) is None
+    assert not [n for n in bare.graph.node if n.name.startswith(calibrate.NODE_PREFIX)]
+    without = tmp_path / "without.onnx"
+    onnx.save(bare, without)
+    for size in (9, 13):  # the four-weight graph computes the komi's and the wave's terms, and torch agrees
+        states = positions(size, 6.5)
+        planes = encoding.encode_batch(states, None)
+        features = calibrate.offset_features(planes[:, komi].mean(axis=(1, 2)), planes[:, wave].mean(axis=(1, 2)), size)
+        moved = np.arctanh(values(path, states)) - np.arctanh(values(without, states))
+        assert np.allclose(moved, features[:, :4] @ four, atol=1e-4), size
+        with torch.no_grad():
+            assert np.allclose(values(path, states), loaded(torch.from_numpy(planes))[1].numpy(), atol=1e-5)
+    calibrate.add_offset(proto, np.asarray(THETA))
+    out = tmp_path / "out.onnx"
+    onnx.save(proto, out)
+    total = np.asarray(list(four) + [0.0, 0.0]) + np.asarray(THETA)
+    assert np.allclose(calibrate.offset_of(onnx.load(out)), total, atol=1e-6)
     for size in (9, 13):
         states = positions(size, 6.5)
         planes = encoding.encode_batch(states, None)
-        offset = calibrate.offset_features(planes[:, komi].mean(axis=(1, 2)), planes[:, wave].mean(axis=(1, 2)),
-                                           size) @ calibrate.offset_of(onnx.load(out))
+        features = calibrate.offset_features(planes[:, komi].mean(axis=(1, 2)), planes[:, wave].mean(axis=(1, 2)), size)
         moved = np.arctanh(values(out, states)) - np.arctanh(values(without, states))
-        assert np.allclose(moved, offset, atol=1e-4), size
-        torch_value = network.load_onnx(out)(torch.from_numpy(planes))[1].detach().numpy()
+        assert np.allclose(moved, features @ total, atol=1e-4), size
+        with torch.no_grad():
+            torch_value = network.load_onnx(out)(torch.from_numpy(planes))[1].numpy()
         assert np.allclose(values(out, states), torch_value, atol=1e-5)
     states = positions(19, 6.5)
-    assert np.array_equal(values(shipped, states), values(out, states))
+    assert np.array_equal(values(without, states), values(out, states))
 
 
 def test_quantizing_a_calibrated_file_keeps_its_offset(tmp_path):
