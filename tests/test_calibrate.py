@@ -96,12 +96,13 @@ def test_the_fit_finds_a_known_offset():
     rng = np.random.default_rng(5)
     count = 40000
     raw = rng.normal(0.0, 0.6, count)
-    features = rng.normal(0.0, 0.3, (count, 4))
-    truth = np.asarray([0.4, -0.2, 0.25, 0.1])
+    features = rng.normal(0.0, 0.3, (count, 6))
+    truth = np.asarray([0.4, -0.2, 0.25, 0.1, 0.15, -0.1])
     won = (rng.random(count) < 1.0 / (1.0 + np.exp(-2.0 * (raw + features @ truth)))).astype(np.float64)
     assert np.allclose(calibrate.fit_offset(raw, features, won), truth, atol=0.05)
     # one size alone: the komi and its size-scaled copy are proportional, and the fit stays finite
-    single = np.stack([features[:, 0], -0.5 * features[:, 0], features[:, 2], -0.5 * features[:, 2]], axis=1)
+    single = np.stack([features[:, 0], -0.5 * features[:, 0], features[:, 2], -0.5 * features[:, 2],
+                       np.ones(count), -0.5 * np.ones(count)], axis=1)
     theta = calibrate.fit_offset(raw, single, won)
     assert np.all(np.isfinite(theta))
     # results that separate (the mover always won): the penalty keeps the offset from pushing values to ±1
@@ -293,6 +294,9 @@ def test_an_offset_given_writes_what_the_fit_printed(tmp_path, capsys):
                            str(negative)]) == 0
     assert "(-0.0162, -0.0942, -0.2934, -0.1632) given" in {p.key: p.value for p in
                                                             onnx.load(negative).metadata_props}["provenance"]
+    assert np.allclose(calibrate.offset_of(onnx.load(negative)), [-0.0162, -0.0942, -0.2934, -0.1632, 0.0, 0.0])
+    with pytest.raises(ValueError, match="weights"):
+        calibrate.padded([0.1, 0.2, 0.3])
     assert calibrate.main(["--offset=0,0,0,0", "--net", str(negative), "--out", str(tmp_path / "twice.onnx")]) == 2
     assert "offset already" in capsys.readouterr().err and not (tmp_path / "twice.onnx").exists()
 

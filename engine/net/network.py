@@ -42,11 +42,11 @@ BLACK_VIEW = "black"  # Leela Zero v2 files (ELF OpenGo): the value head predict
 SCORE_SCALE = 10.0  # the score head's raw output is in tens of points, so that it trains at unit scale
 OUTPUTS = ("policy", "value")
 AUX_OUTPUTS = ("score", "ownership")
-# NetSpec's small-board komi terms, each in a network's metadata only where it is on
 # The small-board value offset's weights (PooledHead): the komi, the parity wave and the mover's constant, each
 # with its size-scaled copy. Files calibrated before the mover's term hold the first four.
 OFFSET_WEIGHTS = 6
 OFFSET_PARAMETER = "head.value_offset_small_boards.weight"
+# NetSpec's small-board komi terms, each in a network's metadata only where it is on
 SMALL_BOARD_KOMI_FLAGS = ("small_board_komi", "small_board_komi_parity", "small_board_score_komi")
 # The global planes the head reads with ``head_komi``: the side to move's komi / KOMI_SCALE and its parity wave
 KOMI_GLOBALS = ("komi", "komi_wave")
@@ -90,7 +90,8 @@ class NetSpec:
     # katago-v7 and tabula-v2 (the komi among their global planes), pooled head only: the head reads the komi and
     # its parity wave itself, into the value's hidden layer and straight into the score (PooledHead)
     head_komi: bool = False
-    # with head_komi only: an offset of the value's raw output by the komi on boards below 19x19, a calibration
+    # with head_komi only: an offset of the value's raw output by the komi, its parity wave and the mover's term
+    # on boards below 19x19, a calibration
     # fitted to self-play results (PooledHead; tools/learn/calibrate.py)
     small_board_value_offset: bool = False
 
@@ -246,7 +247,7 @@ class PooledHead(nn.Module):
     number for a game that flips sign with the side to move, so they move every value a search backs up to a node
     the same way; the mover's term alternates with the depth and is small. The offset changes the winrate a user
     reads and resignation far more than the choice of moves, and nothing on 19x19. Files calibrated before the
-    mover's term hold its first four weights (``OFFSET_WEIGHTS``); they load with the mover's two at zero."""
+    mover's term hold the first four of its ``OFFSET_WEIGHTS``; they load with the mover's two at zero."""
 
     def __init__(self, spec: NetSpec):
         super().__init__()

@@ -181,8 +181,11 @@ def spec_of(proto):
 
 
 def padded(theta) -> np.ndarray:
-    """An offset's weights as six: four (fitted before the mover's term) with the mover's two at zero."""
+    """An offset's weights as six: four (fitted before the mover's term) with the mover's two at zero. ValueError
+    for another count."""
     theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+    if len(theta) not in (4, OFFSET_WEIGHTS):
+        raise ValueError(f"an offset has {OFFSET_WEIGHTS} weights (or 4, before the mover's term), not {len(theta)}")
     return np.pad(theta, (0, OFFSET_WEIGHTS - len(theta))) if len(theta) == 4 else theta
 
 
