@@ -166,7 +166,7 @@ def four_weight_file(tmp_path, theta4) -> str:
     older = {calibrate.NODE_PREFIX + "input_planes": np.asarray([encoding.plane_names.index("komi"),
                                                                  encoding.plane_names.index("komi_wave")], np.int64),
              calibrate.NODE_PREFIX + "matrix": np.asarray([2, 2], np.int64),
-             calibrate.OFFSET_WEIGHT: np.asarray([theta4], np.float32)}
+             calibrate.OFFSET_PARAMETER: np.asarray([theta4], np.float32)}
     for tensor in proto.graph.initializer:
         if tensor.name in older:
             tensor.CopyFrom(numpy_helper.from_array(older[tensor.name], tensor.name))
@@ -265,7 +265,7 @@ def test_calibrate_writes_the_fitted_offset_and_keeps_the_measured_metadata(tmp_
     # again from the calibrated file: the fit adds to the offset it has, no second one
     again = tmp_path / "again.onnx"
     assert calibrate.main([str(tmp_path / "sgf"), "--sizes", "9", "--net", str(out), "--out", str(again)]) == 0
-    weight = [t for t in onnx.load(again).graph.initializer if t.name == calibrate.OFFSET_WEIGHT]
+    weight = [t for t in onnx.load(again).graph.initializer if t.name == calibrate.OFFSET_PARAMETER]
     assert len(weight) == 1
     nodes = [n for n in onnx.load(again).graph.node if n.name.startswith("/head/calibration/")]
     assert len(nodes) == len([n for n in onnx.load(out).graph.node if n.name.startswith("/head/calibration/")])

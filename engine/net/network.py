@@ -717,6 +717,14 @@ def compare_with_onnx(model: TabulaNet, path: str, size: int, tolerance: float =
 TRAINING_ONLY = ("head.reply_",)
 
 
+def with_movers_weights(weights: np.ndarray) -> np.ndarray:
+    """A small-board value offset's weights (last axis) as ``OFFSET_WEIGHTS``: four, from a file calibrated before
+    the mover's term, with the mover's two at zero; any other count as it is."""
+    if weights.shape[-1] != 4:
+        return weights
+    return np.pad(weights, [(0, 0)] * (weights.ndim - 1) + [(0, OFFSET_WEIGHTS - 4)])
+
+
 def load_onnx(path: str | os.PathLike, proto=None) -> TabulaNet:
     """Rebuild the torch network from a Tabula fp32 ONNX file (its metadata and named initialisers); the heads
     that only training uses (``TRAINING_ONLY``) keep their initial weights. ``proto``: the file already loaded."""
@@ -730,8 +738,8 @@ def load_onnx(path: str | os.PathLike, proto=None) -> TabulaNet:
         if name.startswith(TRAINING_ONLY) and name not in tensors:
             continue  # never exported: a network continued from its file learns this head afresh
         tensor = tensors.get(name)
-        if name == OFFSET_PARAMETER and tensor is not None and tensor.shape == (1, 4):
-            tensor = np.pad(tensor, ((0, 0), (0, OFFSET_WEIGHTS - 4)))  # calibrated before the mover's term
+        if name == OFFSET_PARAMETER and tensor is not None:
+            tensor = with_movers_weights(tensor)
         if tensor is None or tensor.shape != tuple(value.shape):
             raise NetworkFileError(path, f"parameter {name} missing or of the wrong shape")
         state[name] = torch.from_numpy(np.array(tensor))
@@ -825,7 +833,7 @@ def to_leelaz(model: TabulaNet) -> LeelazWeights:
 __all__ = ["NetSpec", "TabulaNet", "AGZ", "POOLED", "SIDE_TO_MOVE", "BLACK_VIEW", "save_checkpoint",
            "load_checkpoint", "with_komi_input", "with_small_board_komi", "with_small_board_komi_parity",
            "with_small_board_score_komi", "with_small_board_value_offset", "SMALL_BOARD_KOMI_FLAGS", "OFFSET_WEIGHTS",
-           "OFFSET_PARAMETER",
+           "OFFSET_PARAMETER", "with_movers_weights",
            "with_small_board_value", "komi_parity_wave", "random_network", "export_onnx",
            "load_onnx", "load_network", "onnx_metadata", "compare_with_onnx", "from_leelaz", "to_leelaz",
            "default_board_sizes", "set_metadata"]

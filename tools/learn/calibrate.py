@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabula.engine.data.records import RecordFilter, iter_records
-from tabula.engine.net.network import OFFSET_PARAMETER, OFFSET_WEIGHTS
+from tabula.engine.net.network import OFFSET_PARAMETER, OFFSET_WEIGHTS, with_movers_weights
 from tabula.engine.rules.coords import BLACK
 from tabula.engine.rules.game import SIMPLE_KO, GameState, Rules
 
@@ -160,7 +160,6 @@ def read_games(evaluator, encoding, sources: list[str], sizes: list[int], max_ga
     return positions
 
 
-OFFSET_WEIGHT = OFFSET_PARAMETER  # torch's name, which load_onnx reads back
 VALUE_OUTPUT = "value"
 NODE_PREFIX = "/head/calibration/"  # under /head/: int8 quantization keeps the heads fp32 (export.after_heads)
 
@@ -186,7 +185,7 @@ def padded(theta) -> np.ndarray:
     theta = np.asarray(theta, dtype=np.float64).reshape(-1)
     if len(theta) not in (4, OFFSET_WEIGHTS):
         raise ValueError(f"an offset has {OFFSET_WEIGHTS} weights (or 4, before the mover's term), not {len(theta)}")
-    return np.pad(theta, (0, OFFSET_WEIGHTS - len(theta))) if len(theta) == 4 else theta
+    return with_movers_weights(theta)
 
 
 def remove_offset(proto) -> np.ndarray:
@@ -196,7 +195,7 @@ def remove_offset(proto) -> np.ndarray:
     from onnx import numpy_helper
 
     graph = proto.graph
-    weight = [t for t in graph.initializer if t.name == OFFSET_WEIGHT]
+    weight = [t for t in graph.initializer if t.name == OFFSET_PARAMETER]
     nodes = [node for node in graph.node if node.name.startswith(NODE_PREFIX)]
     add = [node for node in nodes if list(node.output) == [NODE_PREFIX + "value"]]
     tanh = [node for node in graph.node if node.op_type == "Tanh" and list(node.output) == [VALUE_OUTPUT]
@@ -208,14 +207,14 @@ def remove_offset(proto) -> np.ndarray:
     tanh[0].input[0] = add[0].input[0]
     for node in nodes:
         graph.node.remove(node)
-    for tensor in [t for t in graph.initializer if t.name == OFFSET_WEIGHT or t.name.startswith(NODE_PREFIX)]:
+    for tensor in [t for t in graph.initializer if t.name == OFFSET_PARAMETER or t.name.startswith(NODE_PREFIX)]:
         graph.initializer.remove(tensor)
     return theta
 
 
 def add_offset(proto, theta: np.ndarray) -> None:
     """Add the small-board value offset ``theta`` (six weights, or four with the mover's at zero) to a Tabula
-    network's ONNX graph (``proto``, changed in place): to its ``OFFSET_WEIGHT`` where it has six, else as new nodes
+    network's ONNX graph (``proto``, changed in place): to its ``OFFSET_PARAMETER`` where it has six, else as new nodes
     in front of the Tanh that gives the ``value`` output (an offset of four weights, made before the mover's term,
     taken out first and its weights added), computing what ``PooledHead`` computes from the input planes (the komi,
     komi_wave and on_board planes' means, the board's side from the input's shape). ValueError where the graph has no
@@ -231,11 +230,11 @@ def add_offset(proto, theta: np.ndarray) -> None:
     architecture = json.loads(metadata["architecture"])
     plane_names = NetSpec.from_dict(architecture).encoding.plane_names
     weights = {t.name: t for t in graph.initializer}
-    if OFFSET_WEIGHT in weights:
-        existing = numpy_helper.to_array(weights[OFFSET_WEIGHT]).reshape(-1).astype(np.float64)
+    if OFFSET_PARAMETER in weights:
+        existing = numpy_helper.to_array(weights[OFFSET_PARAMETER]).reshape(-1).astype(np.float64)
         if len(existing) == OFFSET_WEIGHTS:
-            weights[OFFSET_WEIGHT].CopyFrom(numpy_helper.from_array((existing + theta)[None, :].astype(np.float32),
-                                                                    OFFSET_WEIGHT))
+            weights[OFFSET_PARAMETER].CopyFrom(numpy_helper.from_array((existing + theta)[None, :].astype(np.float32),
+                                                                    OFFSET_PARAMETER))
             return
         theta = theta + remove_offset(proto)
     elif architecture.get("small_board_value_offset"):
@@ -254,7 +253,7 @@ def add_offset(proto, theta: np.ndarray) -> None:
     inputs = constant("input_planes", np.asarray([plane_names.index(name) for name in ("komi", "komi_wave",
                                                                                        "on_board")], np.int64))
     side_axis = constant("side_axis", np.asarray(2, np.int64))
-    graph.initializer.append(numpy_helper.from_array(theta[None, :].astype(np.float32), OFFSET_WEIGHT))
+    graph.initializer.append(numpy_helper.from_array(theta[None, :].astype(np.float32), OFFSET_PARAMETER))
     nodes = [
         helper.make_node("Gather", [planes, inputs], [p + "input_planes_out"], axis=1),
         # [B, 3]: the side to move's komi / KOMI_SCALE, the parity wave (each a plane of one value) and 1
@@ -270,7 +269,7 @@ def add_offset(proto, theta: np.ndarray) -> None:
         helper.make_node("Div", [p + "below19_relu", p + "ten"], [p + "smallness"]),
         # [[θ0, θ1], [θ2, θ3], [θ4, θ5]]: features @ it = [θ0 k + θ2 w + θ4, θ1 k + θ3 w + θ5], the plain terms
         # and the size-scaled ones
-        helper.make_node("Reshape", [OFFSET_WEIGHT, constant("matrix", np.asarray([3, 2], np.int64))],
+        helper.make_node("Reshape", [OFFSET_PARAMETER, constant("matrix", np.asarray([3, 2], np.int64))],
                          [p + "weight"]),
         helper.make_node("MatMul", [p + "features", p + "weight"], [p + "terms"]),
         helper.make_node("Reshape", [p + "size_term", constant("one", np.asarray([1], np.int64))],
@@ -316,7 +315,7 @@ def offset_of(proto) -> np.ndarray | None:
     from onnx import numpy_helper
 
     for tensor in proto.graph.initializer:
-        if tensor.name == OFFSET_WEIGHT:
+        if tensor.name == OFFSET_PARAMETER:
             return numpy_helper.to_array(tensor).reshape(-1).astype(np.float64)
     return None
 
